@@ -1,0 +1,46 @@
+/* backend.h: the backend interface, a struct of function pointers plus a context.
+ * A backend receives only prepared (validated) calls: it may assert, never argue. */
+#ifndef SEGOPS_BACKEND_H
+#define SEGOPS_BACKEND_H
+
+#include <stddef.h>
+
+#include "ops.h"
+
+typedef struct {
+  char name[128];
+  size_t memory_total; /* bytes; 0 when unknown */
+  size_t memory_used;  /* bytes in use now (0 when unknown) */
+} segops_device_info;
+
+typedef struct segops_backend segops_backend;
+
+struct segops_backend {
+  const char *name; /* "cpu", "cuda" (static) */
+  void *ctx;
+  int n_devices; /* workers the scheduler may run concurrently on this backend (>= 1) */
+  /* Runs one prepared call on device `device` (0..n_devices-1), from host inputs to host
+   * outputs; blocking. Thread-safe across different devices; calls on the same device are
+   * serialised by the caller. Returns SEGOPS_OK or a negative SEGOPS_E_* code (NOMEM /
+   * RESOURCE_EXHAUSTED / DEVICE / INTERNAL) with detail in err. */
+  int (*run)(void *ctx, int device, const segops_call *call, char *err, size_t errlen);
+  /* Fills info for a device; returns SEGOPS_OK or an error. */
+  int (*device_info)(void *ctx, int device, segops_device_info *info);
+  /* True while the backend can take work (false after a sticky device fault). */
+  int (*ready)(void *ctx);
+  /* Frees ctx. */
+  void (*destroy)(void *ctx);
+};
+
+/* CPU backend. threads <= 0 picks the number of online CPUs. Returns NULL on failure.
+ * Owned by the caller: free with segops_backend_free. */
+segops_backend *segops_cpu_backend_new(int threads);
+
+/* CUDA backend, when built with CUDA (SEGOPS_HAVE_CUDA). devices: list of ordinals, or NULL
+ * with n_devices = 0 for all. Returns NULL with a message in err when no usable GPU. */
+segops_backend *segops_cuda_backend_new(const int *devices, int n_devices, char *err, size_t errlen);
+
+/* Calls destroy and frees the struct. Accepts NULL. */
+void segops_backend_free(segops_backend *b);
+
+#endif

@@ -1,0 +1,113 @@
+/* ops.h: the op table (6 ops x 3 passes) and the types every layer shares: dtypes, tensors,
+ * argument descriptors and the prepared call a backend runs. */
+#ifndef SEGOPS_OPS_H
+#define SEGOPS_OPS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+#define SEGOPS_OP(e, name) SEGOPS_OP_##e,
+#include "ops.def"
+#undef SEGOPS_OP
+  SEGOPS_OP_COUNT
+} segops_op;
+
+typedef enum {
+#define SEGOPS_PASS(e, name) SEGOPS_PASS_##e,
+#include "ops.def"
+#undef SEGOPS_PASS
+  SEGOPS_PASS_COUNT
+} segops_pass;
+
+_Static_assert(SEGOPS_OP_COUNT == 6, "SPEC §2 defines six ops");
+_Static_assert(SEGOPS_PASS_COUNT == 3, "SPEC §2 defines three passes");
+
+typedef enum { SEGOPS_F32 = 0, SEGOPS_F64 = 1, SEGOPS_I32 = 2, SEGOPS_I64 = 3, SEGOPS_DTYPE_COUNT } segops_dtype;
+
+/* Shape kinds of the table. "Layout" is the width w of a row: 1 (scalar) or 3 (vec3).
+ *   ELEM     (N,) or (N,3) by the call's layout     SEG      (S,) or (S,3) by the layout
+ *   ELEM3    (N,3) always                           SEG1     (S,) always
+ *   MAT      (S,3,3)                                IDX      (N,) int32/int64 */
+typedef enum { SEGOPS_SH_ELEM, SEGOPS_SH_ELEM3, SEGOPS_SH_SEG, SEGOPS_SH_SEG1, SEGOPS_SH_MAT } segops_shape_kind;
+
+/* How an input is used by its function:
+ *   REQ      read by the formula, must be given
+ *   COTAN    a double-backward cotangent gg_a: may be omitted, meaning zeros
+ *   UNREAD   not read by the formula: may be omitted, validated when given */
+typedef enum { SEGOPS_ARG_REQ, SEGOPS_ARG_COTAN, SEGOPS_ARG_UNREAD } segops_arg_use;
+
+#define SEGOPS_MAX_INPUTS 5
+#define SEGOPS_MAX_OUTPUTS 3
+#define SEGOPS_MAX_NDIM 3
+
+typedef struct {
+  const char *name;
+  segops_shape_kind shape;
+  segops_arg_use use;
+} segops_arg_desc;
+
+typedef struct {
+  const char *name;
+  segops_shape_kind shape;
+} segops_out_desc;
+
+/* One row of the table: one function (op, pass). Inputs are listed in the SPEC's order:
+ * cotangents, then g_out, then the forward inputs. idx and num_segments are implicit. */
+typedef struct {
+  segops_op op;
+  segops_pass pass;
+  int n_in, n_out;
+  segops_arg_desc in[SEGOPS_MAX_INPUTS];
+  segops_out_desc out[SEGOPS_MAX_OUTPUTS];
+  bool vec3_only; /* layout fixed at width 3 (rms_norm, matvec) */
+} segops_fn_desc;
+
+/* Lookups in the table; all returned pointers and strings are static (borrowed, never freed). */
+const segops_fn_desc *segops_fn(segops_op op, segops_pass pass);
+const char *segops_op_name(segops_op op);
+const char *segops_pass_name(segops_pass pass);
+/* Parses a wire name of len bytes (not NUL-terminated); returns the enum or -1. */
+int segops_op_parse(const char *s, size_t len);
+int segops_pass_parse(const char *s, size_t len);
+
+const char *segops_dtype_name(segops_dtype dt);
+int segops_dtype_parse(const char *s, size_t len); /* -1 if unknown */
+size_t segops_dtype_size(segops_dtype dt);
+
+/* A tensor view. data is borrowed and MAY BE UNALIGNED (msgpack bin payloads are read in
+ * place): readers use memcpy-style loads or copy. Row-major, C-contiguous. */
+typedef struct {
+  segops_dtype dtype;
+  int ndim;
+  int64_t shape[SEGOPS_MAX_NDIM];
+  const void *data;
+  size_t nbytes; /* bytes the wire carried for data; validated against shape x itemsize */
+} segops_tensor;
+
+/* Number of elements of a shape kind for a call, in units of the dtype (N*w, S, S*9, ...). */
+int64_t segops_shape_count(segops_shape_kind k, int width, int64_t n, int64_t s);
+/* Fills shape/ndim of a shape kind for a call; returns ndim. */
+int segops_shape_dims(segops_shape_kind k, int width, int64_t n, int64_t s, int64_t shape[SEGOPS_MAX_NDIM]);
+
+/* A validated call, ready for a backend. Produced by segops_prepare (prepare.h).
+ * Inputs are indexed like the row's `in`, outputs like its `out`.
+ *   in[k]  NULL: an omitted COTAN (zeros) or UNREAD input. Else borrowed host memory,
+ *          possibly unaligned, of segops_shape_count(...) elements of `dtype`.
+ *   out[k] NULL: output not requested. Else host memory, aligned to 64 bytes, owned by whoever
+ *          prepared the call, of segops_shape_count(...) elements; the backend writes every
+ *          element (zeros included).
+ *   idx    int32, aligned, every value in [0, s). idx_sorted: non-decreasing. */
+typedef struct segops_call {
+  const segops_fn_desc *fn;
+  segops_dtype dtype; /* SEGOPS_F32 or SEGOPS_F64 */
+  int width;          /* 1 or 3 */
+  int64_t n, s;
+  const int32_t *idx;
+  bool idx_sorted;
+  const void *in[SEGOPS_MAX_INPUTS];
+  void *out[SEGOPS_MAX_OUTPUTS];
+} segops_call;
+
+#endif

@@ -1,0 +1,314 @@
+/* prepare.c: backend-independent validation and shape inference, driven by the op table alone. */
+#include "prepare.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errors.h"
+
+void *segops_aligned_alloc(size_t nbytes) {
+  size_t sz = (nbytes + 63) & ~(size_t)63;
+  if (sz < nbytes) return NULL; /* wrapped */
+  if (sz == 0) sz = 64;
+  return aligned_alloc(64, sz);
+}
+
+void segops_prepared_free(segops_prepared *p) {
+  if (!p) return;
+  free(p->idx_buf);
+  free(p->out_buf);
+  p->idx_buf = NULL;
+  p->out_buf = NULL;
+}
+
+static bool name_eq(const char *a, size_t alen, const char *b) { return strlen(b) == alen && memcmp(a, b, alen) == 0; }
+
+/* "(5,3)" */
+static const char *fmt_shape(char *buf, size_t len, int ndim, const int64_t *shape) {
+  size_t o = 0;
+  o += (size_t)snprintf(buf + o, len - o, "(");
+  for (int i = 0; i < ndim && o < len; i++)
+    o += (size_t)snprintf(buf + o, len - o, "%s%" PRId64, i ? "," : "", shape[i]);
+  if (o < len) o += (size_t)snprintf(buf + o, len - o, ndim == 1 ? ",)" : ")");
+  return buf;
+}
+
+/* "(N,3)" style pattern for a shape kind. */
+static const char *kind_pattern(segops_shape_kind k, int width) {
+  switch (k) {
+    case SEGOPS_SH_ELEM:
+      return width == 3 ? "(N,3)" : width == 1 ? "(N,)" : "(N,) or (N,3)";
+    case SEGOPS_SH_ELEM3:
+      return "(N,3)";
+    case SEGOPS_SH_SEG:
+      return width == 3 ? "(S,3)" : width == 1 ? "(S,)" : "(S,) or (S,3)";
+    case SEGOPS_SH_SEG1:
+      return "(S,)";
+    case SEGOPS_SH_MAT:
+      return "(S,3,3)";
+  }
+  return "?";
+}
+
+static bool kind_is_elem(segops_shape_kind k) { return k == SEGOPS_SH_ELEM || k == SEGOPS_SH_ELEM3; }
+
+/* Checks a tensor's byte length against shape x itemsize, with overflow and element limits. */
+static int check_tensor_size(const char *op, const char *name, const segops_tensor *t, const segops_limits *lim,
+                             char *err, size_t errlen) {
+  char sb[96];
+  if (t->ndim < 0 || t->ndim > SEGOPS_MAX_NDIM)
+    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: %s has %d dimensions; at most %d are allowed",
+                       op, name, t->ndim, SEGOPS_MAX_NDIM);
+  int64_t count = 1;
+  bool overflow = false;
+  for (int i = 0; i < t->ndim; i++) {
+    if (t->shape[i] < 0)
+      return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: %s.shape[%d] (%" PRId64 ") must be >= 0", op,
+                         name, i, t->shape[i]);
+    if (__builtin_mul_overflow(count, t->shape[i], &count)) overflow = true;
+  }
+  if (overflow || count > lim->max_elements)
+    return segops_errf(SEGOPS_E_TOO_LARGE, err, errlen, "%s: %s %s has more elements than the limit (%" PRId64 ")",
+                       op, name, fmt_shape(sb, sizeof sb, t->ndim, t->shape), lim->max_elements);
+  uint64_t need = (uint64_t)count * segops_dtype_size(t->dtype);
+  if ((uint64_t)t->nbytes != need)
+    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
+                       "%s: %s data has %zu bytes but shape %s x %s needs %" PRIu64, op, name, t->nbytes,
+                       fmt_shape(sb, sizeof sb, t->ndim, t->shape), segops_dtype_name(t->dtype), need);
+  return SEGOPS_OK;
+}
+
+/* Width a tensor implies for a layout-dependent kind: 1, 3, or 0 when it fits neither. */
+static int implied_width(const segops_tensor *t) {
+  if (t->ndim == 1) return 1;
+  if (t->ndim == 2 && t->shape[1] == 3) return 3;
+  return 0;
+}
+
+static int check_shape(const char *op, const char *name, segops_shape_kind k, int width, int64_t n, int64_t s,
+                       const segops_tensor *t, char *err, size_t errlen) {
+  int64_t want[SEGOPS_MAX_NDIM];
+  int nd = segops_shape_dims(k, width, n, s, want);
+  char got[96], exp[96];
+  fmt_shape(got, sizeof got, t->ndim, t->shape);
+  bool trailing_ok = t->ndim == nd;
+  for (int i = 1; trailing_ok && i < nd; i++) trailing_ok = t->shape[i] == want[i];
+  if (!trailing_ok)
+    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: %s must have shape %s, got %s", op, name,
+                       kind_pattern(k, width), got);
+  if (t->shape[0] != want[0]) {
+    if (kind_is_elem(k))
+      return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
+                         "%s: %s.shape[0] (%" PRId64 ") must equal idx.shape[0] (%" PRId64 ")", op, name, t->shape[0],
+                         n);
+    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
+                       "%s: num_segments (%" PRId64 ") must equal %s.shape[0] (%" PRId64 ")", op, s, name, t->shape[0]);
+  }
+  (void)exp;
+  return SEGOPS_OK;
+}
+
+static void list_names(char *buf, size_t len, const segops_fn_desc *fn, bool outputs) {
+  size_t o = 0;
+  buf[0] = 0;
+  int cnt = outputs ? fn->n_out : fn->n_in;
+  for (int i = 0; i < cnt && o < len; i++)
+    o += (size_t)snprintf(buf + o, len - o, "%s%s", i ? ", " : "", outputs ? fn->out[i].name : fn->in[i].name);
+  if (!outputs && o < len) snprintf(buf + o, len - o, ", idx, num_segments");
+}
+
+int segops_prepare(const segops_request *req, const segops_limits *lim, segops_prepared *p, char *err,
+                   size_t errlen) {
+  memset(p, 0, sizeof *p);
+  const segops_fn_desc *fn = segops_fn(req->op, req->pass);
+  if (!fn) return segops_errf(SEGOPS_E_NOT_FOUND, err, errlen, "unknown op or pass");
+  const char *op = segops_op_name(fn->op);
+  char names[256];
+
+  /* 1. Argument names: known, not repeated. */
+  const segops_tensor *in[SEGOPS_MAX_INPUTS] = {0};
+  const segops_tensor *idx = NULL;
+  for (int a = 0; a < req->nargs; a++) {
+    const segops_named_tensor *nt = &req->args[a];
+    const segops_tensor **slot = NULL;
+    if (name_eq(nt->name, nt->name_len, "idx")) slot = &idx;
+    for (int k = 0; !slot && k < fn->n_in; k++)
+      if (name_eq(nt->name, nt->name_len, fn->in[k].name)) slot = &in[k];
+    if (!slot) {
+      list_names(names, sizeof names, fn, false);
+      return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
+                         "%s: unknown argument '%.*s' for %s (expected: %s)", op, (int)(nt->name_len > 64 ? 64 : nt->name_len),
+                         nt->name, segops_pass_name(fn->pass), names);
+    }
+    if (*slot)
+      return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: argument '%.*s' is given more than once", op,
+                         (int)nt->name_len, nt->name);
+    *slot = &nt->t;
+  }
+
+  /* 2. num_segments. */
+  if (req->ns_kind == SEGOPS_NS_ABSENT)
+    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: num_segments is required", op);
+  if (req->ns_kind == SEGOPS_NS_NOT_INT)
+    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: num_segments must be an integer", op);
+  if (!req->ns_overflow && req->ns_value < 0)
+    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: num_segments (%" PRId64 ") must be >= 0", op,
+                       req->ns_value);
+  if (req->ns_overflow || req->ns_value > lim->max_segments) {
+    if (req->ns_overflow)
+      return segops_errf(SEGOPS_E_TOO_LARGE, err, errlen, "%s: num_segments exceeds the limit (%" PRId64 ")", op,
+                         lim->max_segments);
+    return segops_errf(SEGOPS_E_TOO_LARGE, err, errlen,
+                       "%s: num_segments (%" PRId64 ") exceeds the limit (%" PRId64 ")", op, req->ns_value,
+                       lim->max_segments);
+  }
+  const int64_t s = req->ns_value;
+
+  /* 3. idx: present, 1-D, integer, sized. */
+  if (!idx) return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: idx is required", op);
+  if (idx->dtype != SEGOPS_I32 && idx->dtype != SEGOPS_I64)
+    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: idx must be int32 or int64, got %s", op,
+                       segops_dtype_name(idx->dtype));
+  if (idx->ndim != 1)
+    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: idx must be 1-D, got %d-D", op, idx->ndim);
+  int rc = check_tensor_size(op, "idx", idx, lim, err, errlen);
+  if (rc) return rc;
+  const int64_t n = idx->shape[0];
+
+  /* 4. Required inputs present; float dtypes; one dtype per call; sizes. */
+  int dtype = -1;
+  const char *dtype_from = NULL;
+  for (int k = 0; k < fn->n_in; k++) {
+    const char *name = fn->in[k].name;
+    if (!in[k]) {
+      if (fn->in[k].use == SEGOPS_ARG_REQ)
+        return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: %s is required for %s", op, name,
+                           segops_pass_name(fn->pass));
+      continue;
+    }
+    const segops_tensor *t = in[k];
+    if (t->dtype != SEGOPS_F32 && t->dtype != SEGOPS_F64)
+      return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: %s must be float32 or float64, got %s", op, name,
+                         segops_dtype_name(t->dtype));
+    if (dtype < 0) {
+      dtype = (int)t->dtype;
+      dtype_from = name;
+    } else if ((int)t->dtype != dtype) {
+      return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
+                         "%s: %s is %s but %s is %s; all float inputs must share one dtype", op, name,
+                         segops_dtype_name(t->dtype), dtype_from, segops_dtype_name((segops_dtype)dtype));
+    }
+    rc = check_tensor_size(op, name, t, lim, err, errlen);
+    if (rc) return rc;
+  }
+  if (dtype < 0) {
+    list_names(names, sizeof names, fn, false);
+    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
+                       "%s: %s needs at least one float tensor to fix dtype and layout (one of: %s)", op,
+                       segops_pass_name(fn->pass), names);
+  }
+
+  /* 5. Layout (width) from the first layout-dependent input, then every shape. */
+  int width = fn->vec3_only ? 3 : 0;
+  for (int k = 0; !width && k < fn->n_in; k++) {
+    segops_shape_kind kind = fn->in[k].shape;
+    if (!in[k] || (kind != SEGOPS_SH_ELEM && kind != SEGOPS_SH_SEG)) continue;
+    width = implied_width(in[k]);
+    if (!width) {
+      char got[96];
+      return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: %s must have shape %s, got %s", op,
+                         fn->in[k].name, kind_pattern(kind, 0), fmt_shape(got, sizeof got, in[k]->ndim, in[k]->shape));
+    }
+  }
+  if (!width) width = 1; /* only layout-free inputs given (e.g. dot's g_out alone): cannot happen for REQ rows */
+  for (int k = 0; k < fn->n_in; k++) {
+    if (!in[k]) continue;
+    rc = check_shape(op, fn->in[k].name, fn->in[k].shape, width, n, s, in[k], err, errlen);
+    if (rc) return rc;
+  }
+
+  /* 6. outputs selection. */
+  bool want[SEGOPS_MAX_OUTPUTS] = {false};
+  if (!req->has_outputs) {
+    for (int o = 0; o < fn->n_out; o++) want[o] = true;
+  } else {
+    if (req->n_outputs == 0)
+      return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: outputs must name at least one output", op);
+    for (int j = 0; j < req->n_outputs; j++) {
+      int found = -1;
+      for (int o = 0; o < fn->n_out; o++)
+        if (name_eq(req->outputs[j].name, req->outputs[j].len, fn->out[o].name)) found = o;
+      if (found < 0) {
+        list_names(names, sizeof names, fn, true);
+        return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: unknown output '%.*s' for %s (expected: %s)",
+                           op, (int)(req->outputs[j].len > 64 ? 64 : req->outputs[j].len), req->outputs[j].name,
+                           segops_pass_name(fn->pass), names);
+      }
+      want[found] = true;
+    }
+  }
+
+  /* 7. idx values: range, sortedness; narrow int64 and realign when needed. */
+  bool sorted = true;
+  const unsigned char *ib = (const unsigned char *)idx->data;
+  bool need_copy = idx->dtype == SEGOPS_I64 || ((uintptr_t)ib % sizeof(int32_t)) != 0;
+  int32_t *copy = NULL;
+  if (need_copy) {
+    copy = segops_aligned_alloc((size_t)n * sizeof(int32_t));
+    if (!copy) return segops_errf(SEGOPS_E_NOMEM, err, errlen, "%s: out of memory for idx", op);
+  }
+  int64_t prev = 0;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t v;
+    if (idx->dtype == SEGOPS_I64) {
+      memcpy(&v, ib + i * 8, 8);
+    } else {
+      int32_t v32;
+      memcpy(&v32, ib + i * 4, 4);
+      v = v32;
+    }
+    if (v < 0 || v >= s) {
+      free(copy);
+      return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
+                         "%s: idx[%" PRId64 "] = %" PRId64 " is out of range [0, num_segments = %" PRId64 ")", op, i, v,
+                         s);
+    }
+    if (v < prev) sorted = false;
+    prev = v;
+    if (copy) copy[i] = (int32_t)v;
+  }
+
+  /* 8. Outputs: shapes and one allocation. */
+  size_t total = 0;
+  for (int o = 0; o < fn->n_out; o++) {
+    p->out_ndim[o] = segops_shape_dims(fn->out[o].shape, width, n, s, p->out_shape[o]);
+    int64_t cnt = segops_shape_count(fn->out[o].shape, width, n, s);
+    p->out_nbytes[o] = (size_t)cnt * segops_dtype_size((segops_dtype)dtype);
+    p->requested[o] = want[o];
+    if (want[o]) total += (p->out_nbytes[o] + 63) & ~(size_t)63;
+  }
+  p->out_buf = segops_aligned_alloc(total);
+  if (!p->out_buf) {
+    free(copy);
+    return segops_errf(SEGOPS_E_NOMEM, err, errlen, "%s: out of memory for outputs (%zu bytes)", op, total);
+  }
+  size_t off = 0;
+  for (int o = 0; o < fn->n_out; o++) {
+    if (!want[o]) continue;
+    p->call.out[o] = (char *)p->out_buf + off;
+    off += (p->out_nbytes[o] + 63) & ~(size_t)63;
+  }
+
+  p->idx_buf = copy;
+  p->call.fn = fn;
+  p->call.dtype = (segops_dtype)dtype;
+  p->call.width = width;
+  p->call.n = n;
+  p->call.s = s;
+  p->call.idx = copy ? copy : (const int32_t *)idx->data;
+  p->call.idx_sorted = sorted;
+  for (int k = 0; k < fn->n_in; k++) p->call.in[k] = in[k] ? in[k]->data : NULL;
+  return SEGOPS_OK;
+}
