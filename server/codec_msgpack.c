@@ -1,0 +1,14 @@
+/* codec_msgpack.c: msgpack request decoder and response encoder (placeholder until implemented). */
+#include "codec.h"
+#include "errors.h"
+
+int segops_decode_msgpack(const char *body, size_t len, segops_op op, segops_pass pass,
+                          const segops_codec_limits *lim, segops_decoded *out, char *err, size_t errlen) {
+  (void)body, (void)len, (void)op, (void)pass, (void)lim, (void)out;
+  return segops_errf(SEGOPS_E_INTERNAL, err, errlen, "msgpack decoder not implemented");
+}
+
+int segops_encode_msgpack(const segops_out_tensor *outs, int n, segops_encoded *enc) {
+  (void)outs, (void)n, (void)enc;
+  return SEGOPS_E_INTERNAL;
+}
