@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# setup.sh: installs what segops needs and is missing (Debian/Ubuntu, as root or with sudo),
+# and, with --test, a Python venv at .venv. Idempotent: a second run installs nothing.
+#   scripts/setup.sh          build + run deps (compiler, cmake, libmicrohttpd, msgpack-c, jansson, curl)
+#   scripts/setup.sh --test   also what the tests need: clang (fuzzing), valgrind, and a venv at .venv
+#                             with numpy, msgpack, pytest, torch and the client installed editable
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want_test=0
+[ "${1:-}" = "--test" ] && want_test=1
+
+pkgs=(gcc make cmake pkg-config libmicrohttpd-dev libmsgpack-dev libjansson-dev curl ca-certificates)
+# nvcc compiles host code with g++.
+if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then pkgs+=(g++); fi
+if [ "$want_test" = 1 ]; then
+  pkgs+=(python3 clang libclang-rt-dev valgrind procps)
+fi
+
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+# Names that differ between distributions: Debian 12 has libmsgpack-dev, Ubuntu 24.04 libmsgpack-c-dev.
+if ! installed libmsgpack-dev && installed libmsgpack-c-dev; then
+  pkgs=("${pkgs[@]/libmsgpack-dev/libmsgpack-c-dev}")
+fi
+missing=()
+for p in "${pkgs[@]}"; do
+  installed "$p" || missing+=("$p")
+done
+# A python3 from elsewhere (e.g. pyenv) satisfies python3.
+if printf '%s\n' "${missing[@]}" | grep -qx python3 && command -v python3 >/dev/null; then
+  missing=("${missing[@]/python3/}")
+fi
+missing=($(printf '%s\n' "${missing[@]}" | grep -v '^$' || true))
+
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO="sudo"
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  for i in "${!missing[@]}"; do
+    if [ "${missing[$i]}" = libmsgpack-dev ] && ! apt-cache show libmsgpack-dev >/dev/null 2>&1; then
+      missing[$i]=libmsgpack-c-dev
+    fi
+  done
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ "$want_test" != 1 ]; then
+  echo "setup: ok"
+  exit 0
+fi
+
+# Python venv for the client, tests and benches.
+if [ ! -x .venv/bin/python ]; then
+  if ! python3 -m venv .venv 2>/dev/null; then
+    rm -rf .venv
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
+    python3 -m venv .venv
+  fi
+fi
+pip() { .venv/bin/python -m pip -q --disable-pip-version-check "$@"; }
+have() { .venv/bin/python -c "import $1" 2>/dev/null; }
+have numpy && have msgpack && have pytest || pip install numpy msgpack pytest
+if [ -f clients/python/pyproject.toml ]; then
+  pip install --no-deps -e ./clients/python >/dev/null
+fi
+if ! have torch; then
+  # Torch (optional for the client, needed by its autograd tests), from PyPI.
+  SEGOPS_TORCH_PIP=${SEGOPS_TORCH_PIP:-torch}
+  echo "setup: installing $SEGOPS_TORCH_PIP (for the client's autograd tests)"
+  pip install $SEGOPS_TORCH_PIP || echo "setup: torch could not be installed; torch tests will be skipped"
+fi
+echo "setup: ok"
