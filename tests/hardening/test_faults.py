@@ -1,0 +1,239 @@
+"""test_faults.py: the real segopsd under client faults: aborted uploads and downloads, idle and
+trickling connections, connection limits, oversized bodies, and a valgrind memcheck run."""
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import msgpack
+import numpy as np
+import pytest
+
+SEGOPSD = os.environ.get("SEGOPSD")
+pytestmark = pytest.mark.skipif(not SEGOPSD, reason="SEGOPSD (path of the daemon) not set")
+
+GOOD = b'{"x":[1,2,3,4,5,6],"idx":[0,0,1,1,1,2],"num_segments":3}'
+GOOD_ANSWER = {"out": {"dtype": "float64", "shape": [3], "data": [3.0, 12.0, 6.0]}}
+
+
+class Daemon:
+    def __init__(self, *args, wrapper=(), env=None):
+        e = dict(os.environ)
+        e.update(env or {})
+        self.proc = subprocess.Popen(list(wrapper) + [SEGOPSD, "--listen", "127.0.0.1:0", *args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e)
+        line = self.proc.stdout.readline()
+        m = re.search(r"http://([^:]+):(\d+)", line)
+        assert m, f"segopsd did not start: {line!r} {self.proc.stderr.read() if self.proc.poll() is not None else ''}"
+        self.host, self.port = m.group(1), int(m.group(2))
+
+    def conn(self, timeout=10):
+        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+
+    def sock(self):
+        return socket.create_connection((self.host, self.port), timeout=10)
+
+    def good_request(self, conn=None):
+        c = conn or self.conn()
+        c.request("POST", "/v1/segmented_sum/forward", GOOD, {"Content-Type": "application/json"})
+        r = c.getresponse()
+        body = r.read()
+        if conn is None:
+            c.close()
+        return r.status, json.loads(body)
+
+    def stop(self, timeout=30):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            out, err = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, err = self.proc.communicate()
+            raise AssertionError("segopsd did not exit on SIGTERM")
+        return self.proc.returncode, err
+
+
+@pytest.fixture
+def daemon_factory():
+    made = []
+
+    def make(*args, **kw):
+        d = Daemon(*args, **kw)
+        made.append(d)
+        return d
+
+    yield make
+    for d in made:
+        if d.proc.poll() is None:
+            d.proc.kill()
+            d.proc.wait()
+
+
+def assert_serving(d):
+    status, body = d.good_request()
+    assert status == 200 and body == GOOD_ANSWER
+
+
+def test_abort_mid_upload(daemon_factory):
+    d = daemon_factory()
+    for _ in range(50):
+        s = d.sock()
+        s.sendall(b"POST /v1/segmented_sum/forward HTTP/1.1\r\nHost: x\r\nContent-Type: application/msgpack\r\n"
+                  b"Content-Length: 100000\r\n\r\n" + b"\x00" * 1000)
+        s.close()
+    assert_serving(d)
+    rc, _ = d.stop()
+    assert rc == 0
+
+
+def test_abort_mid_response(daemon_factory):
+    d = daemon_factory()
+    n = 1 << 20
+    body = msgpack.packb({"g_out": {"dtype": "float32", "shape": [1, 3], "data": np.ones((1, 3), np.float32).tobytes()},
+                          "idx": {"dtype": "int32", "shape": [n], "data": np.zeros(n, np.int32).tobytes()},
+                          "num_segments": 1})
+    req = (b"POST /v1/segmented_sum/backward HTTP/1.1\r\nHost: x\r\nContent-Type: application/msgpack\r\n"
+           b"Content-Length: %d\r\n\r\n" % len(body)) + body
+    for _ in range(10):
+        s = d.sock()
+        s.sendall(req)
+        s.recv(100)  # the response (12 MiB) has started; drop the connection
+        s.close()
+    assert_serving(d)
+    rc, _ = d.stop()
+    assert rc == 0
+
+
+def test_idle_connection_is_cut(daemon_factory):
+    d = daemon_factory("--idle-timeout", "1")
+    s = d.sock()
+    s.settimeout(10)
+    t0 = time.time()
+    data = s.recv(100)  # no request: the daemon closes us after the idle timeout
+    el = time.time() - t0
+    assert data == b"" or data.startswith(b"HTTP/1.1 408"), data
+    assert 0.5 <= el <= 5.0, el
+    s.close()
+
+
+def test_trickling_connections_do_not_starve_others(daemon_factory):
+    d = daemon_factory("--idle-timeout", "2")
+    stop = threading.Event()
+    socks = [d.sock() for _ in range(32)]
+
+    def trickle():
+        msg = b"POST /v1/segmented_sum/forward HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 1000
+        i = 0
+        while not stop.is_set() and i < len(msg):
+            for s in socks:
+                try:
+                    s.send(msg[i:i + 1])
+                except OSError:
+                    pass
+            i += 1
+            time.sleep(0.2)
+
+    t = threading.Thread(target=trickle)
+    t.start()
+    try:
+        lat = []
+        c = d.conn()
+        for _ in range(20):
+            t0 = time.time()
+            status, body = d.good_request(c)
+            lat.append(time.time() - t0)
+            assert status == 200 and body == GOOD_ANSWER
+        assert max(lat) < 1.0, lat
+    finally:
+        stop.set()
+        t.join()
+        for s in socks:
+            s.close()
+
+
+def test_more_connections_than_limit(daemon_factory):
+    d = daemon_factory("--max-connections", "8", "--idle-timeout", "30")
+    held = [d.sock() for _ in range(8)]
+    time.sleep(0.2)
+    # The 9th is refused: closed at once, or no answer.
+    extra = d.sock()
+    extra.settimeout(2)
+    try:
+        extra.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        got = extra.recv(100)
+    except OSError:
+        got = b""
+    except socket.timeout:
+        got = b""
+    assert not got.startswith(b"HTTP/1.1 200"), got
+    extra.close()
+    for s in held:
+        s.close()
+    time.sleep(0.3)
+    assert_serving(d)
+
+
+def test_body_over_limit_is_refused_before_reading_it(daemon_factory):
+    d = daemon_factory("--max-body-bytes", "1000")
+    s = d.sock()
+    s.settimeout(5)
+    s.sendall(b"POST /v1/segmented_sum/forward HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: 10000000\r\n\r\n")
+    head = s.recv(4096)  # sent no body at all: the answer must come anyway
+    assert head.startswith(b"HTTP/1.1 413"), head
+    s.close()
+    # chunked: the cap is enforced while the body streams in
+    s = d.sock()
+    s.settimeout(5)
+    s.sendall(b"POST /v1/segmented_sum/forward HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Transfer-Encoding: chunked\r\n\r\n")
+    got = b""
+    try:
+        for _ in range(100):
+            s.sendall(b"200\r\n" + b" " * 512 + b"\r\n")
+            s.settimeout(0.05)
+            try:
+                got += s.recv(4096)
+            except socket.timeout:
+                pass
+            if got:
+                break
+    except OSError:
+        pass
+    assert got.startswith(b"HTTP/1.1 413"), got
+    s.close()
+    assert_serving(d)
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind not installed")
+def test_valgrind_memcheck_mixed_run(daemon_factory):
+    d = daemon_factory("--threads", "2", wrapper=["valgrind", "--error-exitcode=99", "--leak-check=full",
+                                                   "--errors-for-leak-kinds=definite", "--quiet"])
+    c = d.conn(timeout=60)
+    for _ in range(3):
+        status, body = d.good_request(c)
+        assert status == 200 and body == GOOD_ANSWER
+    for path, body in [("/v1/segmented_sum/forward", b'{"x":[1],"idx":[3],"num_segments":1}'),
+                       ("/v1/segmented_sum/forward", b"{not json"),
+                       ("/v1/nope/forward", b"{}")]:
+        c.request("POST", path, body, {"Content-Type": "application/json"})
+        r = c.getresponse()
+        r.read()
+        assert r.status in (400, 404)
+    mp = msgpack.packb({"x": {"dtype": "float32", "shape": [4, 3], "data": np.ones((4, 3), np.float32).tobytes()},
+                        "idx": {"dtype": "int64", "shape": [4], "data": np.array([0, 1, 1, 0], np.int64).tobytes()},
+                        "num_segments": 2})
+    c.request("POST", "/v1/segmented_mean/forward", mp, {"Content-Type": "application/msgpack"})
+    r = c.getresponse()
+    out = msgpack.unpackb(r.read())
+    assert r.status == 200 and out["out"]["shape"] == [2, 3]
+    c.close()
+    rc, err = d.stop(timeout=120)
+    assert rc == 0, err[-3000:]
