@@ -1,0 +1,439 @@
+/* conformance.c: the backend conformance harness. One case list (GOLDEN.md vectors, the GOLDEN
+ * layouts, edge layouts, unsorted idx, every function x dtype x width, omitted cotangents,
+ * output subsets) run against a plain float64 reference, with guard bytes, poisoned outputs and
+ * unaligned inputs. Usage: segops_conformance --backend cpu|cuda.
+ * For cuda it also compares with the CPU backend and checks repeated runs for identical bits;
+ * without a usable GPU it exits 77 (skipped), or fails when SEGOPS_REQUIRE_CUDA=1. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "errors.h"
+#include "ref.h"
+#include "test_util.h"
+
+static segops_backend *target; /* the backend under test */
+static segops_backend *cpu;    /* the CPU backend (== target when testing cpu) */
+static bool target_is_cuda;
+
+static const segops_dtype DTYPES[2] = {SEGOPS_F32, SEGOPS_F64};
+
+static double tolerance(segops_dtype dt, int64_t max_count) {
+  if (dt == SEGOPS_F64) return 1e-12;
+  return max_count > 10000 ? 1e-4 : 1e-5;
+}
+
+static const char *fn_label(const segops_fn_desc *fn, char *buf, size_t len) {
+  snprintf(buf, len, "%s/%s", segops_op_name(fn->op), segops_pass_name(fn->pass));
+  return buf;
+}
+
+/* Runs call on backend b; returns false (after recording a failure) when it reports an error. */
+static bool run_call(segops_backend *b, const segops_call *call, const char *what) {
+  char err[256] = "";
+  int rc = b->run(b->ctx, 0, call, err, sizeof err);
+  TU_CHECK(rc == SEGOPS_OK, "%s: %s backend returned %d (%s)", what, b->name, rc, err);
+  return rc == SEGOPS_OK;
+}
+
+/* ---- Random cases against the reference ---- */
+
+typedef struct {
+  unsigned omit;     /* bit k: input k passed as NULL (only COTAN and UNREAD inputs) */
+  unsigned outs;     /* bit k: output k requested */
+  const char *label; /* for messages */
+} variant;
+
+/* Fills values for input k of fn: uniform in [-1, 1], rounded to dt. rms_norm's x gets whole
+ * zero rows for every segment s with s % 5 == 1 (zero-norm segments). */
+static void fill_input(const segops_fn_desc *fn, int k, const tu_layout *L, int w, segops_dtype dt, tu_rng *rng,
+                       double *v, int64_t count) {
+  for (int64_t j = 0; j < count; j++) v[j] = tu_round(dt, tu_uniform(rng, -1.0, 1.0));
+  if (fn->op == SEGOPS_OP_RMS_NORM && strcmp(fn->in[k].name, "x") == 0)
+    for (int64_t i = 0; i < L->n; i++)
+      if (L->idx[i] % 5 == 1)
+        for (int c = 0; c < w; c++) v[i * w + c] = 0.0;
+}
+
+static void check_case(const tu_layout *L, const segops_fn_desc *fn, segops_dtype dt, int w, const variant *var,
+                       tu_rng *rng) {
+  char lab[64], what[320];
+  snprintf(what, sizeof what, "[%s] %s %s w=%d %s", L->name, fn_label(fn, lab, sizeof lab), segops_dtype_name(dt), w,
+           var->label);
+  double *vals[SEGOPS_MAX_INPUTS] = {0};
+  tu_buf ins[SEGOPS_MAX_INPUTS] = {0};
+  segops_call call = {.fn = fn, .dtype = dt, .width = w, .n = L->n, .s = L->s, .idx = L->idx, .idx_sorted = L->sorted};
+  for (int k = 0; k < fn->n_in; k++) {
+    if ((var->omit >> k) & 1u && fn->in[k].use != SEGOPS_ARG_REQ) continue;
+    int64_t count = segops_shape_count(fn->in[k].shape, w, L->n, L->s);
+    vals[k] = malloc((size_t)(count ? count : 1) * sizeof(double));
+    fill_input(fn, k, L, w, dt, rng, vals[k], count);
+    ins[k] = tu_input(dt, vals[k], count, 1 + (size_t)(3 * k) % 7); /* skews 1,4,7,3,6: never aligned */
+    call.in[k] = ins[k].data;
+  }
+  /* The reference sees omitted cotangents as NULL (zeros) and never needs UNREAD inputs. */
+  const double *rin[SEGOPS_MAX_INPUTS] = {0};
+  for (int k = 0; k < fn->n_in; k++) rin[k] = vals[k];
+  double *ref[SEGOPS_MAX_OUTPUTS] = {0};
+  int64_t ocount[SEGOPS_MAX_OUTPUTS] = {0};
+  tu_buf outs[SEGOPS_MAX_OUTPUTS] = {0}, outs2[SEGOPS_MAX_OUTPUTS] = {0}, outs_cpu[SEGOPS_MAX_OUTPUTS] = {0};
+  for (int o = 0; o < fn->n_out; o++) {
+    ocount[o] = segops_shape_count(fn->out[o].shape, w, L->n, L->s);
+    ref[o] = malloc((size_t)(ocount[o] ? ocount[o] : 1) * sizeof(double));
+  }
+  ref_run(fn->op, fn->pass, w, L->n, L->s, L->idx, rin, ref);
+
+  for (int o = 0; o < fn->n_out; o++)
+    if ((var->outs >> o) & 1u) {
+      outs[o] = tu_output(dt, ocount[o]);
+      call.out[o] = outs[o].data;
+    }
+  const double tol = tolerance(dt, L->max_count);
+  if (run_call(target, &call, what)) {
+    for (int o = 0; o < fn->n_out; o++) {
+      if (!((var->outs >> o) & 1u)) continue;
+      TU_CHECK(tu_guards_ok(&outs[o]), "%s: output %s written out of bounds", what, fn->out[o].name);
+      double worst = 0;
+      int64_t worst_at = -1;
+      for (int64_t j = 0; j < ocount[o]; j++) {
+        double e = tu_relerr(tu_get(dt, outs[o].data, j), ref[o][j]);
+        if (e > worst) worst = e, worst_at = j;
+      }
+      TU_CHECK(worst <= tol, "%s: %s[%lld] = %.17g, reference %.17g (rel err %.3g > %.1g)", what, fn->out[o].name,
+               (long long)worst_at, worst_at >= 0 ? tu_get(dt, outs[o].data, worst_at) : 0.0,
+               worst_at >= 0 ? ref[o][worst_at] : 0.0, worst, tol);
+    }
+    /* Determinism: a second run gives the same bits. */
+    segops_call call2 = call;
+    for (int o = 0; o < fn->n_out; o++)
+      if ((var->outs >> o) & 1u) {
+        outs2[o] = tu_output(dt, ocount[o]);
+        call2.out[o] = outs2[o].data;
+      }
+    if (run_call(target, &call2, what))
+      for (int o = 0; o < fn->n_out; o++)
+        if ((var->outs >> o) & 1u)
+          TU_CHECK(memcmp(outs[o].data, outs2[o].data, outs[o].nbytes) == 0, "%s: %s differs between two runs", what,
+                   fn->out[o].name);
+    /* Another backend against the CPU reference backend. */
+    if (target_is_cuda) {
+      segops_call callc = call;
+      for (int o = 0; o < fn->n_out; o++)
+        if ((var->outs >> o) & 1u) {
+          outs_cpu[o] = tu_output(dt, ocount[o]);
+          callc.out[o] = outs_cpu[o].data;
+        }
+      if (run_call(cpu, &callc, what))
+        for (int o = 0; o < fn->n_out; o++) {
+          if (!((var->outs >> o) & 1u)) continue;
+          double worst = 0;
+          for (int64_t j = 0; j < ocount[o]; j++) {
+            double e = tu_relerr(tu_get(dt, outs[o].data, j), tu_get(dt, outs_cpu[o].data, j));
+            if (e > worst) worst = e;
+          }
+          TU_CHECK(worst <= 2 * tol, "%s: %s differs from the CPU backend (rel err %.3g)", what, fn->out[o].name, worst);
+        }
+    }
+  }
+  for (int k = 0; k < SEGOPS_MAX_INPUTS; k++) {
+    free(vals[k]);
+    tu_buf_free(&ins[k]);
+  }
+  for (int o = 0; o < SEGOPS_MAX_OUTPUTS; o++) {
+    free(ref[o]);
+    tu_buf_free(&outs[o]);
+    tu_buf_free(&outs2[o]);
+    tu_buf_free(&outs_cpu[o]);
+  }
+}
+
+/* Every function, dtype and width on one layout; small layouts also get every variant. */
+static void check_layout(const tu_layout *L, bool variants, tu_rng *rng) {
+  for (int op = 0; op < SEGOPS_OP_COUNT; op++)
+    for (int pass = 0; pass < SEGOPS_PASS_COUNT; pass++) {
+      const segops_fn_desc *fn = segops_fn((segops_op)op, (segops_pass)pass);
+      unsigned all = (1u << fn->n_out) - 1;
+      for (int d = 0; d < 2; d++)
+        for (int w = 1; w <= 3; w += 2) {
+          if (fn->vec3_only && w != 3) continue;
+          variant full = {0, all, "all inputs, all outputs"};
+          check_case(L, fn, DTYPES[d], w, &full, rng);
+          if (!variants) continue;
+          unsigned optional = 0;
+          for (int k = 0; k < fn->n_in; k++)
+            if (fn->in[k].use != SEGOPS_ARG_REQ) optional |= 1u << k;
+          variant none = {optional, all, "optional inputs omitted"};
+          if (optional) check_case(L, fn, DTYPES[d], w, &none, rng);
+          for (int k = 0; k < fn->n_in; k++)
+            if (fn->in[k].use == SEGOPS_ARG_COTAN) {
+              char label[64];
+              snprintf(label, sizeof label, "%s omitted", fn->in[k].name);
+              variant one = {1u << k, all, label};
+              check_case(L, fn, DTYPES[d], w, &one, rng);
+            }
+          if (fn->n_out > 1)
+            for (int o = 0; o < fn->n_out; o++) {
+              char label[64];
+              snprintf(label, sizeof label, "outputs=[%s]", fn->out[o].name);
+              variant sub = {0, 1u << o, label};
+              check_case(L, fn, DTYPES[d], w, &sub, rng);
+              variant rest = {0, all & ~(1u << o), "all outputs but one"};
+              if (fn->n_out > 2) check_case(L, fn, DTYPES[d], w, &rest, rng);
+            }
+        }
+    }
+}
+
+static void random_lengths(tu_rng *rng, int64_t n, int64_t s, int64_t *lens) {
+  /* Every segment non-empty: one element each, the rest spread at random. */
+  for (int64_t k = 0; k < s; k++) lens[k] = 1;
+  for (int64_t i = s; i < n; i++) lens[tu_below(rng, s)]++;
+}
+
+static void run_layouts(void) {
+  tu_rng rng = {12345};
+  tu_layout L;
+#define RUN(expr, variants)          \
+  do {                               \
+    L = (expr);                      \
+    check_layout(&L, variants, &rng); \
+    tu_layout_free(&L);              \
+  } while (0)
+
+  const int64_t golden_lens[] = {500, 1, 3, 200, 2, 1, 50, 1, 1, 100};
+  RUN(tu_layout_from_lengths("golden lengths", golden_lens, 10, NULL), true);
+  RUN(tu_layout_from_lengths("golden lengths", golden_lens, 10, &rng), true);
+  int64_t lens[256];
+  for (int k = 0; k < 12; k++) lens[k] = 100;
+  RUN(tu_layout_from_lengths("uniform N=1200 S=12", lens, 12, NULL), false);
+  RUN(tu_layout_from_lengths("uniform N=1200 S=12", lens, 12, &rng), false);
+  for (int k = 0; k < 256; k++) lens[k] = 1;
+  RUN(tu_layout_from_lengths("singletons N=S=256", lens, 256, NULL), true);
+  RUN(tu_layout_from_lengths("singletons N=S=256", lens, 256, &rng), false);
+  const int64_t big[] = {10000, 8500, 10240};
+  for (int b = 0; b < 3; b++) {
+    char name[64];
+    snprintf(name, sizeof name, "one segment of %lld", (long long)big[b]);
+    RUN(tu_layout_from_lengths(name, &big[b], 1, NULL), false);
+  }
+  const int64_t ns[][2] = {{12, 4}, {64, 8}, {100, 5}, {24, 24}};
+  for (int c = 0; c < 4; c++) {
+    char name[64];
+    snprintf(name, sizeof name, "N=%lld S=%lld", (long long)ns[c][0], (long long)ns[c][1]);
+    random_lengths(&rng, ns[c][0], ns[c][1], lens);
+    RUN(tu_layout_from_lengths(name, lens, ns[c][1], NULL), true);
+    RUN(tu_layout_from_lengths(name, lens, ns[c][1], &rng), true);
+  }
+  const int64_t trailing[] = {3, 2, 0}, holes[] = {0, 4, 0, 0, 3, 0, 1, 0};
+  RUN(tu_layout_from_lengths("empty trailing segment", trailing, 3, NULL), true);
+  RUN(tu_layout_from_lengths("empty segments first/middle/last", holes, 8, NULL), true);
+  RUN(tu_layout_from_lengths("empty segments first/middle/last", holes, 8, &rng), true);
+  RUN(tu_layout_from_lengths("N=0 S=1", trailing + 2, 1, NULL), true);
+  int64_t zeros[5] = {0};
+  RUN(tu_layout_from_lengths("N=0 S=5", zeros, 5, NULL), true);
+  RUN(tu_layout_from_lengths("N=0 S=0", zeros, 0, NULL), true);
+  RUN(tu_layout_random("random N=100000 S=3000 unsorted", 100000, 3000, &rng), false);
+  /* S > 65535 (launch limits of a grid's y/z dimension), unsorted, with empty segments. */
+  RUN(tu_layout_random("random N=150000 S=70000 unsorted", 150000, 70000, &rng), false);
+  L = tu_layout_random("random N=150000 S=70000 sorted", 150000, 70000, &rng);
+  int64_t *cnt = calloc(70000, sizeof *cnt);
+  for (int64_t i = 0; i < L.n; i++) cnt[L.idx[i]]++;
+  tu_layout_free(&L);
+  RUN(tu_layout_from_lengths("random N=150000 S=70000 sorted", cnt, 70000, NULL), false);
+  free(cnt);
+#undef RUN
+}
+
+/* ---- GOLDEN.md: exact values ---- */
+
+/* Runs (op, pass) on the target in both dtypes, inputs as doubles (NULL: omitted), and checks
+ * every output with a non-NULL want[o] for equality: exact in float64, and in float32 where the
+ * value is representable (else within 1e-6). Every output is requested and checked for bounds. */
+static void golden(const char *name, segops_op op, segops_pass pass, int w, int64_t n, int64_t s, const int32_t *idx,
+                   const double *const in[SEGOPS_MAX_INPUTS], const double *const want[SEGOPS_MAX_OUTPUTS]) {
+  const segops_fn_desc *fn = segops_fn(op, pass);
+  for (int d = 0; d < 2; d++) {
+    segops_dtype dt = DTYPES[d];
+    char what[160];
+    snprintf(what, sizeof what, "golden %s (%s)", name, segops_dtype_name(dt));
+    tu_buf ins[SEGOPS_MAX_INPUTS] = {0}, outs[SEGOPS_MAX_OUTPUTS] = {0};
+    segops_call call = {.fn = fn, .dtype = dt, .width = w, .n = n, .s = s, .idx = idx,
+                        .idx_sorted = tu_is_sorted(idx, n)};
+    for (int k = 0; k < fn->n_in; k++)
+      if (in[k]) {
+        ins[k] = tu_input(dt, in[k], segops_shape_count(fn->in[k].shape, w, n, s), 1);
+        call.in[k] = ins[k].data;
+      }
+    for (int o = 0; o < fn->n_out; o++) {
+      outs[o] = tu_output(dt, segops_shape_count(fn->out[o].shape, w, n, s));
+      call.out[o] = outs[o].data;
+    }
+    if (run_call(target, &call, what))
+      for (int o = 0; o < fn->n_out; o++) {
+        TU_CHECK(tu_guards_ok(&outs[o]), "%s: %s written out of bounds", what, fn->out[o].name);
+        int64_t count = segops_shape_count(fn->out[o].shape, w, n, s);
+        for (int64_t j = 0; j < count; j++) {
+          double got = tu_get(dt, outs[o].data, j);
+          if (!want[o]) {
+            TU_CHECK(!isnan(got), "%s: %s[%lld] left unwritten", what, fn->out[o].name, (long long)j);
+            continue;
+          }
+          double e = want[o][j];
+          bool exact = dt == SEGOPS_F64 || (double)(float)e == e;
+          bool ok = exact ? got == tu_round(dt, e) : tu_relerr(got, e) <= 1e-6;
+          TU_CHECK(ok, "%s: %s[%lld] = %.17g, expected %.17g", what, fn->out[o].name, (long long)j, got, e);
+        }
+      }
+    for (int k = 0; k < SEGOPS_MAX_INPUTS; k++) tu_buf_free(&ins[k]);
+    for (int o = 0; o < SEGOPS_MAX_OUTPUTS; o++) tu_buf_free(&outs[o]);
+  }
+}
+
+#define IN(...) ((const double *const[SEGOPS_MAX_INPUTS]){__VA_ARGS__})
+#define WANT(...) ((const double *const[SEGOPS_MAX_OUTPUTS]){__VA_ARGS__})
+
+static void run_golden(void) {
+  { /* 1 */
+    const double x[] = {1, 2, 3, 4, 5, 6, 7, 8, 9}, out[] = {5, 7, 9, 7, 8, 9};
+    const int32_t idx[] = {0, 0, 1};
+    golden("1 sum forward", SEGOPS_OP_SUM, SEGOPS_PASS_FORWARD, 3, 3, 2, idx, IN(x), WANT(out));
+  }
+  { /* 2 */
+    const double x[] = {1, 0, 0, 0, 2, 0, 0, 0, 3, 4, 0, 0};
+    const double y[] = {2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13};
+    const double out[] = {14, 74}, g[] = {1, 1};
+    const int32_t idx[] = {0, 0, 1, 1};
+    golden("2 dot forward", SEGOPS_OP_DOT, SEGOPS_PASS_FORWARD, 3, 4, 2, idx, IN(x, y), WANT(out));
+    golden("2 dot backward", SEGOPS_OP_DOT, SEGOPS_PASS_BACKWARD, 3, 4, 2, idx, IN(g, x, y), WANT(y, x));
+  }
+  { /* 3 */
+    const double g[] = {3.5, -1.25}, gx[] = {3.5, -1.25, -1.25};
+    const int32_t idx[] = {0, 1, 1};
+    golden("3 sum backward", SEGOPS_OP_SUM, SEGOPS_PASS_BACKWARD, 1, 3, 2, idx, IN(g), WANT(gx));
+  }
+  { /* 4 */
+    const double ggx[] = {1, 2, 3, 4}, out[] = {3, 7};
+    const int32_t idx[] = {0, 0, 1, 1};
+    golden("4 sum double backward", SEGOPS_OP_SUM, SEGOPS_PASS_DOUBLE_BACKWARD, 1, 4, 2, idx, IN(ggx), WANT(out));
+  }
+  { /* 5 */
+    const double x[] = {1, 2, 3, 4, 5, 6}, out[] = {3, 12, 6};
+    const int32_t idx[] = {0, 0, 1, 1, 1, 2};
+    golden("5 sum forward", SEGOPS_OP_SUM, SEGOPS_PASS_FORWARD, 1, 6, 3, idx, IN(x), WANT(out));
+  }
+  { /* 6 */
+    const double x[] = {1, 1, 1, 1, 1, 1, 1, 1, 1}, out[] = {1, 1, 1, 1, 1, 1, 0, 0, 0};
+    const int32_t idx[] = {0, 0, 1};
+    golden("6 mean forward, empty trailing segment", SEGOPS_OP_MEAN, SEGOPS_PASS_FORWARD, 3, 3, 3, idx, IN(x),
+           WANT(out));
+  }
+  { /* 7, 8 */
+    const double x[] = {3, 4, 0, 0, 0, 0, 1, 2, 2, 0, 0, 0};
+    const int32_t idx[] = {0, 0, 1, 2};
+    const double out[] = {3.5355339059327378, 3, 0, 0}, g[] = {1, 1, 1, 1};
+    const double gx[] = {0.4242640687119285, 0.565685424949238, 0, 0, 0, 0, 1.0 / 3, 2.0 / 3, 2.0 / 3, 0, 0, 0};
+    golden("7 rms_norm forward, zero norm, empty", SEGOPS_OP_RMS_NORM, SEGOPS_PASS_FORWARD, 3, 4, 4, idx, IN(x),
+           WANT(out));
+    golden("8 rms_norm backward, zero norm", SEGOPS_OP_RMS_NORM, SEGOPS_PASS_BACKWARD, 3, 4, 4, idx, IN(g, x),
+           WANT(gx));
+  }
+  { /* 9, 10 */
+    const double v[] = {1, 0, 0}, m[] = {1, 2, 0, 0, 1, 0, 0, 0, 1}, out[] = {1, 2, 0};
+    const double g[] = {0.5, -1, 2}, gm[] = {0.5, -1, 2, 0, 0, 0, 0, 0, 0}, gv[] = {-1.5, -1, 2};
+    const int32_t idx[] = {0};
+    golden("9 matvec forward (transpose convention)", SEGOPS_OP_MATVEC, SEGOPS_PASS_FORWARD, 3, 1, 1, idx, IN(v, m),
+           WANT(out));
+    golden("10 matvec backward", SEGOPS_OP_MATVEC, SEGOPS_PASS_BACKWARD, 3, 1, 1, idx, IN(g, v, m), WANT(gv, gm));
+  }
+  { /* 11: every function with N = 0, S = 5: zero-filled outputs (segment outputs all zeros). */
+    const double segv[5 * 9] = {1, -2, 3, 4, 5, 6, 7, 8, 9, 1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 2, 3, 4, 5,
+                                6, 7, 8, 9, 1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+    const double zeros[5 * 9] = {0}, none[1] = {0};
+    const int32_t idx[1] = {0};
+    for (int op = 0; op < SEGOPS_OP_COUNT; op++)
+      for (int pass = 0; pass < SEGOPS_PASS_COUNT; pass++) {
+        const segops_fn_desc *fn = segops_fn((segops_op)op, (segops_pass)pass);
+        for (int w = fn->vec3_only ? 3 : 1; w <= 3; w += 2) {
+          const double *in[SEGOPS_MAX_INPUTS] = {0}, *want[SEGOPS_MAX_OUTPUTS] = {0};
+          for (int k = 0; k < fn->n_in; k++)
+            in[k] = (fn->in[k].shape == SEGOPS_SH_ELEM || fn->in[k].shape == SEGOPS_SH_ELEM3) ? none : segv;
+          for (int o = 0; o < fn->n_out; o++) want[o] = zeros;
+          char name[96];
+          snprintf(name, sizeof name, "11 N=0 S=5 %s/%s w=%d", segops_op_name(fn->op), segops_pass_name(fn->pass), w);
+          golden(name, fn->op, fn->pass, w, 0, 5, idx, in, want);
+        }
+      }
+  }
+  { /* 12: d/dx of sum(x).sum() + mean(x).sum() = 1 + 1/c, as sum backward + mean backward of ones. */
+    const int64_t lens[] = {500, 1, 3, 200, 2, 1, 50, 1, 1, 100};
+    tu_rng rng = {7};
+    tu_layout L = tu_layout_from_lengths("golden lengths", lens, 10, &rng);
+    double ones[10], *want = malloc((size_t)L.n * sizeof(double));
+    for (int k = 0; k < 10; k++) ones[k] = 1;
+    for (int64_t i = 0; i < L.n; i++) want[i] = 1.0 + 1.0 / (double)lens[L.idx[i]];
+    for (int d = 0; d < 2; d++) {
+      segops_dtype dt = DTYPES[d];
+      tu_buf g = tu_input(dt, ones, 10, 2), a = tu_output(dt, L.n), b = tu_output(dt, L.n);
+      segops_call c1 = {.fn = segops_fn(SEGOPS_OP_SUM, SEGOPS_PASS_BACKWARD), .dtype = dt, .width = 1, .n = L.n,
+                        .s = 10, .idx = L.idx, .idx_sorted = L.sorted, .in = {g.data}, .out = {a.data}};
+      segops_call c2 = c1;
+      c2.fn = segops_fn(SEGOPS_OP_MEAN, SEGOPS_PASS_BACKWARD);
+      c2.out[0] = b.data;
+      if (run_call(target, &c1, "golden 12") && run_call(target, &c2, "golden 12"))
+        for (int64_t i = 0; i < L.n; i++) {
+          double got = tu_get(dt, a.data, i) + tu_get(dt, b.data, i);
+          double e = dt == SEGOPS_F64 ? want[i] : 1.0 + (double)(float)(1.0 / (double)lens[L.idx[i]]);
+          TU_CHECK(got == e, "golden 12 (%s): element %lld: %.17g, expected %.17g", segops_dtype_name(dt), (long long)i,
+                   got, e);
+        }
+      tu_buf_free(&g);
+      tu_buf_free(&a);
+      tu_buf_free(&b);
+    }
+    free(want);
+    tu_layout_free(&L);
+  }
+}
+
+int main(int argc, char **argv) {
+  const char *which = "cpu";
+  for (int a = 1; a < argc; a++) {
+    if (strcmp(argv[a], "--backend") == 0 && a + 1 < argc) which = argv[++a];
+    else {
+      fprintf(stderr, "usage: %s --backend cpu|cuda\n", argv[0]);
+      return 2;
+    }
+  }
+  /* 3 threads: more than this machine's cores, so the pool's hand-off is exercised too. */
+  cpu = segops_cpu_backend_new(3);
+  if (!cpu) {
+    fprintf(stderr, "segops_cpu_backend_new failed\n");
+    return 1;
+  }
+  if (strcmp(which, "cpu") == 0) {
+    target = cpu;
+  } else if (strcmp(which, "cuda") == 0) {
+    char err[256] = "";
+    target = segops_cuda_backend_new(NULL, 0, err, sizeof err);
+    if (!target) {
+      const char *req = getenv("SEGOPS_REQUIRE_CUDA");
+      bool required = req && strcmp(req, "1") == 0;
+      printf("%s: no CUDA backend: %s\n", required ? "FAIL (SEGOPS_REQUIRE_CUDA=1)" : "SKIPPED", err);
+      segops_backend_free(cpu);
+      return required ? 1 : 77;
+    }
+    target_is_cuda = true;
+  } else {
+    fprintf(stderr, "unknown backend '%s' (cpu or cuda)\n", which);
+    return 2;
+  }
+  printf("conformance: backend %s, %d device(s)\n", target->name, target->n_devices);
+  run_golden();
+  run_layouts();
+  int rc = tu_summary(target_is_cuda ? "conformance (cuda vs reference and cpu)" : "conformance (cpu)");
+  if (target != cpu) segops_backend_free(target);
+  segops_backend_free(cpu);
+  return rc;
+}

@@ -1,0 +1,16 @@
+/* ref.h: a plain float64 reference of the 18 functions of SPEC §2, for the tests only.
+ * Written from the SPEC formulas as straightforward loops; it shares no code with any backend. */
+#ifndef SEGOPS_TEST_REF_H
+#define SEGOPS_TEST_REF_H
+
+#include <stdint.h>
+
+#include "ops.h"
+
+/* Computes every output of function (op, pass) with width w. in[k] follows the table row's
+ * inputs (NULL reads as zeros); out[k] must hold segops_shape_count(...) doubles for each of
+ * the row's outputs (all are written). */
+void ref_run(segops_op op, segops_pass pass, int w, int64_t n, int64_t s, const int32_t *idx,
+             const double *const in[SEGOPS_MAX_INPUTS], double *const out[SEGOPS_MAX_OUTPUTS]);
+
+#endif
