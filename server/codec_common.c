@@ -1,0 +1,93 @@
+/* codec_common.c: what the msgpack and JSON codecs share: limits, key kinds, messages, frees. */
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec_internal.h"
+#include "errors.h"
+
+segops_codec_limits segops_codec_limits_eff(const segops_codec_limits *lim) {
+  segops_codec_limits l = {SEGOPS_CODEC_DEFAULT_DEPTH, SEGOPS_CODEC_DEFAULT_ITEMS};
+  if (lim && lim->max_depth > 0) l.max_depth = lim->max_depth;
+  if (lim && lim->max_items > 0) l.max_items = lim->max_items;
+  return l;
+}
+
+static bool eq(const char *s, size_t len, const char *lit) { return strlen(lit) == len && memcmp(s, lit, len) == 0; }
+
+segops_codec_key segops_codec_key_kind(const char *s, size_t len) {
+  if (eq(s, len, "num_segments")) return SEGOPS_KEY_NUM_SEGMENTS;
+  if (eq(s, len, "dtype")) return SEGOPS_KEY_DTYPE;
+  if (eq(s, len, "outputs")) return SEGOPS_KEY_OUTPUTS;
+  return SEGOPS_KEY_TENSOR;
+}
+
+bool segops_codec_arg_known(segops_op op, segops_pass pass, const char *name, size_t len) {
+  const segops_fn_desc *fn = segops_fn(op, pass);
+  if (eq(name, len, "idx")) return true;
+  for (int k = 0; fn && k < fn->n_in; k++)
+    if (eq(name, len, fn->in[k].name)) return true;
+  return false;
+}
+
+const char *segops_codec_printable(char *dst, size_t dstlen, const char *s, size_t len) {
+  size_t o = 0, cap = 48;
+  if (dstlen == 0) return dst;
+  for (size_t i = 0; i < len && i < cap && o + 1 < dstlen; i++) {
+    unsigned char c = (unsigned char)s[i];
+    dst[o++] = (c >= 0x20 && c < 0x7f && c != '\'' && c != '"' && c != '\\') ? (char)c : '?';
+  }
+  if (len > cap)
+    for (int k = 0; k < 3 && o + 1 < dstlen; k++) dst[o++] = '.';
+  dst[o] = 0;
+  return dst;
+}
+
+int segops_codec_fail(int code, char *err, size_t errlen, segops_op op, const char *fmt, ...) {
+  if (err && errlen > 0) {
+    int n = snprintf(err, errlen, "%s: ", segops_op_name(op));
+    if (n >= 0 && (size_t)n < errlen) {
+      va_list ap;
+      va_start(ap, fmt);
+      vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
+      va_end(ap);
+    }
+  }
+  return code;
+}
+
+int segops_codec_dtype(segops_op op, const char *arg, const char *s, size_t len, segops_dtype *dt, char *err,
+                       size_t errlen) {
+  int d = segops_dtype_parse(s, len);
+  if (d < 0) {
+    char buf[64];
+    return segops_codec_fail(SEGOPS_E_INVALID_ARGUMENT, err, errlen, op,
+                             "%s: unknown dtype '%s' (expected float32, float64, int32, int64)", arg,
+                             segops_codec_printable(buf, sizeof buf, s, len));
+  }
+  *dt = (segops_dtype)d;
+  return SEGOPS_OK;
+}
+
+bool segops_codec_align64(size_t n, size_t *out) {
+  if (n > SIZE_MAX - 63) return false;
+  *out = (n + 63) & ~(size_t)63;
+  return true;
+}
+
+void segops_decoded_free(segops_decoded *d) {
+  if (!d) return;
+  free(d->owned);
+  d->owned = NULL;
+}
+
+void segops_encoded_free(segops_encoded *enc) {
+  if (!enc) return;
+  free(enc->owned);
+  enc->owned = NULL;
+  enc->iov = NULL;
+  enc->iovcnt = 0;
+  enc->total = 0;
+}

@@ -1,0 +1,43 @@
+/* codec_internal.h: helpers shared by the msgpack and JSON codecs (not part of the public API). */
+#ifndef SEGOPS_CODEC_INTERNAL_H
+#define SEGOPS_CODEC_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "codec.h"
+
+/* Defaults used when the caller passes NULL limits or a zero field. */
+#define SEGOPS_CODEC_DEFAULT_DEPTH 16
+#define SEGOPS_CODEC_DEFAULT_ITEMS ((size_t)1 << 26)
+/* msgpack-c's own parser refuses nesting deeper than its embedded stack (32 levels). */
+#define SEGOPS_CODEC_MSGPACK_MAX_DEPTH 32
+
+typedef enum { SEGOPS_KEY_TENSOR, SEGOPS_KEY_NUM_SEGMENTS, SEGOPS_KEY_DTYPE, SEGOPS_KEY_OUTPUTS } segops_codec_key;
+
+/* Effective limits: lim's values, with defaults for NULL or zero fields. */
+segops_codec_limits segops_codec_limits_eff(const segops_codec_limits *lim);
+
+/* Classifies a top-level key of a request body. */
+segops_codec_key segops_codec_key_kind(const char *s, size_t len);
+
+/* True when name is idx or an input of the function (op, pass). */
+bool segops_codec_arg_known(segops_op op, segops_pass pass, const char *name, size_t len);
+
+/* Copies at most 48 bytes of wire text into dst as printable ASCII (others become '?'),
+ * appending "..." when cut, so that messages never echo raw bytes. Returns dst. */
+const char *segops_codec_printable(char *dst, size_t dstlen, const char *s, size_t len);
+
+/* Formats "<op>: <message>" into err and returns code. */
+int segops_codec_fail(int code, char *err, size_t errlen, segops_op op, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* Parses a dtype name; on failure writes "<op>: <arg>.dtype: unknown dtype '...' (expected ...)"
+ * and returns SEGOPS_E_INVALID_ARGUMENT. arg is a printable argument name. */
+int segops_codec_dtype(segops_op op, const char *arg, const char *s, size_t len, segops_dtype *dt, char *err,
+                       size_t errlen);
+
+/* Rounds n up to a multiple of 64; false on overflow. */
+bool segops_codec_align64(size_t n, size_t *out);
+
+#endif
