@@ -1,0 +1,274 @@
+/* config.c: command line and environment parsing for segopsd, driven by one option table
+ * (so --help, the environment names and the defaults cannot drift apart). */
+#include "config.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+
+typedef enum { OPT_STR, OPT_BYTES, OPT_INT, OPT_SECONDS, OPT_FLAG } opt_kind;
+
+typedef struct {
+  const char *flag; /* without the leading "--" */
+  const char *env;
+  const char *arg;  /* metavariable for --help; NULL for flags without a value */
+  const char *def;  /* default as text (applied through the same parser) */
+  const char *help;
+} opt_desc;
+
+/* One row per option. Defaults are deliberately conservative: a daemon on a shared node. */
+static const opt_desc OPTS[] = {
+    {"listen", "SEGOPS_LISTEN", "HOST:PORT", "127.0.0.1:8080", "address to listen on; port 0 picks a free port"},
+    {"backend", "SEGOPS_BACKEND", "auto|cpu|cuda", "auto", "compute backend; auto = CUDA when a GPU is usable"},
+    {"devices", "SEGOPS_DEVICES", "LIST", "", "GPU ordinals to use, e.g. 0,1 (empty = all)"},
+    {"threads", "SEGOPS_THREADS", "N", "0", "CPU backend compute threads and HTTP pool size (0 = online CPUs)"},
+    {"http-threads", "SEGOPS_HTTP_THREADS", "N", "0", "HTTP thread pool size (decode, encode, I/O); 0 = as --threads"},
+    {"token-file", "SEGOPS_TOKEN_FILE", "PATH", "", "file holding the bearer token (SEGOPS_TOKEN sets it directly)"},
+    {"max-body-bytes", "SEGOPS_MAX_BODY_BYTES", "BYTES", "256M", "largest request body (k/M/G suffixes)"},
+    {"max-elements", "SEGOPS_MAX_ELEMENTS", "N", "64M", "most elements per tensor (N*3 for vec3)"},
+    {"max-segments", "SEGOPS_MAX_SEGMENTS", "N", "", "largest num_segments (default: max-elements)"},
+    {"max-connections", "SEGOPS_MAX_CONNECTIONS", "N", "1024", "most concurrent connections"},
+    {"idle-timeout", "SEGOPS_IDLE_TIMEOUT", "SECONDS", "30", "close connections idle (or trickling) this long"},
+    {"request-timeout", "SEGOPS_REQUEST_TIMEOUT", "SECONDS", "60",
+     "a request still queued after this long fails with 504"},
+    {"max-queue", "SEGOPS_MAX_QUEUE", "N", "1024", "requests waiting for a worker before 503 + Retry-After"},
+    {"max-batch-elements", "SEGOPS_MAX_BATCH_ELEMENTS", "N", "0",
+     "join waiting compatible requests up to this many elements per launch (0 = off)"},
+    {"max-queue-delay-us", "SEGOPS_MAX_QUEUE_DELAY_US", "US", "0",
+     "how long a worker may wait to fill a batch (0 = batch only what already waits)"},
+    {"log-level", "SEGOPS_LOG_LEVEL", "LEVEL", "info", "error, warn, info or debug (to stderr)"},
+    {"help", NULL, NULL, NULL, "print this help and exit"},
+    {"version", NULL, NULL, NULL, "print the version and exit"},
+};
+#define N_OPTS (sizeof OPTS / sizeof OPTS[0])
+
+/* Integer with an optional binary suffix (k, M, G, T; "MiB" style also accepted). */
+static int parse_i64(const char *s, bool allow_suffix, int64_t *out) {
+  if (!*s) return -1;
+  errno = 0;
+  char *end;
+  long long v = strtoll(s, &end, 10);
+  if (errno || end == s || v < 0) return -1;
+  int shift = 0;
+  if (allow_suffix && *end) {
+    switch (*end) {
+      case 'k': case 'K': shift = 10; break;
+      case 'm': case 'M': shift = 20; break;
+      case 'g': case 'G': shift = 30; break;
+      case 't': case 'T': shift = 40; break;
+      default: return -1;
+    }
+    end++;
+    if (*end == 'i' && end[1] == 'B') end += 2;
+    else if (*end == 'B') end++;
+  }
+  if (*end) return -1;
+  if (shift && v > (INT64_MAX >> shift)) return -1;
+  *out = (int64_t)v << shift;
+  return 0;
+}
+
+static int parse_listen(segops_config *c, const char *s) {
+  const char *colon;
+  const char *host = s;
+  size_t hlen;
+  if (s[0] == '[') { /* [v6]:port */
+    const char *rb = strchr(s, ']');
+    if (!rb || rb[1] != ':') return -1;
+    host = s + 1;
+    hlen = (size_t)(rb - host);
+    colon = rb + 1;
+  } else {
+    colon = strrchr(s, ':');
+    if (!colon) return -1;
+    hlen = (size_t)(colon - s);
+  }
+  if (hlen == 0 || hlen >= sizeof c->listen_host) return -1;
+  int64_t port;
+  if (parse_i64(colon + 1, false, &port) || port > 65535) return -1;
+  memcpy(c->listen_host, host, hlen);
+  c->listen_host[hlen] = 0;
+  c->listen_port = (int)port;
+  return 0;
+}
+
+static int parse_devices(segops_config *c, const char *s) {
+  c->n_devices = 0;
+  if (!*s || strcmp(s, "all") == 0) return 0;
+  const char *p = s;
+  while (*p) {
+    char *end;
+    errno = 0;
+    long v = strtol(p, &end, 10);
+    if (errno || end == p || v < 0 || v > 1024 || c->n_devices >= SEGOPS_MAX_DEVICE_LIST) return -1;
+    c->devices[c->n_devices++] = (int)v;
+    if (*end == ',') end++;
+    else if (*end) return -1;
+    p = end;
+  }
+  return 0;
+}
+
+static int read_token_file(segops_config *c, const char *path, char *err, size_t errlen) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    snprintf(err, errlen, "--token-file %s: %s", path, strerror(errno));
+    return -1;
+  }
+  char buf[4096];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' || buf[n - 1] == '\t')) n--;
+  buf[n] = 0;
+  if (n == 0) {
+    snprintf(err, errlen, "--token-file %s: the file holds no token", path);
+    return -1;
+  }
+  free(c->token);
+  c->token = strdup(buf);
+  snprintf(c->token_file, sizeof c->token_file, "%s", path);
+  return c->token ? 0 : -1;
+}
+
+/* Applies one option value; returns 0 or -1 with a message. */
+static int apply(segops_config *c, const opt_desc *o, const char *v, bool *segs_set, char *err, size_t errlen) {
+  const char *f = o->flag;
+  int64_t i = 0;
+  int bad = 0;
+  if (!strcmp(f, "listen")) bad = parse_listen(c, v);
+  else if (!strcmp(f, "backend")) {
+    if (strcmp(v, "auto") && strcmp(v, "cpu") && strcmp(v, "cuda")) bad = 1;
+    else snprintf(c->backend, sizeof c->backend, "%s", v);
+  } else if (!strcmp(f, "devices")) bad = parse_devices(c, v);
+  else if (!strcmp(f, "threads")) { bad = parse_i64(v, false, &i) || i > 4096; c->threads = (int)i; }
+  else if (!strcmp(f, "http-threads")) { bad = parse_i64(v, false, &i) || i > 1024; c->http_threads = (int)i; }
+  else if (!strcmp(f, "token-file")) {
+    if (*v) return read_token_file(c, v, err, errlen);
+  } else if (!strcmp(f, "max-body-bytes")) { bad = parse_i64(v, true, &i) || i < 1; c->max_body_bytes = i; }
+  else if (!strcmp(f, "max-elements")) {
+    bad = parse_i64(v, true, &i) || i < 1 || i > INT32_MAX; /* idx is int32 on the device */
+    c->max_elements = i;
+  } else if (!strcmp(f, "max-segments")) {
+    if (*v) { bad = parse_i64(v, true, &i) || i > INT32_MAX; c->max_segments = i; *segs_set = true; }
+  } else if (!strcmp(f, "max-connections")) { bad = parse_i64(v, false, &i) || i < 1 || i > 1000000; c->max_connections = i; }
+  else if (!strcmp(f, "idle-timeout")) { bad = parse_i64(v, false, &i) || i > 86400; c->idle_timeout_s = i; }
+  else if (!strcmp(f, "request-timeout")) {
+    char *end;
+    errno = 0;
+    double d = strtod(v, &end);
+    bad = errno || end == v || *end || !(d > 0) || d > 86400;
+    c->request_timeout_s = d;
+  } else if (!strcmp(f, "max-queue")) { bad = parse_i64(v, false, &i) || i < 1 || i > 1000000; c->max_queue = i; }
+  else if (!strcmp(f, "max-batch-elements")) { bad = parse_i64(v, true, &i); c->max_batch_elements = i; }
+  else if (!strcmp(f, "max-queue-delay-us")) { bad = parse_i64(v, false, &i) || i > 10000000; c->max_queue_delay_us = i; }
+  else if (!strcmp(f, "log-level")) { c->log_level = segops_log_parse(v); bad = c->log_level < 0; }
+  if (bad) {
+    snprintf(err, errlen, "invalid value '%s' for --%s (expected %s)", v, f, o->arg ? o->arg : "no value");
+    return -1;
+  }
+  return 0;
+}
+
+static void print_help(void) {
+  printf("usage: segopsd [options]\n\n"
+         "segopsd serves the segops segment operations over HTTP (API v1).\n"
+         "Every option can also be set by the environment variable shown; flags win.\n\n");
+  for (size_t k = 0; k < N_OPTS; k++) {
+    const opt_desc *o = &OPTS[k];
+    char left[64];
+    snprintf(left, sizeof left, "--%s%s%s", o->flag, o->arg ? " " : "", o->arg ? o->arg : "");
+    printf("  %-36s %s\n", left, o->help);
+    if (o->env)
+      printf("  %-36s [env %s] default: %s\n", "", o->env,
+             o->def && *o->def ? o->def : (!strcmp(o->flag, "max-segments") ? "max-elements" : "(none)"));
+  }
+  printf("  %-36s [env SEGOPS_TOKEN] the bearer token itself (prefer a file)\n\n", "");
+  printf("With a token configured, every path but /healthz and /readyz needs\n"
+         "'Authorization: Bearer <token>'. SIGTERM or SIGINT drains and exits 0.\n");
+}
+
+static const opt_desc *find_opt(const char *name, size_t len) {
+  for (size_t k = 0; k < N_OPTS; k++)
+    if (strlen(OPTS[k].flag) == len && memcmp(OPTS[k].flag, name, len) == 0) return &OPTS[k];
+  return NULL;
+}
+
+int segops_config_load(segops_config *c, int argc, char **argv, char *err, size_t errlen) {
+  memset(c, 0, sizeof *c);
+  bool segs_set = false;
+  /* 1. defaults, 2. environment */
+  for (size_t k = 0; k < N_OPTS; k++) {
+    const opt_desc *o = &OPTS[k];
+    if (!o->env) continue;
+    if (apply(c, o, o->def, &segs_set, err, errlen)) return SEGOPS_CONFIG_ERROR;
+  }
+  for (size_t k = 0; k < N_OPTS; k++) {
+    const opt_desc *o = &OPTS[k];
+    const char *v = o->env ? getenv(o->env) : NULL;
+    if (!v) continue;
+    if (apply(c, o, v, &segs_set, err, errlen)) {
+      size_t l = strlen(err);
+      snprintf(err + l, errlen - l, " (from %s)", o->env);
+      return SEGOPS_CONFIG_ERROR;
+    }
+  }
+  const char *envtok = getenv("SEGOPS_TOKEN");
+  if (envtok && *envtok && !c->token) {
+    c->token = strdup(envtok);
+    if (!c->token) return SEGOPS_CONFIG_ERROR;
+  }
+  /* 3. flags: --name VALUE or --name=VALUE */
+  for (int a = 1; a < argc; a++) {
+    const char *s = argv[a];
+    if (strncmp(s, "--", 2) != 0) {
+      snprintf(err, errlen, "unexpected argument '%s' (see --help)", s);
+      return SEGOPS_CONFIG_ERROR;
+    }
+    s += 2;
+    const char *eq = strchr(s, '=');
+    size_t nlen = eq ? (size_t)(eq - s) : strlen(s);
+    const opt_desc *o = find_opt(s, nlen);
+    if (!o) {
+      snprintf(err, errlen, "unknown option '%s' (see --help)", argv[a]);
+      return SEGOPS_CONFIG_ERROR;
+    }
+    if (!strcmp(o->flag, "help")) {
+      print_help();
+      return SEGOPS_CONFIG_EXIT_OK;
+    }
+    if (!strcmp(o->flag, "version")) {
+      printf("segopsd %s\n", SEGOPS_VERSION);
+      return SEGOPS_CONFIG_EXIT_OK;
+    }
+    const char *v = eq ? eq + 1 : NULL;
+    if (!v) {
+      if (a + 1 >= argc) {
+        snprintf(err, errlen, "option --%s needs a value (%s)", o->flag, o->arg);
+        return SEGOPS_CONFIG_ERROR;
+      }
+      v = argv[++a];
+    }
+    if (apply(c, o, v, &segs_set, err, errlen)) return SEGOPS_CONFIG_ERROR;
+  }
+  if (!segs_set) c->max_segments = c->max_elements;
+  if (c->http_threads <= 0) {
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    c->http_threads = c->threads > 0 ? c->threads : (int)(cpus < 2 ? 2 : cpus > 64 ? 64 : cpus);
+  }
+  if (c->token && !*c->token) {
+    free(c->token);
+    c->token = NULL;
+  }
+  return SEGOPS_CONFIG_OK;
+}
+
+void segops_config_free(segops_config *c) {
+  if (!c) return;
+  free(c->token);
+  c->token = NULL;
+}

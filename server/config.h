@@ -1,0 +1,40 @@
+/* config.h: the daemon's configuration (SPEC §7): flags, environment variables, defaults. */
+#ifndef SEGOPS_CONFIG_H
+#define SEGOPS_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SEGOPS_MAX_DEVICE_LIST 64
+
+typedef struct {
+  char listen_host[256]; /* as given, without brackets for IPv6 */
+  int listen_port;       /* 0 = pick a free port */
+  char backend[8];       /* "auto", "cpu", "cuda" */
+  int devices[SEGOPS_MAX_DEVICE_LIST];
+  int n_devices;        /* 0 = all GPUs */
+  int threads;          /* CPU backend compute threads; 0 = every online CPU */
+  int http_threads;     /* libmicrohttpd thread pool size */
+  char *token;          /* owned; NULL when auth is off */
+  char token_file[512]; /* where the token came from ("" for the environment) */
+  int64_t max_body_bytes;
+  int64_t max_elements; /* per tensor */
+  int64_t max_segments; /* bound on num_segments */
+  int64_t max_connections;
+  int64_t idle_timeout_s;
+  double request_timeout_s;
+  int64_t max_queue;          /* requests waiting for a worker */
+  int64_t max_batch_elements; /* 0 = no batching */
+  int64_t max_queue_delay_us; /* how long a worker waits to fill a batch */
+  int log_level;
+} segops_config;
+
+enum { SEGOPS_CONFIG_OK = 0, SEGOPS_CONFIG_EXIT_OK = 1, SEGOPS_CONFIG_ERROR = 2 };
+
+/* Fills cfg from defaults, then the environment, then argv (flags win). Prints --help or
+ * --version to stdout and returns SEGOPS_CONFIG_EXIT_OK for them; on a bad value writes a
+ * message to err and returns SEGOPS_CONFIG_ERROR. cfg owns its token: segops_config_free. */
+int segops_config_load(segops_config *cfg, int argc, char **argv, char *err, size_t errlen);
+void segops_config_free(segops_config *cfg);
+
+#endif

@@ -1,0 +1,11 @@
+/* hooks_off.c: the test hooks of a production segopsd: none. */
+#include "scheduler.h"
+
+#include <stddef.h>
+
+int segops_test_hook_before_run(const segops_call *call, char *err, size_t errlen) {
+  (void)call, (void)err, (void)errlen;
+  return 0;
+}
+
+bool segops_test_hooks_enabled(void) { return false; }

@@ -1,0 +1,102 @@
+/* http.h: the HTTP front of segopsd on libmicrohttpd: the server object, per-request state,
+ * and the helpers shared by the route files (http_*.c). */
+#ifndef SEGOPS_HTTP_H
+#define SEGOPS_HTTP_H
+
+#include <microhttpd.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "codec.h"
+#include "config.h"
+#include "metrics.h"
+#include "prepare.h"
+#include "scheduler.h"
+
+enum { SEGOPS_STATE_STARTING = 0, SEGOPS_STATE_READY, SEGOPS_STATE_DRAINING };
+
+typedef struct segops_server {
+  const segops_config *cfg; /* borrowed */
+  segops_backend *backend;  /* borrowed */
+  segops_sched *sched;      /* borrowed */
+  struct MHD_Daemon *mhd;
+  atomic_int state;
+  atomic_long active; /* request states alive: created on the first callback, freed on completion */
+  segops_limits limits;
+  segops_codec_limits codec_limits;
+  int port; /* the bound port */
+} segops_server;
+
+/* Wire encodings. */
+enum { SEGOPS_ENC_MSGPACK = 0, SEGOPS_ENC_JSON = 1 };
+
+/* Per-request state: created on the first access-handler callback, freed only in the
+ * NOTIFY_COMPLETED callback (libmicrohttpd's contract). */
+/* PH_GET: a GET route answered on the next callback (answering on the first one would make
+ * libmicrohttpd close the connection). PH_ERROR: an error decided on the first callback,
+ * answered once the (small) body has been read and discarded, so keep-alive survives. */
+enum { PH_BODY = 0, PH_WAIT, PH_DONE, PH_GET, PH_ERROR };
+typedef struct {
+  segops_server *srv;
+  struct MHD_Connection *conn;
+  segops_route route;
+  int op, pass; /* for SEGOPS_ROUTE_OP; -1 until known */
+  int phase;
+  char *body; /* owned */
+  size_t len, cap;
+  bool overflow;        /* body over the limit (chunked upload): the rest is discarded, then 413 */
+  int req_enc, resp_enc;
+  const char *resp_type; /* static Content-Type of a successful op response */
+  double t_start;
+  segops_decoded dec;  /* owned until the job finished */
+  segops_prepared prep; /* owned; out_buf moves to the response on success */
+  segops_job job;
+  bool defer_errors;    /* set during the first callback when the body is small or absent */
+  struct {
+    int err, http_status;
+    const char *allow;
+    char message[512];
+  } deferred;
+  char timing[96];     /* Server-Timing value once the scheduler answered; "" before */
+  int status;          /* HTTP status queued; 0 before */
+  uint64_t bytes_in, bytes_out;
+} segops_http_req;
+
+/* Starts libmicrohttpd on cfg's address; fills srv->port. Returns 0, or -1 after logging. */
+int segops_server_start(segops_server *srv);
+/* Graceful stop: readyz 503, stop accepting, finish queued and running work, wait for every
+ * response to be sent (bounded), then stop libmicrohttpd (no connection is suspended then). */
+void segops_server_drain_and_stop(segops_server *srv);
+
+/* --- helpers (http_neg.c) --- */
+
+/* Content-Type -> SEGOPS_ENC_* or -1 (unsupported). NULL/empty -> -1. */
+int segops_http_content_type(const char *ctype);
+/* Accept -> SEGOPS_ENC_* (req_enc when the client accepts anything) or -1 (nothing acceptable).
+ * *type receives the Content-Type to answer with. */
+int segops_http_accept(const char *accept, int req_enc, const char **type);
+/* Constant-time check of an Authorization header against the token. */
+bool segops_http_auth_ok(const char *authorization, const char *token);
+/* Queues a JSON error {"error":{"code","message"}} with the status of the error table (or
+ * http_status when > 0). Adds Allow / WWW-Authenticate / Retry-After where the status needs
+ * them; close=true adds Connection: close. */
+enum MHD_Result segops_http_error(segops_http_req *r, int err, int http_status, const char *message,
+                                  const char *allow, bool close);
+/* Queues a response built from a malloc'd buffer (taken over: freed by libmicrohttpd). */
+enum MHD_Result segops_http_send_buffer(segops_http_req *r, int status, const char *ctype, char *buf, size_t len);
+
+/* --- routes --- */
+enum MHD_Result segops_http_info(segops_http_req *r);      /* http_routes.c */
+enum MHD_Result segops_http_metrics(segops_http_req *r);   /* http_routes.c */
+enum MHD_Result segops_http_healthz(segops_http_req *r);   /* http_routes.c */
+enum MHD_Result segops_http_readyz(segops_http_req *r);    /* http_routes.c */
+/* http_ops.c: the op route in its three phases. */
+enum MHD_Result segops_http_op_begin(segops_http_req *r);
+enum MHD_Result segops_http_op_body(segops_http_req *r, const char *data, size_t *size);
+enum MHD_Result segops_http_op_complete(segops_http_req *r);
+enum MHD_Result segops_http_op_respond(segops_http_req *r);
+void segops_http_op_free(segops_http_req *r);
+
+#endif

@@ -1,0 +1,216 @@
+/* http_ops.c: POST /v1/{op}/{pass}: header checks, body accumulation under the cap, decode,
+ * validation, hand-off to the scheduler with the connection suspended, and the response
+ * (msgpack payloads sent from the output buffers themselves through an iovec response). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errors.h"
+#include "http.h"
+#include "log.h"
+
+static const char *header(segops_http_req *r, const char *name) {
+  return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+
+enum MHD_Result segops_http_op_begin(segops_http_req *r) {
+  segops_server *srv = r->srv;
+  int enc = segops_http_content_type(header(r, MHD_HTTP_HEADER_CONTENT_TYPE));
+  if (enc < 0)
+    return segops_http_error(r, SEGOPS_E_UNSUPPORTED_MEDIA, 0,
+                             "Content-Type must be application/msgpack (or application/x-msgpack, "
+                             "application/vnd.msgpack) or application/json",
+                             NULL, false);
+  r->req_enc = enc;
+  r->resp_enc = segops_http_accept(header(r, MHD_HTTP_HEADER_ACCEPT), enc, &r->resp_type);
+  if (r->resp_enc < 0)
+    return segops_http_error(r, SEGOPS_E_NOT_ACCEPTABLE, 0,
+                             "Accept allows neither application/msgpack nor application/json", NULL, false);
+  const char *cl = header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
+  size_t initial = 64 * 1024;
+  if (cl) {
+    char *end;
+    unsigned long long v = strtoull(cl, &end, 10);
+    if (end == cl || *end || (int64_t)v > srv->cfg->max_body_bytes || v > (unsigned long long)INT64_MAX) {
+      char msg[160];
+      snprintf(msg, sizeof msg, "the request body (%s bytes) exceeds the limit of %" PRId64 " bytes", cl,
+               srv->cfg->max_body_bytes);
+      return segops_http_error(r, SEGOPS_E_TOO_LARGE, 0, msg, NULL, true);
+    }
+    initial = (size_t)v + 1; /* exact: no regrowth for the common case */
+  } else if ((int64_t)initial > srv->cfg->max_body_bytes) {
+    initial = (size_t)srv->cfg->max_body_bytes + 1;
+  }
+  r->body = malloc(initial);
+  if (!r->body) return segops_http_error(r, SEGOPS_E_NOMEM, 0, "out of memory for the request body", NULL, true);
+  r->cap = initial;
+  r->phase = PH_BODY;
+  return MHD_YES;
+}
+
+enum MHD_Result segops_http_op_body(segops_http_req *r, const char *data, size_t *size) {
+  size_t n = *size;
+  *size = 0;
+  r->bytes_in += n;
+  if (r->overflow) return MHD_YES; /* discarding the rest of an oversized chunked upload */
+  size_t max = (size_t)r->srv->cfg->max_body_bytes;
+  if (n > max - r->len) {
+    /* Only a chunked upload gets here (a Content-Length over the cap was refused up front):
+     * libmicrohttpd cannot answer mid-upload, so stop storing now and answer 413 at its end. */
+    r->overflow = true;
+    free(r->body);
+    r->body = NULL;
+    r->len = r->cap = 0;
+    return MHD_YES;
+  }
+  if (r->len + n > r->cap) {
+    size_t ncap = r->cap * 2;
+    if (ncap < r->len + n) ncap = r->len + n;
+    if (ncap > max + 1) ncap = max + 1;
+    char *nb = realloc(r->body, ncap);
+    if (!nb) return MHD_NO; /* out of memory: drop the connection rather than abort */
+    r->body = nb;
+    r->cap = ncap;
+  }
+  memcpy(r->body + r->len, data, n);
+  r->len += n;
+  return MHD_YES;
+}
+
+static void on_job_done(segops_job *job) {
+  segops_http_req *r = job->user;
+  /* After this call the connection may be handled at once by its HTTP thread. */
+  MHD_resume_connection(r->conn);
+}
+
+enum MHD_Result segops_http_op_complete(segops_http_req *r) {
+  segops_server *srv = r->srv;
+  char err[512];
+  if (r->overflow) {
+    snprintf(err, sizeof err, "the request body exceeds the limit of %" PRId64 " bytes", srv->cfg->max_body_bytes);
+    return segops_http_error(r, SEGOPS_E_TOO_LARGE, 0, err, NULL, true);
+  }
+  int rc = r->req_enc == SEGOPS_ENC_MSGPACK
+               ? segops_decode_msgpack(r->body, r->len, (segops_op)r->op, (segops_pass)r->pass, &srv->codec_limits,
+                                       &r->dec, err, sizeof err)
+               : segops_decode_json(r->body, r->len, (segops_op)r->op, (segops_pass)r->pass, &srv->codec_limits,
+                                    &r->dec, err, sizeof err);
+  if (rc != SEGOPS_OK) return segops_http_error(r, rc, 0, err, NULL, false);
+  rc = segops_prepare(&r->dec.req, &srv->limits, &r->prep, err, sizeof err);
+  if (rc != SEGOPS_OK) return segops_http_error(r, rc, 0, err, NULL, false);
+
+  r->job.call = &r->prep.call;
+  r->job.deadline = r->t_start + srv->cfg->request_timeout_s;
+  r->job.done = on_job_done;
+  r->job.user = r;
+  r->phase = PH_WAIT;
+  /* Suspend before submitting: a worker may finish and resume the connection before this
+   * callback returns, and resuming a connection that is not suspended is undefined. */
+  MHD_suspend_connection(r->conn);
+  rc = segops_sched_submit(srv->sched, &r->job);
+  if (rc != SEGOPS_OK) {
+    r->job.status = rc;
+    r->job.t_enqueued = r->job.t_started = r->job.t_finished = segops_now();
+    snprintf(r->job.err, sizeof r->job.err, "%s",
+             rc == SEGOPS_E_RESOURCE_EXHAUSTED ? "the request queue is full; retry later" : "the server is draining");
+    MHD_resume_connection(r->conn); /* answered from the resumed callback like every other job */
+  }
+  return MHD_YES;
+}
+
+/* What a successful op response owns: the encoded pieces and the output buffer they borrow. */
+typedef struct {
+  segops_encoded enc;
+  void *out_buf;
+} resp_payload;
+
+static void free_payload(void *cls) {
+  resp_payload *p = cls;
+  segops_encoded_free(&p->enc);
+  free(p->out_buf);
+  free(p);
+}
+
+enum MHD_Result segops_http_op_respond(segops_http_req *r) {
+  r->phase = PH_DONE;
+  segops_job *j = &r->job;
+  double queue_s = j->t_started - j->t_enqueued, compute_s = j->t_finished - j->t_started;
+  if (queue_s < 0) queue_s = 0;
+  if (compute_s < 0) compute_s = 0;
+  segops_metrics_observe(SEGOPS_HIST_QUEUE, queue_s);
+  if (j->status == SEGOPS_OK) segops_metrics_observe(SEGOPS_HIST_COMPUTE, compute_s);
+  /* The inputs are no longer needed: give their memory back before encoding. */
+  segops_decoded_free(&r->dec);
+  memset(&r->dec, 0, sizeof r->dec);
+  free(r->body);
+  r->body = NULL;
+  char *timing = r->timing;
+  snprintf(timing, sizeof r->timing, "queue;dur=%.3f, compute;dur=%.3f", queue_s * 1e3, compute_s * 1e3);
+  if (j->status != SEGOPS_OK) {
+    if (j->status == SEGOPS_E_INTERNAL || j->status == SEGOPS_E_DEVICE)
+      SEGOPS_LOGE("%s/%s failed: %s", segops_op_name((segops_op)r->op), segops_pass_name((segops_pass)r->pass),
+                  j->err);
+    return segops_http_error(r, j->status, 0, j->err, NULL, false);
+  }
+
+  const segops_fn_desc *fn = r->prep.call.fn;
+  segops_out_tensor outs[SEGOPS_MAX_OUTPUTS];
+  int n = 0;
+  for (int k = 0; k < fn->n_out; k++) {
+    if (!r->prep.requested[k]) continue;
+    segops_out_tensor *o = &outs[n++];
+    o->name = fn->out[k].name;
+    o->dtype = r->prep.call.dtype;
+    o->ndim = r->prep.out_ndim[k];
+    memcpy(o->shape, r->prep.out_shape[k], sizeof o->shape);
+    o->data = r->prep.call.out[k];
+    o->nbytes = r->prep.out_nbytes[k];
+  }
+  resp_payload *p = calloc(1, sizeof *p);
+  if (!p) return segops_http_error(r, SEGOPS_E_NOMEM, 0, "out of memory for the response", NULL, false);
+  int rc = r->resp_enc == SEGOPS_ENC_MSGPACK ? segops_encode_msgpack(outs, n, &p->enc)
+                                             : segops_encode_json(outs, n, &p->enc);
+  if (rc != SEGOPS_OK) {
+    free_payload(p);
+    return segops_http_error(r, rc, 0, "could not encode the response", NULL, false);
+  }
+  /* The response now owns the outputs (msgpack pieces point into them). */
+  p->out_buf = r->prep.out_buf;
+  r->prep.out_buf = NULL;
+  struct MHD_IoVec stack_iov[16];
+  struct MHD_IoVec *iov = p->enc.iovcnt <= 16 ? stack_iov : malloc(sizeof *iov * (size_t)p->enc.iovcnt);
+  if (!iov) {
+    free_payload(p);
+    return segops_http_error(r, SEGOPS_E_NOMEM, 0, "out of memory for the response", NULL, false);
+  }
+  for (int i = 0; i < p->enc.iovcnt; i++) {
+    iov[i].iov_base = p->enc.iov[i].iov_base;
+    iov[i].iov_len = p->enc.iov[i].iov_len;
+  }
+  size_t total = p->enc.total;
+  /* libmicrohttpd copies the iovec array (not the data) and calls free_payload when done. */
+  struct MHD_Response *resp =
+      MHD_create_response_from_iovec(iov, (unsigned int)p->enc.iovcnt, free_payload, p);
+  if (iov != stack_iov) free(iov);
+  if (!resp) {
+    free_payload(p);
+    return segops_http_error(r, SEGOPS_E_NOMEM, 0, "out of memory for the response", NULL, false);
+  }
+  MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->resp_type);
+  MHD_add_response_header(resp, "Server-Timing", timing);
+  enum MHD_Result ret = MHD_queue_response(r->conn, MHD_HTTP_OK, resp);
+  MHD_destroy_response(resp);
+  if (ret == MHD_YES) {
+    r->status = 200;
+    r->bytes_out = total;
+  }
+  return ret;
+}
+
+void segops_http_op_free(segops_http_req *r) {
+  segops_decoded_free(&r->dec);
+  segops_prepared_free(&r->prep);
+  free(r->body);
+  r->body = NULL;
+}

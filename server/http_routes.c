@@ -1,0 +1,109 @@
+/* http_routes.c: the non-op routes: /healthz, /readyz, /metrics and /v1/info (whose op table
+ * is generated from kernels/ops.c's table, never written twice). */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errors.h"
+#include "http.h"
+
+enum MHD_Result segops_http_healthz(segops_http_req *r) {
+  char *b = strdup("{\"status\":\"ok\"}");
+  if (!b) return MHD_NO;
+  return segops_http_send_buffer(r, 200, "application/json", b, strlen(b));
+}
+
+enum MHD_Result segops_http_readyz(segops_http_req *r) {
+  segops_server *srv = r->srv;
+  int st = atomic_load(&srv->state);
+  if (st == SEGOPS_STATE_STARTING) return segops_http_error(r, SEGOPS_E_UNAVAILABLE, 0, "starting", NULL, false);
+  if (st == SEGOPS_STATE_DRAINING) return segops_http_error(r, SEGOPS_E_UNAVAILABLE, 0, "draining", NULL, false);
+  if (srv->backend->ready && !srv->backend->ready(srv->backend->ctx))
+    return segops_http_error(r, SEGOPS_E_UNAVAILABLE, 0, "the backend cannot take work", NULL, false);
+  char *b = strdup("{\"status\":\"ready\"}");
+  if (!b) return MHD_NO;
+  return segops_http_send_buffer(r, 200, "application/json", b, strlen(b));
+}
+
+enum MHD_Result segops_http_metrics(segops_http_req *r) {
+  size_t len = 0;
+  char *text = segops_metrics_render(segops_sched_depth(r->srv->sched), r->srv->backend, &len);
+  if (!text) return segops_http_error(r, SEGOPS_E_NOMEM, 0, NULL, NULL, false);
+  return segops_http_send_buffer(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
+}
+
+static const char *shape_text(segops_shape_kind k, bool vec3_only) {
+  switch (k) {
+    case SEGOPS_SH_ELEM:
+      return vec3_only ? "(N,3)" : "(N,) or (N,3)";
+    case SEGOPS_SH_ELEM3:
+      return "(N,3)";
+    case SEGOPS_SH_SEG:
+      return vec3_only ? "(S,3)" : "(S,) or (S,3)";
+    case SEGOPS_SH_SEG1:
+      return "(S,)";
+    case SEGOPS_SH_MAT:
+      return "(S,3,3)";
+  }
+  return "?";
+}
+
+static const char *use_text(segops_arg_use u) {
+  return u == SEGOPS_ARG_REQ ? "required" : u == SEGOPS_ARG_COTAN ? "cotangent" : "unread";
+}
+
+/* The op table as JSON: {op: {pass: {"inputs": [...], "outputs": [...]}}}. */
+static json_t *op_table_json(void) {
+  json_t *ops = json_object();
+  for (int o = 0; o < SEGOPS_OP_COUNT; o++) {
+    json_t *passes = json_object();
+    for (int p = 0; p < SEGOPS_PASS_COUNT; p++) {
+      const segops_fn_desc *fn = segops_fn((segops_op)o, (segops_pass)p);
+      json_t *in = json_array(), *out = json_array();
+      for (int k = 0; k < fn->n_in; k++)
+        json_array_append_new(in, json_pack("{s:s, s:b, s:s, s:s}", "name", fn->in[k].name, "optional",
+                                            fn->in[k].use != SEGOPS_ARG_REQ, "use", use_text(fn->in[k].use),
+                                            "shape", shape_text(fn->in[k].shape, fn->vec3_only)));
+      json_array_append_new(in, json_pack("{s:s, s:b, s:s, s:s}", "name", "idx", "optional", 0, "use", "required",
+                                          "shape", "(N,)"));
+      json_array_append_new(in, json_pack("{s:s, s:b, s:s, s:s}", "name", "num_segments", "optional", 0, "use",
+                                          "required", "shape", "integer"));
+      for (int k = 0; k < fn->n_out; k++)
+        json_array_append_new(out, json_pack("{s:s, s:s}", "name", fn->out[k].name, "shape",
+                                             shape_text(fn->out[k].shape, fn->vec3_only)));
+      json_object_set_new(passes, segops_pass_name((segops_pass)p),
+                          json_pack("{s:o, s:o, s:b}", "inputs", in, "outputs", out, "vec3_only", fn->vec3_only));
+    }
+    json_object_set_new(ops, segops_op_name((segops_op)o), passes);
+  }
+  return ops;
+}
+
+enum MHD_Result segops_http_info(segops_http_req *r) {
+  segops_server *srv = r->srv;
+  const segops_config *c = srv->cfg;
+  const segops_backend *be = srv->backend;
+  json_t *devs = json_array();
+  for (int d = 0; d < be->n_devices; d++) {
+    segops_device_info di;
+    memset(&di, 0, sizeof di);
+    if (be->device_info && be->device_info(be->ctx, d, &di) != 0) continue;
+    di.name[sizeof di.name - 1] = 0;
+    json_array_append_new(devs, json_pack("{s:i, s:s, s:I, s:I}", "index", d, "name", di.name, "memory_total",
+                                          (json_int_t)di.memory_total, "memory_used", (json_int_t)di.memory_used));
+  }
+  json_t *limits = json_pack(
+      "{s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:I}", "max_body_bytes", (json_int_t)c->max_body_bytes,
+      "max_elements", (json_int_t)c->max_elements, "max_segments", (json_int_t)c->max_segments, "max_connections",
+      (json_int_t)c->max_connections, "idle_timeout_s", (json_int_t)c->idle_timeout_s, "request_timeout_s",
+      c->request_timeout_s, "max_queue", (json_int_t)c->max_queue, "max_batch_elements",
+      (json_int_t)c->max_batch_elements, "max_queue_delay_us", (json_int_t)c->max_queue_delay_us);
+  json_t *root = json_pack("{s:s, s:s, s:s, s:o, s:o, s:b, s:[s,s,s,s], s:o}", "version", SEGOPS_VERSION, "api", "v1",
+                           "backend", be->name ? be->name : "?", "devices", devs, "limits", limits, "auth",
+                           c->token != NULL, "encodings", "application/msgpack", "application/x-msgpack",
+                           "application/vnd.msgpack", "application/json", "ops", op_table_json());
+  char *text = root ? json_dumps(root, JSON_COMPACT) : NULL;
+  json_decref(root);
+  if (!text) return segops_http_error(r, SEGOPS_E_NOMEM, 0, NULL, NULL, false);
+  return segops_http_send_buffer(r, 200, "application/json", text, strlen(text));
+}

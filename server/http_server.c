@@ -1,0 +1,232 @@
+/* http_server.c: libmicrohttpd setup (epoll, internal thread pool, suspend/resume), routing,
+ * auth, the request life cycle (state created on the first callback, freed on completion),
+ * and the graceful drain. */
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "errors.h"
+#include "http.h"
+#include "log.h"
+
+static bool path_is(const char *url, const char *lit) { return strcmp(url, lit) == 0; }
+
+/* Resolves the route of a URL; for /v1/{op}/{pass} fills op/pass (-1 when unknown). */
+static segops_route route_of(const char *url, int *op, int *pass) {
+  *op = *pass = -1;
+  if (path_is(url, "/healthz")) return SEGOPS_ROUTE_HEALTHZ;
+  if (path_is(url, "/readyz")) return SEGOPS_ROUTE_READYZ;
+  if (path_is(url, "/metrics")) return SEGOPS_ROUTE_METRICS;
+  if (path_is(url, "/v1/info")) return SEGOPS_ROUTE_INFO;
+  if (strncmp(url, "/v1/", 4) == 0) {
+    const char *a = url + 4;
+    const char *slash = strchr(a, '/');
+    if (!slash || strchr(slash + 1, '/')) return SEGOPS_ROUTE_OTHER;
+    *op = segops_op_parse(a, (size_t)(slash - a));
+    *pass = segops_pass_parse(slash + 1, strlen(slash + 1));
+    if (*op >= 0 && *pass >= 0) return SEGOPS_ROUTE_OP;
+    return SEGOPS_ROUTE_OTHER;
+  }
+  return SEGOPS_ROUTE_OTHER;
+}
+
+static enum MHD_Result not_found(segops_http_req *r, const char *url) {
+  char msg[256];
+  if (strncmp(url, "/v1/", 4) == 0 && r->op < 0 && strchr(url + 4, '/'))
+    snprintf(msg, sizeof msg, "unknown op in '%.120s' (GET /v1/info lists them)", url);
+  else if (strncmp(url, "/v1/", 4) == 0 && r->op >= 0 && r->pass < 0)
+    snprintf(msg, sizeof msg, "unknown pass in '%.120s' (forward, backward or double_backward)", url);
+  else
+    snprintf(msg, sizeof msg, "no route for '%.120s'", url);
+  return segops_http_error(r, SEGOPS_E_NOT_FOUND, 0, msg, NULL, false);
+}
+
+/* Decides what a request gets from its headers alone. Errors found here are deferred (see
+ * PH_ERROR) unless the body is large or of unknown length: then the answer goes out at once and
+ * libmicrohttpd closes the connection instead of reading the body. */
+static enum MHD_Result first_call(segops_http_req *r, const char *url, const char *method) {
+  segops_server *srv = r->srv;
+  const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+  const char *te = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+  r->defer_errors = !te && (!cl || strtoull(cl, NULL, 10) <= 64 * 1024);
+  r->route = route_of(url, &r->op, &r->pass);
+  bool health = r->route == SEGOPS_ROUTE_HEALTHZ || r->route == SEGOPS_ROUTE_READYZ;
+  if (!health && srv->cfg->token &&
+      !segops_http_auth_ok(MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
+                           srv->cfg->token))
+    return segops_http_error(r, SEGOPS_E_UNAUTHENTICATED, 0, "a valid 'Authorization: Bearer <token>' is required",
+                             NULL, false);
+  bool get = strcmp(method, MHD_HTTP_METHOD_GET) == 0 || strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+  if (r->route == SEGOPS_ROUTE_OTHER) return not_found(r, url);
+  if (r->route == SEGOPS_ROUTE_OP) {
+    if (strcmp(method, MHD_HTTP_METHOD_POST) != 0) {
+      char msg[128];
+      snprintf(msg, sizeof msg, "%.16s is not allowed on %.80s; use POST", method, url);
+      return segops_http_error(r, SEGOPS_E_METHOD_NOT_ALLOWED, 0, msg, "POST", false);
+    }
+    if (atomic_load(&srv->state) != SEGOPS_STATE_READY)
+      return segops_http_error(r, SEGOPS_E_UNAVAILABLE, 0, "the server is draining", NULL, true);
+    return segops_http_op_begin(r);
+  }
+  if (!get) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "%.16s is not allowed on %.80s; use GET", method, url);
+    return segops_http_error(r, SEGOPS_E_METHOD_NOT_ALLOWED, 0, msg, "GET, HEAD", false);
+  }
+  r->phase = PH_GET;
+  return MHD_YES;
+}
+
+static enum MHD_Result answer_get(segops_http_req *r) {
+  r->phase = PH_DONE;
+  switch (r->route) {
+    case SEGOPS_ROUTE_HEALTHZ:
+      return segops_http_healthz(r);
+    case SEGOPS_ROUTE_READYZ:
+      return segops_http_readyz(r);
+    case SEGOPS_ROUTE_METRICS:
+      return segops_http_metrics(r);
+    case SEGOPS_ROUTE_INFO:
+      return segops_http_info(r);
+    default:
+      return segops_http_error(r, SEGOPS_E_NOT_FOUND, 0, "no route", NULL, false);
+  }
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls) {
+  (void)version;
+  segops_server *srv = cls;
+  segops_http_req *r = *con_cls;
+  if (!r) {
+    r = calloc(1, sizeof *r);
+    if (!r) return MHD_NO;
+    r->srv = srv;
+    r->conn = conn;
+    r->t_start = segops_now();
+    *con_cls = r;
+    atomic_fetch_add(&srv->active, 1);
+    segops_metrics_inflight_add(1);
+    enum MHD_Result ret = first_call(r, url, method);
+    r->defer_errors = false;
+    return ret;
+  }
+  switch (r->phase) {
+    case PH_BODY:
+      if (*upload_data_size) return segops_http_op_body(r, upload_data, upload_data_size);
+      return segops_http_op_complete(r);
+    case PH_WAIT:
+      return segops_http_op_respond(r);
+    case PH_GET:
+    case PH_ERROR:
+      if (*upload_data_size) { /* a body nobody will read: count it and drop it */
+        r->bytes_in += *upload_data_size;
+        *upload_data_size = 0;
+        return MHD_YES;
+      }
+      if (r->phase == PH_GET) return answer_get(r);
+      r->phase = PH_DONE;
+      return segops_http_error(r, r->deferred.err, r->deferred.http_status, r->deferred.message, r->deferred.allow,
+                               false);
+    default:
+      /* A response could not be queued: nothing more to do. */
+      return MHD_NO;
+  }
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+  (void)conn;
+  segops_server *srv = cls;
+  segops_http_req *r = *con_cls;
+  if (!r) return;
+  *con_cls = NULL;
+  if (r->status) {
+    segops_metrics_request(r->route, r->op, r->pass, r->status, r->bytes_in, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? r->bytes_out : 0);
+    segops_metrics_observe(SEGOPS_HIST_TOTAL, segops_now() - r->t_start);
+  }
+  if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && toe != MHD_REQUEST_TERMINATED_CLIENT_ABORT)
+    SEGOPS_LOGD("request ended early (termination code %d)", (int)toe);
+  segops_http_op_free(r);
+  free(r);
+  segops_metrics_inflight_add(-1);
+  atomic_fetch_sub(&srv->active, 1);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+  (void)cls;
+  char msg[512];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  size_t n = strlen(msg);
+  while (n > 0 && msg[n - 1] == '\n') msg[--n] = 0;
+  SEGOPS_LOGD("libmicrohttpd: %s", msg);
+}
+
+int segops_server_start(segops_server *srv) {
+  const segops_config *c = srv->cfg;
+  struct addrinfo hints, *ai = NULL;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  char port[16];
+  snprintf(port, sizeof port, "%d", c->listen_port);
+  int gai = getaddrinfo(c->listen_host, port, &hints, &ai);
+  if (gai != 0 || !ai) {
+    SEGOPS_LOGE("cannot resolve listen address '%s': %s", c->listen_host, gai_strerror(gai));
+    return -1;
+  }
+  unsigned int flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+  if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+  srv->limits.max_elements = c->max_elements;
+  srv->limits.max_segments = c->max_segments;
+  srv->codec_limits.max_depth = 32;
+  /* Every msgpack item takes at least one byte and every JSON item two, so the body cap
+   * already bounds the count; the codecs still check counts against the bytes left. */
+  srv->codec_limits.max_items = (size_t)c->max_body_bytes;
+  srv->mhd = MHD_start_daemon(
+      flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_THREAD_POOL_SIZE,
+      (unsigned int)c->http_threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned int)c->max_connections,
+      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)c->idle_timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+      srv, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024), MHD_OPTION_LISTEN_BACKLOG_SIZE,
+      (unsigned int)1024, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
+  freeaddrinfo(ai);
+  if (!srv->mhd) {
+    SEGOPS_LOGE("cannot listen on %s:%d (address in use, or not permitted)", c->listen_host, c->listen_port);
+    return -1;
+  }
+  const union MHD_DaemonInfo *di = MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_BIND_PORT);
+  srv->port = di ? di->port : c->listen_port;
+  return 0;
+}
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+void segops_server_drain_and_stop(segops_server *srv) {
+  atomic_store(&srv->state, SEGOPS_STATE_DRAINING);
+  MHD_socket lsock = MHD_quiesce_daemon(srv->mhd);
+  if (lsock != MHD_INVALID_SOCKET) close(lsock);
+  SEGOPS_LOGI("draining: no new connections; finishing %ld request(s)", (long)atomic_load(&srv->active));
+  /* Requests still uploading may yet reach the scheduler; wait for every request state to be
+   * answered and completed. Bounded: an upload stalls at most idle-timeout, and a queued job
+   * at most request-timeout before it is answered. */
+  double limit = segops_now() + srv->cfg->request_timeout_s + (double)srv->cfg->idle_timeout_s + 5;
+  while (atomic_load(&srv->active) > 0 && segops_now() < limit) sleep_ms(5);
+  /* No more jobs: anything submitted from now on is refused without suspending for long. */
+  segops_sched_close(srv->sched);
+  segops_sched_drain(srv->sched); /* every suspended connection has been resumed */
+  long left = atomic_load(&srv->active);
+  if (left > 0) SEGOPS_LOGW("stopping with %ld request(s) unfinished (stalled clients)", left);
+  /* Give resumed connections a moment to send their responses. */
+  double limit2 = segops_now() + 2;
+  while (atomic_load(&srv->active) > 0 && segops_now() < limit2) sleep_ms(5);
+  MHD_stop_daemon(srv->mhd);
+  srv->mhd = NULL;
+}

@@ -1,0 +1,100 @@
+/* main.c: segopsd entry point: configuration, backend choice, scheduler, HTTP server, and the
+ * signal-driven graceful shutdown (SIGTERM/SIGINT -> drain -> exit 0). */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "config.h"
+#include "errors.h"
+#include "http.h"
+#include "log.h"
+#include "scheduler.h"
+
+static segops_backend *make_backend(const segops_config *c) {
+  char err[256] = "";
+  if (!strcmp(c->backend, "cuda") || !strcmp(c->backend, "auto")) {
+    segops_backend *b = segops_cuda_backend_new(c->n_devices ? c->devices : NULL, c->n_devices, err, sizeof err);
+    if (b) return b;
+    if (!strcmp(c->backend, "cuda")) {
+      SEGOPS_LOGE("--backend cuda: no usable GPU: %s", err[0] ? err : "unknown reason");
+      return NULL;
+    }
+    SEGOPS_LOGI("no usable GPU (%s); using the CPU backend", err[0] ? err : "unknown reason");
+  }
+  segops_backend *b = segops_cpu_backend_new(c->threads);
+  if (!b) SEGOPS_LOGE("the CPU backend could not be created");
+  return b;
+}
+
+int main(int argc, char **argv) {
+  segops_config cfg;
+  char err[512] = "";
+  int rc = segops_config_load(&cfg, argc, argv, err, sizeof err);
+  if (rc == SEGOPS_CONFIG_EXIT_OK) {
+    segops_config_free(&cfg);
+    return 0;
+  }
+  if (rc != SEGOPS_CONFIG_OK) {
+    fprintf(stderr, "segopsd: %s\n", err);
+    segops_config_free(&cfg);
+    return 2;
+  }
+  segops_log_level = cfg.log_level;
+  if (segops_test_hooks_enabled()) SEGOPS_LOGW("TEST BUILD: fault-injection hooks are enabled; never deploy this binary");
+
+  /* Block the shutdown signals in every thread (inherited by the ones created below); this
+   * thread takes them synchronously with sigwait. */
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+  signal(SIGPIPE, SIG_IGN);
+
+  segops_backend *backend = make_backend(&cfg);
+  if (!backend) {
+    segops_config_free(&cfg);
+    return 1;
+  }
+  segops_sched_opts so = {cfg.max_queue, cfg.max_batch_elements, cfg.max_queue_delay_us};
+  segops_sched *sched = segops_sched_new(backend, &so);
+  if (!sched) {
+    SEGOPS_LOGE("cannot start the scheduler");
+    segops_backend_free(backend);
+    segops_config_free(&cfg);
+    return 1;
+  }
+  segops_server srv;
+  memset(&srv, 0, sizeof srv);
+  srv.cfg = &cfg;
+  srv.backend = backend;
+  srv.sched = sched;
+  atomic_store(&srv.state, SEGOPS_STATE_STARTING);
+  if (segops_server_start(&srv) != 0) {
+    segops_sched_free(sched);
+    segops_backend_free(backend);
+    segops_config_free(&cfg);
+    return 1;
+  }
+  atomic_store(&srv.state, SEGOPS_STATE_READY);
+  bool v6 = strchr(cfg.listen_host, ':') != NULL;
+  printf("segopsd listening on http://%s%s%s:%d\n", v6 ? "[" : "", cfg.listen_host, v6 ? "]" : "", srv.port);
+  fflush(stdout);
+  SEGOPS_LOGI("backend %s (%d worker%s), %d HTTP threads, auth %s, max body %lld bytes, queue %lld%s", backend->name,
+              backend->n_devices, backend->n_devices == 1 ? "" : "s", cfg.http_threads, cfg.token ? "on" : "off",
+              (long long)cfg.max_body_bytes, (long long)cfg.max_queue,
+              cfg.max_batch_elements > 0 ? ", batching on" : "");
+
+  int sig = 0;
+  sigwait(&sigs, &sig);
+  SEGOPS_LOGI("received %s; draining", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  segops_server_drain_and_stop(&srv);
+  segops_sched_free(sched);
+  segops_backend_free(backend);
+  segops_config_free(&cfg);
+  SEGOPS_LOGI("stopped");
+  return 0;
+}

@@ -1,0 +1,39 @@
+/* metrics.h: the daemon's counters and histograms, rendered as Prometheus text 0.0.4.
+ * Every update is a relaxed atomic: cheap enough for the request path, lock-free. */
+#ifndef SEGOPS_METRICS_H
+#define SEGOPS_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "ops.h"
+
+/* Non-op routes, for the per-route request counter. */
+typedef enum {
+  SEGOPS_ROUTE_OP = 0,
+  SEGOPS_ROUTE_INFO,
+  SEGOPS_ROUTE_HEALTHZ,
+  SEGOPS_ROUTE_READYZ,
+  SEGOPS_ROUTE_METRICS,
+  SEGOPS_ROUTE_OTHER,
+  SEGOPS_ROUTE_COUNT
+} segops_route;
+
+typedef enum { SEGOPS_HIST_QUEUE = 0, SEGOPS_HIST_COMPUTE, SEGOPS_HIST_TOTAL, SEGOPS_HIST_COUNT } segops_hist;
+
+/* Counts one finished request. op/pass only for SEGOPS_ROUTE_OP with a known function
+ * (else pass -1). status is the HTTP status sent. */
+void segops_metrics_request(segops_route route, int op, int pass, int status, uint64_t bytes_in, uint64_t bytes_out);
+/* Observes a duration in seconds in one of the latency histograms. */
+void segops_metrics_observe(segops_hist h, double seconds);
+/* Observes the number of requests joined in one backend call, and its elements. */
+void segops_metrics_batch(int requests, int64_t elements);
+void segops_metrics_backend_busy(double seconds);
+void segops_metrics_inflight_add(int delta);
+
+/* Renders everything into a malloc'd NUL-terminated buffer (caller frees); NULL on OOM.
+ * queue_depth is sampled by the caller; the backend is asked for per-device memory. */
+char *segops_metrics_render(int64_t queue_depth, const segops_backend *b, size_t *len);
+
+#endif

@@ -1,0 +1,341 @@
+/* sched_queue.c: the bounded FIFO, the per-device workers and the deadline reaper.
+ * One mutex guards the queue; workers and the reaper wait on condition variables bound to
+ * CLOCK_MONOTONIC so deadlines are immune to wall-clock changes. */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "errors.h"
+#include "log.h"
+#include "metrics.h"
+#include "scheduler.h"
+
+/* Bounds the jobs joined in one backend call, whatever their size. */
+#define MAX_BATCH_JOBS 256
+
+struct segops_sched {
+  segops_backend *backend;
+  segops_sched_opts opts;
+  pthread_mutex_t mu;
+  pthread_cond_t work;    /* queue gained a job, or stopping */
+  pthread_cond_t idle;    /* queue empty and nothing running */
+  pthread_cond_t reaper;  /* queue head changed, or stopping */
+  segops_job *head, *tail;
+  int64_t depth;
+  int running; /* jobs taken by workers and not yet done */
+  bool closed, stopping;
+  int n_workers;
+  pthread_t *workers;
+  pthread_t reaper_thread;
+  bool reaper_started;
+};
+
+double segops_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static struct timespec abs_ts(double t) {
+  struct timespec ts;
+  if (t < 0) t = 0;
+  ts.tv_sec = (time_t)t;
+  ts.tv_nsec = (long)((t - (double)ts.tv_sec) * 1e9);
+  if (ts.tv_nsec >= 1000000000L) ts.tv_nsec = 999999999L;
+  return ts;
+}
+
+static void cond_init_mono(pthread_cond_t *c) {
+  pthread_condattr_t a;
+  pthread_condattr_init(&a);
+  pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+  pthread_cond_init(c, &a);
+  pthread_condattr_destroy(&a);
+}
+
+/* Removes job (whose predecessor is prev, NULL for the head) from the queue. Lock held. */
+static void unlink_job(segops_sched *s, segops_job *prev, segops_job *job) {
+  if (prev) prev->next = job->next;
+  else s->head = job->next;
+  if (s->tail == job) s->tail = prev;
+  job->next = NULL;
+  s->depth--;
+}
+
+static void finish(segops_job *job, int status, const char *msg) {
+  job->status = status;
+  if (status != SEGOPS_OK && msg && job->err[0] == 0) snprintf(job->err, sizeof job->err, "%s", msg);
+  job->done(job);
+}
+
+int segops_sched_submit(segops_sched *s, segops_job *job) {
+  job->next = NULL;
+  job->status = SEGOPS_OK;
+  job->err[0] = 0;
+  job->batch_size = 0;
+  job->t_enqueued = segops_now();
+  job->t_started = job->t_finished = 0;
+  pthread_mutex_lock(&s->mu);
+  if (s->closed) {
+    pthread_mutex_unlock(&s->mu);
+    return SEGOPS_E_UNAVAILABLE;
+  }
+  if (s->depth >= s->opts.max_queue) {
+    pthread_mutex_unlock(&s->mu);
+    return SEGOPS_E_RESOURCE_EXHAUSTED;
+  }
+  bool was_empty = s->head == NULL;
+  if (s->tail) s->tail->next = job;
+  else s->head = job;
+  s->tail = job;
+  s->depth++;
+  /* Broadcast: a worker filling a batch (max-queue-delay) also waits on `work`. */
+  if (s->opts.max_queue_delay_us > 0) pthread_cond_broadcast(&s->work);
+  else pthread_cond_signal(&s->work);
+  if (was_empty) pthread_cond_signal(&s->reaper);
+  pthread_mutex_unlock(&s->mu);
+  return SEGOPS_OK;
+}
+
+int64_t segops_sched_depth(segops_sched *s) {
+  pthread_mutex_lock(&s->mu);
+  int64_t d = s->depth;
+  pthread_mutex_unlock(&s->mu);
+  return d;
+}
+
+/* Takes compatible jobs from the queue into jobs[1..] after the head jobs[0]; lock held.
+ * Returns the count. With a queue delay, waits (releasing the lock) for more to arrive. */
+static int collect_batch(segops_sched *s, segops_job **jobs) {
+  int n = 1;
+  if (s->opts.max_batch_elements <= 0) return n;
+  int64_t rows = jobs[0]->call->n, segs = jobs[0]->call->s;
+  double until = jobs[0]->t_enqueued + (double)s->opts.max_queue_delay_us * 1e-6;
+  for (;;) {
+    segops_job *prev = NULL, *j = s->head;
+    while (j && n < MAX_BATCH_JOBS && rows < s->opts.max_batch_elements) {
+      segops_job *next = j->next;
+      const segops_call *c = j->call;
+      if (segops_batch_compatible(jobs[0]->call, c) && rows + c->n <= s->opts.max_batch_elements &&
+          segs + c->s <= INT32_MAX) {
+        unlink_job(s, prev, j);
+        jobs[n++] = j;
+        rows += c->n;
+        segs += c->s;
+      } else {
+        prev = j;
+      }
+      j = next;
+    }
+    if (n >= MAX_BATCH_JOBS || rows >= s->opts.max_batch_elements || s->stopping) break;
+    if (s->opts.max_queue_delay_us <= 0 || segops_now() >= until) break;
+    struct timespec ts = abs_ts(until);
+    pthread_cond_timedwait(&s->work, &s->mu, &ts);
+  }
+  return n;
+}
+
+typedef struct {
+  segops_sched *s;
+  int device;
+} worker_arg;
+
+static void run_jobs(segops_sched *s, int device, segops_job **jobs, int n) {
+  double t0 = segops_now();
+  for (int i = 0; i < n; i++) jobs[i]->t_started = t0;
+  /* A job that waited past its deadline is not run: its client has been answered 504. */
+  int live = 0;
+  for (int i = 0; i < n; i++) {
+    if (jobs[i]->deadline > 0 && t0 > jobs[i]->deadline) {
+      jobs[i]->t_finished = t0;
+      finish(jobs[i], SEGOPS_E_DEADLINE_EXCEEDED, "the request waited in the queue past --request-timeout");
+    } else {
+      jobs[live++] = jobs[i];
+    }
+  }
+  if (!live) return;
+  char err[256] = "";
+  int rc = segops_test_hook_before_run(jobs[0]->call, err, sizeof err);
+  if (rc == SEGOPS_OK) {
+    if (live == 1) rc = s->backend->run(s->backend->ctx, device, jobs[0]->call, err, sizeof err);
+    else rc = segops_batch_run(s->backend, device, jobs, live, err, sizeof err);
+  }
+  double t1 = segops_now();
+  segops_metrics_backend_busy(t1 - t0);
+  int64_t rows = 0;
+  for (int i = 0; i < live; i++) rows += jobs[i]->call->n;
+  segops_metrics_batch(live, rows);
+  if (rc != SEGOPS_OK && live > 1) {
+    /* A failed batch is retried one by one so a fault stays with the request that caused it. */
+    SEGOPS_LOGW("batched call of %d requests failed (%s); running them one by one", live, err);
+    for (int i = 0; i < live; i++) {
+      char e1[256] = "";
+      double a = segops_now();
+      int r1 = segops_test_hook_before_run(jobs[i]->call, e1, sizeof e1);
+      if (r1 == SEGOPS_OK) r1 = s->backend->run(s->backend->ctx, device, jobs[i]->call, e1, sizeof e1);
+      jobs[i]->t_started = a;
+      jobs[i]->t_finished = segops_now();
+      jobs[i]->batch_size = 1;
+      segops_metrics_batch(1, jobs[i]->call->n);
+      finish(jobs[i], r1, e1);
+    }
+    return;
+  }
+  for (int i = 0; i < live; i++) {
+    jobs[i]->t_finished = t1;
+    jobs[i]->batch_size = live;
+    finish(jobs[i], rc, err);
+  }
+}
+
+static void *worker_main(void *argp) {
+  worker_arg *wa = argp;
+  segops_sched *s = wa->s;
+  int device = wa->device;
+  free(wa);
+  segops_job *jobs[MAX_BATCH_JOBS];
+  pthread_mutex_lock(&s->mu);
+  for (;;) {
+    while (!s->head && !s->stopping) pthread_cond_wait(&s->work, &s->mu);
+    if (!s->head) break; /* stopping and nothing left */
+    jobs[0] = s->head;
+    unlink_job(s, NULL, jobs[0]);
+    s->running++;
+    pthread_cond_signal(&s->reaper);
+    int n = collect_batch(s, jobs);
+    s->running += n - 1;
+    pthread_mutex_unlock(&s->mu);
+    run_jobs(s, device, jobs, n);
+    pthread_mutex_lock(&s->mu);
+    s->running -= n;
+    if (!s->head && s->running == 0) pthread_cond_broadcast(&s->idle);
+  }
+  pthread_mutex_unlock(&s->mu);
+  return NULL;
+}
+
+/* Answers queued jobs whose deadline passed, so a stuck backend cannot hold clients forever
+ * and the slot is freed at once. Sleeps until the earliest deadline in the queue. */
+static void *reaper_main(void *arg) {
+  segops_sched *s = arg;
+  pthread_mutex_lock(&s->mu);
+  while (!s->stopping) {
+    double now = segops_now();
+    double next = 0;
+    segops_job *expired = NULL, **tailp = &expired;
+    segops_job *prev = NULL, *j = s->head;
+    while (j) {
+      segops_job *nx = j->next;
+      if (j->deadline > 0 && j->deadline <= now) {
+        unlink_job(s, prev, j);
+        *tailp = j;
+        tailp = &j->next;
+      } else {
+        if (j->deadline > 0 && (next == 0 || j->deadline < next)) next = j->deadline;
+        prev = j;
+      }
+      j = nx;
+    }
+    if (expired) {
+      s->running++; /* keeps drain waiting until these are answered */
+      pthread_mutex_unlock(&s->mu);
+      int cnt = 0;
+      while (expired) {
+        segops_job *nx = expired->next;
+        expired->next = NULL;
+        expired->t_started = expired->t_finished = segops_now();
+        finish(expired, SEGOPS_E_DEADLINE_EXCEEDED, "the request waited in the queue past --request-timeout");
+        expired = nx;
+        cnt++;
+      }
+      SEGOPS_LOGW("%d queued request(s) passed their deadline", cnt);
+      pthread_mutex_lock(&s->mu);
+      s->running--;
+      if (!s->head && s->running == 0) pthread_cond_broadcast(&s->idle);
+      continue;
+    }
+    if (next > 0) {
+      struct timespec ts = abs_ts(next);
+      pthread_cond_timedwait(&s->reaper, &s->mu, &ts);
+    } else {
+      pthread_cond_wait(&s->reaper, &s->mu);
+    }
+  }
+  pthread_mutex_unlock(&s->mu);
+  return NULL;
+}
+
+segops_sched *segops_sched_new(segops_backend *backend, const segops_sched_opts *opts) {
+  segops_sched *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->backend = backend;
+  s->opts = *opts;
+  if (s->opts.max_queue < 1) s->opts.max_queue = 1;
+  pthread_mutex_init(&s->mu, NULL);
+  cond_init_mono(&s->work);
+  cond_init_mono(&s->idle);
+  cond_init_mono(&s->reaper);
+  s->n_workers = backend->n_devices > 0 ? backend->n_devices : 1;
+  s->workers = calloc((size_t)s->n_workers, sizeof *s->workers);
+  if (!s->workers) goto fail;
+  if (pthread_create(&s->reaper_thread, NULL, reaper_main, s) != 0) goto fail;
+  s->reaper_started = true;
+  for (int d = 0; d < s->n_workers; d++) {
+    worker_arg *wa = malloc(sizeof *wa);
+    if (!wa) goto fail_workers;
+    wa->s = s;
+    wa->device = d;
+    if (pthread_create(&s->workers[d], NULL, worker_main, wa) != 0) {
+      free(wa);
+      goto fail_workers;
+    }
+    continue;
+  fail_workers:
+    s->n_workers = d;
+    goto fail;
+  }
+  return s;
+fail:
+  segops_sched_free(s);
+  return NULL;
+}
+
+void segops_sched_close(segops_sched *s) {
+  pthread_mutex_lock(&s->mu);
+  s->closed = true;
+  pthread_mutex_unlock(&s->mu);
+}
+
+void segops_sched_drain(segops_sched *s) {
+  pthread_mutex_lock(&s->mu);
+  while (s->head || s->running) pthread_cond_wait(&s->idle, &s->mu);
+  pthread_mutex_unlock(&s->mu);
+}
+
+void segops_sched_free(segops_sched *s) {
+  if (!s) return;
+  pthread_mutex_lock(&s->mu);
+  s->closed = true;
+  s->stopping = true;
+  /* Workers finish what is queued before they see an empty queue and exit. */
+  pthread_cond_broadcast(&s->work);
+  pthread_cond_broadcast(&s->reaper);
+  pthread_mutex_unlock(&s->mu);
+  for (int d = 0; d < s->n_workers; d++) pthread_join(s->workers[d], NULL);
+  if (s->reaper_started) pthread_join(s->reaper_thread, NULL);
+  /* Only reachable with no workers (startup failure): answer what is left. */
+  while (s->head) {
+    segops_job *j = s->head;
+    unlink_job(s, NULL, j);
+    finish(j, SEGOPS_E_UNAVAILABLE, "the server is shutting down");
+  }
+  pthread_cond_destroy(&s->work);
+  pthread_cond_destroy(&s->idle);
+  pthread_cond_destroy(&s->reaper);
+  pthread_mutex_destroy(&s->mu);
+  free(s->workers);
+  free(s);
+}
