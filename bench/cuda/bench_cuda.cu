@@ -1,0 +1,283 @@
+/* bench_cuda.cu: GPU benchmark of every function (float32, float64, vec3) on device-resident data:
+ * GB/s of minimal traffic (each input read once, each output written once, idx included) against
+ * the device-to-device copy bandwidth measured in the same run; median of many event-timed runs
+ * after warm-up. Optionally end-to-end through the backend (host copies included).
+ * Usage: bench_cuda [--log2n 25] [--reps 20] [--e2e] [--tsv FILE] [--idx-dir DIR] */
+#include <algorithm>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cuda_internal.h"
+
+#define CK(x)                                                                                   \
+  do {                                                                                          \
+    cudaError_t e_ = (x);                                                                       \
+    if (e_ != cudaSuccess) {                                                                    \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));       \
+      exit(1);                                                                                  \
+    }                                                                                           \
+  } while (0)
+
+static uint64_t rng_state = 12345;
+static uint64_t rnd(void) {
+  uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* Layouts: sorted segments of random length 1..63 (mean 32); power-law lengths; one segment;
+ * the first layout shuffled (unsorted idx). Returns S and fills idx (host). */
+static int64_t make_layout(int which, int32_t *idx, int64_t n) {
+  int64_t s = 0, at = 0;
+  if (which == 2) {
+    for (int64_t i = 0; i < n; i++) idx[i] = 0;
+    return 1;
+  }
+  while (at < n) {
+    int64_t len;
+    if (which == 1) { /* Pareto, alpha 1.2, min 4: most segments short, a few very long */
+      double u = ((double)(rnd() >> 11) + 1.0) / 9007199254740993.0;
+      len = (int64_t)(4.0 * pow(u, -1.0 / 1.2));
+      if (len > n / 8) len = n / 8;
+    } else {
+      len = 1 + (int64_t)(rnd() % 63);
+    }
+    if (len > n - at) len = n - at;
+    for (int64_t k = 0; k < len; k++) idx[at + k] = (int32_t)s;
+    at += len;
+    s++;
+  }
+  if (which == 3)
+    for (int64_t i = n - 1; i > 0; i--) {
+      int64_t j = (int64_t)(rnd() % (uint64_t)(i + 1));
+      std::swap(idx[i], idx[j]);
+    }
+  return s;
+}
+
+static const char *LAYOUT_NAMES[] = {"seg32", "powerlaw", "S=1", "seg32-unsorted"};
+
+__global__ void fill_kernel(double *p, int64_t n, uint64_t seed) {
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    uint64_t z = seed + (uint64_t)i * 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    p[i] = (double)((z >> 11) & 0xfffff) / 1048576.0 - 0.5;
+  }
+}
+__global__ void to_f32_kernel(const double *src, float *dst, int64_t n) {
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    dst[i] = (float)src[i];
+}
+
+static double median(double *v, int n) {
+  std::sort(v, v + n);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+int main(int argc, char **argv) {
+  int log2n = 25, reps = 20, e2e = 0;
+  const char *tsv = NULL, *idx_dir = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--log2n") && i + 1 < argc) log2n = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--tsv") && i + 1 < argc) tsv = argv[++i];
+    else if (!strcmp(argv[i], "--idx-dir") && i + 1 < argc) idx_dir = argv[++i];
+    else if (!strcmp(argv[i], "--e2e")) e2e = 1;
+    else {
+      fprintf(stderr, "usage: %s [--log2n K] [--reps R] [--e2e] [--tsv FILE] [--idx-dir DIR]\n", argv[0]);
+      return 2;
+    }
+  }
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    printf("SKIP: no GPU\n");
+    return 77;
+  }
+  CK(cudaSetDevice(0));
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  const int64_t n = (int64_t)1 << log2n;
+  cudaStream_t st;
+  CK(cudaStreamCreate(&st));
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+
+  /* Copy bandwidth: 1 GiB device-to-device, bytes read + written. */
+  const size_t cb = (size_t)1 << 30;
+  void *ca, *cbuf;
+  CK(cudaMalloc(&ca, cb));
+  CK(cudaMalloc(&cbuf, cb));
+  CK(cudaMemset(ca, 1, cb));
+  double tms[64];
+  for (int r = 0; r < 3; r++) CK(cudaMemcpyAsync(cbuf, ca, cb, cudaMemcpyDeviceToDevice, st));
+  for (int r = 0; r < reps; r++) {
+    CK(cudaEventRecord(e0, st));
+    CK(cudaMemcpyAsync(cbuf, ca, cb, cudaMemcpyDeviceToDevice, st));
+    CK(cudaEventRecord(e1, st));
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    tms[r] = ms;
+  }
+  const double copy_gbs = 2.0 * cb / (median(tms, reps) * 1e-3) / 1e9;
+  CK(cudaFree(ca));
+  CK(cudaFree(cbuf));
+  printf("device: %s, %d SMs; N = 2^%d vec3; copy bandwidth (1 GiB D2D, read+write): %.0f GB/s\n", prop.name,
+         prop.multiProcessorCount, log2n, copy_gbs);
+
+  /* Buffers big enough for every function: 5 inputs and 3 outputs of N x 3 float64. */
+  const int64_t elems = n * 3;
+  double *buf_in[SEGOPS_MAX_INPUTS], *buf_out[SEGOPS_MAX_OUTPUTS];
+  float *buf_in32[SEGOPS_MAX_INPUTS];
+  for (int k = 0; k < SEGOPS_MAX_INPUTS; k++) {
+    CK(cudaMalloc(&buf_in[k], elems * 8));
+    CK(cudaMalloc(&buf_in32[k], elems * 4));
+    fill_kernel<<<4096, 256, 0, st>>>(buf_in[k], elems, 1000 + k);
+    to_f32_kernel<<<4096, 256, 0, st>>>(buf_in[k], buf_in32[k], elems);
+  }
+  for (int k = 0; k < SEGOPS_MAX_OUTPUTS; k++) CK(cudaMalloc(&buf_out[k], elems * 8));
+  int32_t *h_idx = (int32_t *)malloc((size_t)n * 4), *d_idx;
+  CK(cudaMalloc(&d_idx, (size_t)n * 4));
+  void *scratch = NULL;
+  size_t scratch_cap = 0;
+  FILE *tf = tsv ? fopen(tsv, "w") : NULL;
+  if (tf) fprintf(tf, "fn\tdtype\tlayout\tn\ts\tbytes\tmedian_ms\tgbps\tcopy_gbps\n");
+
+  printf("\n%-34s %-8s %-15s %10s %9s %8s %7s\n", "function", "dtype", "layout", "S", "ms", "GB/s", "%copy");
+  for (int lay = 0; lay < 4; lay++) {
+    const int64_t s = make_layout(lay, h_idx, n);
+    CK(cudaMemcpy(d_idx, h_idx, (size_t)n * 4, cudaMemcpyHostToDevice));
+    if (idx_dir) {
+      char path[512];
+      snprintf(path, sizeof path, "%s/idx_%s.i32", idx_dir, LAYOUT_NAMES[lay]);
+      FILE *f = fopen(path, "wb");
+      if (f) {
+        fwrite(h_idx, 4, (size_t)n, f);
+        fclose(f);
+      }
+    }
+    for (int op = 0; op < SEGOPS_OP_COUNT; op++)
+      for (int pass = 0; pass < SEGOPS_PASS_COUNT; pass++)
+        for (int dt = 0; dt < 2; dt++) {
+          const segops_fn_desc *fn = segops_fn((segops_op)op, (segops_pass)pass);
+          segops_cuda_job job;
+          memset(&job, 0, sizeof job);
+          job.fn = fn;
+          job.dtype = dt ? SEGOPS_F64 : SEGOPS_F32;
+          job.width = 3;
+          job.n = n;
+          job.s = s;
+          job.idx = d_idx;
+          job.idx_sorted = lay != 3;
+          job.sm_count = prop.multiProcessorCount;
+          const size_t isz = dt ? 8 : 4;
+          double bytes = (double)n * 4; /* idx */
+          for (int k = 0; k < fn->n_in; k++) {
+            if (fn->in[k].use == SEGOPS_ARG_UNREAD) continue;
+            job.in[k] = dt ? (void *)buf_in[k] : (void *)buf_in32[k];
+            bytes += (double)segops_shape_count(fn->in[k].shape, 3, n, s) * isz;
+          }
+          for (int k = 0; k < fn->n_out; k++) {
+            job.out[k] = buf_out[k];
+            bytes += (double)segops_shape_count(fn->out[k].shape, 3, n, s) * isz;
+          }
+          size_t need = 0;
+          CK((cudaError_t)segops_cuda_scratch_bytes(&job, &need));
+          if (need > scratch_cap) {
+            if (scratch) CK(cudaFree(scratch));
+            CK(cudaMalloc(&scratch, need));
+            scratch_cap = need;
+          }
+          job.scratch = scratch;
+          job.scratch_bytes = scratch_cap;
+          for (int r = 0; r < 3; r++) CK((cudaError_t)segops_cuda_launch(&job, st));
+          for (int r = 0; r < reps; r++) {
+            CK(cudaEventRecord(e0, st));
+            CK((cudaError_t)segops_cuda_launch(&job, st));
+            CK(cudaEventRecord(e1, st));
+            CK(cudaEventSynchronize(e1));
+            float ms;
+            CK(cudaEventElapsedTime(&ms, e0, e1));
+            tms[r] = ms;
+          }
+          CK(cudaGetLastError());
+          double med = median(tms, reps);
+          double gbs = bytes / (med * 1e-3) / 1e9;
+          char name[64];
+          snprintf(name, sizeof name, "%s/%s", segops_op_name(fn->op), segops_pass_name(fn->pass));
+          printf("%-34s %-8s %-15s %10lld %9.3f %8.0f %6.0f%%\n", name, dt ? "float64" : "float32",
+                 LAYOUT_NAMES[lay], (long long)s, med, gbs, 100.0 * gbs / copy_gbs);
+          if (tf)
+            fprintf(tf, "%s\t%s\t%s\t%lld\t%lld\t%.0f\t%.5f\t%.1f\t%.1f\n", name, dt ? "float64" : "float32",
+                    LAYOUT_NAMES[lay], (long long)n, (long long)s, bytes, med, gbs, copy_gbs);
+        }
+  }
+  if (tf) fclose(tf);
+
+  if (e2e) {
+    /* End-to-end through the backend: host inputs -> pinned staging -> device -> host outputs. */
+    char err[256];
+    segops_backend *b = segops_cuda_backend_new(NULL, 0, err, sizeof err);
+    if (!b) {
+      fprintf(stderr, "backend: %s\n", err);
+      return 1;
+    }
+    const int64_t s = make_layout(0, h_idx, n);
+    float *hin[SEGOPS_MAX_INPUTS], *hout[SEGOPS_MAX_OUTPUTS];
+    for (int k = 0; k < SEGOPS_MAX_INPUTS; k++) {
+      CK(cudaMallocHost(&hin[k], elems * 4)); /* any host memory would do; pinned keeps the test short */
+      CK(cudaMemcpy(hin[k], buf_in32[k], elems * 4, cudaMemcpyDeviceToHost));
+    }
+    for (int k = 0; k < SEGOPS_MAX_OUTPUTS; k++) hout[k] = (float *)aligned_alloc(64, elems * 4);
+    printf("\nend to end through the backend (host copies included), float32, seg32:\n");
+    printf("%-34s %9s %8s\n", "function", "ms", "GB/s");
+    for (int op = 0; op < SEGOPS_OP_COUNT; op++)
+      for (int pass = 0; pass < SEGOPS_PASS_COUNT; pass++) {
+        const segops_fn_desc *fn = segops_fn((segops_op)op, (segops_pass)pass);
+        segops_call c;
+        memset(&c, 0, sizeof c);
+        c.fn = fn;
+        c.dtype = SEGOPS_F32;
+        c.width = 3;
+        c.n = n;
+        c.s = s;
+        c.idx = h_idx;
+        c.idx_sorted = true;
+        double bytes = (double)n * 4;
+        for (int k = 0; k < fn->n_in; k++) {
+          if (fn->in[k].use == SEGOPS_ARG_UNREAD) continue;
+          c.in[k] = hin[k];
+          bytes += (double)segops_shape_count(fn->in[k].shape, 3, n, s) * 4;
+        }
+        for (int k = 0; k < fn->n_out; k++) {
+          c.out[k] = hout[k];
+          bytes += (double)segops_shape_count(fn->out[k].shape, 3, n, s) * 4;
+        }
+        double best = 1e30;
+        for (int r = 0; r < 3; r++) {
+          struct timespec t0, t1;
+          clock_gettime(CLOCK_MONOTONIC, &t0);
+          int rc = b->run(b->ctx, 0, &c, err, sizeof err);
+          clock_gettime(CLOCK_MONOTONIC, &t1);
+          if (rc) {
+            fprintf(stderr, "run: %s\n", err);
+            return 1;
+          }
+          double ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) * 1e-6;
+          if (r > 0 && ms < best) best = ms;
+        }
+        char name[64];
+        snprintf(name, sizeof name, "%s/%s", segops_op_name(fn->op), segops_pass_name(fn->pass));
+        printf("%-34s %9.2f %8.1f\n", name, best, bytes / (best * 1e-3) / 1e9);
+      }
+    segops_backend_free(b);
+  }
+  printf("\ndone\n");
+  return 0;
+}

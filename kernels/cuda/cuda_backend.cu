@@ -1,0 +1,338 @@
+/* cuda_backend.cu: the CUDA backend behind backend.h: per-device warm state (stream, pinned
+ * staging, a device memory pool), host <-> device staging, and CUDA errors -> SEGOPS_E_*. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_internal.h"
+
+#define STAGE_BYTES ((size_t)32 << 20) /* each of the two pinned staging slots */
+#define POOL_ROUND ((size_t)64 << 20)
+
+typedef struct {
+  int ordinal;
+  char name[128];
+  size_t mem_total;
+  int sm_count;
+  size_t pool_cap; /* the pool never grows past this; bigger requests borrow a one-off buffer */
+  cudaStream_t stream;
+  void *stage[2]; /* pinned host memory, STAGE_BYTES each, used alternately */
+  cudaEvent_t stage_ev[2];
+  void *pool; /* device memory reused by every request */
+  size_t pool_bytes;
+  int faulted; /* sticky device error seen: read and written with __atomic builtins */
+} cuda_dev;
+
+typedef struct {
+  int n;
+  cuda_dev *dev;
+} cuda_ctx;
+
+static size_t round_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
+
+/* Sticky errors poison the context: every later call fails the same way. */
+static int is_sticky(cudaError_t e) {
+  switch (e) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorECCUncorrectable:
+    case cudaErrorAssert:
+    case cudaErrorContextIsDestroyed:
+    case cudaErrorDevicesUnavailable:
+    case cudaErrorNoDevice:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+/* Turns a failed CUDA call into the request's error. Drains the stream first, so nothing still
+ * writes into staging or host memory after the request returns. */
+static int cuda_fail(cuda_dev *d, cudaError_t e, const char *what, char *err, size_t errlen) {
+  cudaError_t drain = cudaStreamSynchronize(d->stream);
+  (void)cudaGetLastError(); /* clears a non-sticky error so the next request starts clean */
+  if (e == cudaErrorMemoryAllocation)
+    return segops_errf(SEGOPS_E_RESOURCE_EXHAUSTED, err, errlen, "cuda device %d: out of device memory (%s)",
+                       d->ordinal, what);
+  if (is_sticky(e) || is_sticky(drain) || cudaDeviceSynchronize() != cudaSuccess) {
+    __atomic_store_n(&d->faulted, 1, __ATOMIC_RELEASE);
+    fprintf(stderr, "segops cuda: device %d faulted in %s: %s; the backend is no longer ready\n", d->ordinal, what,
+            cudaGetErrorString(e));
+    return segops_errf(SEGOPS_E_DEVICE, err, errlen, "cuda device %d fault in %s: %s", d->ordinal, what,
+                       cudaGetErrorString(e));
+  }
+  return segops_errf(SEGOPS_E_INTERNAL, err, errlen, "cuda device %d: %s failed: %s", d->ordinal, what,
+                     cudaGetErrorString(e));
+}
+
+#define CK(call, what)                                      \
+  do {                                                      \
+    cudaError_t e_ = (call);                                \
+    if (e_ != cudaSuccess) {                                \
+      rc = cuda_fail(d, e_, what, err, errlen);             \
+      goto done;                                            \
+    }                                                       \
+  } while (0)
+
+/* Copies host -> device through the two pinned slots: the CPU fills one slot while the DMA
+ * engine drains the other. *slot carries the alternation across calls of one request. */
+static cudaError_t stage_in(cuda_dev *d, void *dst, const void *src, size_t bytes, int *slot) {
+  for (size_t at = 0; at < bytes; at += STAGE_BYTES) {
+    size_t len = bytes - at < STAGE_BYTES ? bytes - at : STAGE_BYTES;
+    int k = *slot;
+    *slot ^= 1;
+    cudaError_t e = cudaEventSynchronize(d->stage_ev[k]);
+    if (e != cudaSuccess) return e;
+    memcpy(d->stage[k], (const char *)src + at, len); /* src may be unaligned */
+    e = cudaMemcpyAsync((char *)dst + at, d->stage[k], len, cudaMemcpyHostToDevice, d->stream);
+    if (e != cudaSuccess) return e;
+    e = cudaEventRecord(d->stage_ev[k], d->stream);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
+typedef struct {
+  void *host;
+  size_t len;
+} pending_copy;
+
+/* Device -> host for one buffer, double-buffered: chunk c+1's DMA runs while the CPU copies
+ * chunk c out of its slot. */
+static cudaError_t stage_out(cuda_dev *d, void *dst, const void *src, size_t bytes) {
+  pending_copy pend[2] = {{NULL, 0}, {NULL, 0}};
+  int k = 0;
+  cudaError_t e = cudaSuccess;
+  for (size_t at = 0; at < bytes; at += STAGE_BYTES, k ^= 1) {
+    size_t len = bytes - at < STAGE_BYTES ? bytes - at : STAGE_BYTES;
+    if (pend[k].host) {
+      if ((e = cudaEventSynchronize(d->stage_ev[k])) != cudaSuccess) return e;
+      memcpy(pend[k].host, d->stage[k], pend[k].len);
+    }
+    if ((e = cudaMemcpyAsync(d->stage[k], (const char *)src + at, len, cudaMemcpyDeviceToHost, d->stream)) !=
+        cudaSuccess)
+      return e;
+    if ((e = cudaEventRecord(d->stage_ev[k], d->stream)) != cudaSuccess) return e;
+    pend[k].host = (char *)dst + at;
+    pend[k].len = len;
+  }
+  for (int i = 0; i < 2; i++, k ^= 1) {
+    if (!pend[k].host) continue;
+    if ((e = cudaEventSynchronize(d->stage_ev[k])) != cudaSuccess) return e;
+    memcpy(pend[k].host, d->stage[k], pend[k].len);
+  }
+  return cudaSuccess;
+}
+
+static int cuda_run(void *vctx, int device, const segops_call *call, char *err, size_t errlen) {
+  cuda_ctx *ctx = (cuda_ctx *)vctx;
+  if (device < 0 || device >= ctx->n)
+    return segops_errf(SEGOPS_E_INTERNAL, err, errlen, "cuda backend: no worker %d", device);
+  cuda_dev *d = &ctx->dev[device];
+  if (__atomic_load_n(&d->faulted, __ATOMIC_ACQUIRE))
+    return segops_errf(SEGOPS_E_DEVICE, err, errlen, "cuda device %d had a fault earlier; not used", d->ordinal);
+  const segops_fn_desc *fn = call->fn;
+  const size_t isz = segops_dtype_size(call->dtype);
+  int rc = SEGOPS_OK;
+  void *temp = NULL; /* one-off device buffer for a request beyond the pool's cap */
+  char *base;
+  int slot = 0;
+  size_t in_off[SEGOPS_MAX_INPUTS], in_bytes[SEGOPS_MAX_INPUTS], out_off[SEGOPS_MAX_OUTPUTS],
+      out_bytes[SEGOPS_MAX_OUTPUTS], scratch_off, need = 0;
+  segops_cuda_job job;
+  memset(&job, 0, sizeof job);
+  job.fn = fn;
+  job.dtype = call->dtype;
+  job.width = call->width;
+  job.n = call->n;
+  job.s = call->s;
+  job.idx_sorted = call->idx_sorted;
+  job.sm_count = d->sm_count;
+
+  /* Device layout: idx, the inputs the formula reads, the requested outputs, then scratch. */
+  size_t idx_bytes = (size_t)call->n * 4;
+  need = round_up(idx_bytes, 256);
+  for (int k = 0; k < fn->n_in; k++) {
+    int used = call->in[k] && fn->in[k].use != SEGOPS_ARG_UNREAD;
+    in_bytes[k] = used ? (size_t)segops_shape_count(fn->in[k].shape, call->width, call->n, call->s) * isz : 0;
+    in_off[k] = need;
+    need += round_up(in_bytes[k], 256);
+  }
+  for (int k = 0; k < fn->n_out; k++) {
+    out_bytes[k] = call->out[k] ? (size_t)segops_shape_count(fn->out[k].shape, call->width, call->n, call->s) * isz : 0;
+    out_off[k] = need;
+    need += round_up(out_bytes[k], 256);
+  }
+  scratch_off = need;
+  CK(cudaSetDevice(d->ordinal), "cudaSetDevice");
+  {
+    size_t sb = 0;
+    int e = segops_cuda_scratch_bytes(&job, &sb);
+    CK((cudaError_t)e, "scratch sizing");
+    job.scratch_bytes = sb;
+    need += sb;
+  }
+  if (need == 0) goto done; /* S = 0: every output is empty */
+
+  if (need <= d->pool_bytes) {
+    base = (char *)d->pool;
+  } else if (need <= d->pool_cap) {
+    /* Grow the pool (no request is in flight on this device: calls are serialised). */
+    size_t grow = round_up(need + need / 4, POOL_ROUND);
+    if (grow > d->pool_cap) grow = need;
+    if (d->pool) CK(cudaFree(d->pool), "cudaFree");
+    d->pool = NULL;
+    d->pool_bytes = 0;
+    cudaError_t e = cudaMalloc(&d->pool, grow);
+    if (e == cudaErrorMemoryAllocation && grow > need) {
+      (void)cudaGetLastError();
+      grow = need;
+      e = cudaMalloc(&d->pool, grow);
+    }
+    if (e != cudaSuccess) d->pool = NULL;
+    CK(e, "cudaMalloc (pool)");
+    d->pool_bytes = grow;
+    base = (char *)d->pool;
+  } else {
+    CK(cudaMalloc(&temp, need), "cudaMalloc (request beyond the pool cap)");
+    base = (char *)temp;
+  }
+
+  job.idx = (const int32_t *)base;
+  for (int k = 0; k < fn->n_in; k++) job.in[k] = in_bytes[k] ? base + in_off[k] : NULL;
+  for (int k = 0; k < fn->n_out; k++) job.out[k] = out_bytes[k] ? base + out_off[k] : NULL;
+  job.scratch = job.scratch_bytes ? base + scratch_off : NULL;
+
+  CK(stage_in(d, base, call->idx, idx_bytes, &slot), "copy in (idx)");
+  for (int k = 0; k < fn->n_in; k++)
+    if (in_bytes[k]) CK(stage_in(d, base + in_off[k], call->in[k], in_bytes[k], &slot), "copy in");
+  CK((cudaError_t)segops_cuda_launch(&job, d->stream), "kernel launch");
+  for (int k = 0; k < fn->n_out; k++)
+    if (out_bytes[k]) CK(stage_out(d, call->out[k], base + out_off[k], out_bytes[k]), "copy out");
+  CK(cudaStreamSynchronize(d->stream), "cudaStreamSynchronize");
+  CK(cudaGetLastError(), "kernel");
+done:
+  if (temp) {
+    cudaError_t e = cudaFree(temp);
+    if (e != cudaSuccess && rc == SEGOPS_OK) rc = cuda_fail(d, e, "cudaFree", err, errlen);
+  }
+  return rc;
+}
+
+static int cuda_device_info(void *vctx, int device, segops_device_info *info) {
+  cuda_ctx *ctx = (cuda_ctx *)vctx;
+  if (device < 0 || device >= ctx->n) return SEGOPS_E_INTERNAL;
+  cuda_dev *d = &ctx->dev[device];
+  memset(info, 0, sizeof *info);
+  snprintf(info->name, sizeof info->name, "%s", d->name);
+  info->memory_total = d->mem_total;
+  size_t fr = 0, tot = 0;
+  if (cudaSetDevice(d->ordinal) == cudaSuccess && cudaMemGetInfo(&fr, &tot) == cudaSuccess)
+    info->memory_used = tot - fr;
+  else
+    (void)cudaGetLastError();
+  return SEGOPS_OK;
+}
+
+static int cuda_ready(void *vctx) {
+  cuda_ctx *ctx = (cuda_ctx *)vctx;
+  for (int i = 0; i < ctx->n; i++)
+    if (__atomic_load_n(&ctx->dev[i].faulted, __ATOMIC_ACQUIRE)) return 0;
+  return 1;
+}
+
+static void dev_release(cuda_dev *d) {
+  if (cudaSetDevice(d->ordinal) != cudaSuccess) return;
+  if (d->stream) (void)cudaStreamSynchronize(d->stream);
+  if (d->pool) (void)cudaFree(d->pool);
+  for (int k = 0; k < 2; k++) {
+    if (d->stage[k]) (void)cudaFreeHost(d->stage[k]);
+    if (d->stage_ev[k]) (void)cudaEventDestroy(d->stage_ev[k]);
+  }
+  if (d->stream) (void)cudaStreamDestroy(d->stream);
+  (void)cudaGetLastError();
+}
+
+static void cuda_destroy(void *vctx) {
+  cuda_ctx *ctx = (cuda_ctx *)vctx;
+  if (!ctx) return;
+  for (int i = 0; i < ctx->n; i++) dev_release(&ctx->dev[i]);
+  free(ctx->dev);
+  free(ctx);
+}
+
+/* Creates one device's warm state; returns a cudaError_t. */
+static cudaError_t dev_init(cuda_dev *d, int ordinal) {
+  cudaDeviceProp prop;
+  cudaError_t e;
+  d->ordinal = ordinal;
+  if ((e = cudaSetDevice(ordinal)) != cudaSuccess) return e;
+  if ((e = cudaGetDeviceProperties(&prop, ordinal)) != cudaSuccess) return e;
+  snprintf(d->name, sizeof d->name, "%.127s", prop.name);
+  d->mem_total = prop.totalGlobalMem;
+  d->sm_count = prop.multiProcessorCount;
+  d->pool_cap = prop.totalGlobalMem / 2;
+  if ((e = cudaFree(NULL)) != cudaSuccess) return e; /* creates the context now, not on the first request */
+  if ((e = cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking)) != cudaSuccess) return e;
+  for (int k = 0; k < 2; k++) {
+    if ((e = cudaHostAlloc(&d->stage[k], STAGE_BYTES, cudaHostAllocDefault)) != cudaSuccess) return e;
+    if ((e = cudaEventCreateWithFlags(&d->stage_ev[k], cudaEventDisableTiming)) != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
+extern "C" segops_backend *segops_cuda_backend_new(const int *devices, int n_devices, char *err, size_t errlen) {
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count <= 0) {
+    (void)cudaGetLastError();
+    segops_errf(SEGOPS_E_UNAVAILABLE, err, errlen, "no usable CUDA GPU: %s",
+                e != cudaSuccess ? cudaGetErrorString(e) : "the CUDA runtime reports 0 devices");
+    return NULL;
+  }
+  int n = (devices && n_devices > 0) ? n_devices : count;
+  for (int i = 0; devices && i < n_devices; i++) {
+    if (devices[i] < 0 || devices[i] >= count) {
+      segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "CUDA device %d does not exist (%d device%s found)",
+                  devices[i], count, count == 1 ? "" : "s");
+      return NULL;
+    }
+  }
+  cuda_ctx *ctx = (cuda_ctx *)calloc(1, sizeof *ctx);
+  segops_backend *b = (segops_backend *)calloc(1, sizeof *b);
+  if (ctx) ctx->dev = (cuda_dev *)calloc((size_t)n, sizeof(cuda_dev));
+  if (!ctx || !b || !ctx->dev) {
+    if (ctx) free(ctx->dev);
+    free(ctx);
+    free(b);
+    segops_errf(SEGOPS_E_NOMEM, err, errlen, "cuda backend: out of host memory");
+    return NULL;
+  }
+  for (int i = 0; i < n; i++) {
+    ctx->n = i + 1;
+    e = dev_init(&ctx->dev[i], devices && n_devices > 0 ? devices[i] : i);
+    if (e != cudaSuccess) {
+      segops_errf(SEGOPS_E_UNAVAILABLE, err, errlen, "CUDA device %d unusable: %s", ctx->dev[i].ordinal,
+                  cudaGetErrorString(e));
+      (void)cudaGetLastError();
+      cuda_destroy(ctx);
+      free(b);
+      return NULL;
+    }
+  }
+  b->name = "cuda";
+  b->ctx = ctx;
+  b->n_devices = n;
+  b->run = cuda_run;
+  b->device_info = cuda_device_info;
+  b->ready = cuda_ready;
+  b->destroy = cuda_destroy;
+  return b;
+}

@@ -1,0 +1,79 @@
+/* cuda_dot.cu: segmented_dot on the GPU (forward and double backward reduce, backward gathers). */
+#include "cuda_kernels.cuh"
+
+namespace {
+
+template <typename T, int W>
+__device__ __forceinline__ double dot_row(const void *x, const void *y, int64_t i) {
+  double d = 0.0;
+#pragma unroll
+  for (int c = 0; c < W; c++) d += ld<T>(x, i * W + c) * ld<T>(y, i * W + c);
+  return d;
+}
+
+/* forward: in x, y; out[s] = sum dot(x[i], y[i]). */
+struct dot_forward {
+  enum { K = 1, NSV = 1, POST = 0 };
+  template <typename T, int W>
+  __device__ static void visit(const segops_kargs &a, int64_t i, int64_t, double (&acc)[K]) {
+    acc[0] += dot_row<T, W>(a.in[0], a.in[1], i);
+  }
+  template <typename T, int W>
+  __device__ static void finish(const segops_kargs &a, int64_t s, int64_t, const double (&acc)[K],
+                                double (&)[NSV], bool writer) {
+    if (writer) st<T>(a.out[0], s, acc[0]);
+  }
+  template <typename T, int W>
+  __device__ static void post(const segops_kargs &, int64_t, int64_t, const double (&)[NSV]) {}
+};
+
+/* backward: in g_out, x, y; grad_x[i] = g_out[s]*y[i], grad_y[i] = g_out[s]*x[i]. */
+struct dot_backward {
+  template <typename T, int W>
+  __device__ static void elem(const segops_kargs &a, int64_t i, int64_t s) {
+    double g = ld<T>(a.in[0], s);
+#pragma unroll
+    for (int c = 0; c < W; c++) {
+      if (a.out[0]) st<T>(a.out[0], i * W + c, g * ld<T>(a.in[2], i * W + c));
+      if (a.out[1]) st<T>(a.out[1], i * W + c, g * ld<T>(a.in[1], i * W + c));
+    }
+  }
+};
+
+/* double backward: in gg_x, gg_y, g_out, x, y; out grad_g_out (S), grad_x, grad_y.
+ * grad_g_out[s] = sum dot(gg_x,y) + dot(gg_y,x); grad_x = g*gg_y; grad_y = g*gg_x. */
+struct dot_double_backward {
+  enum { K = 1, NSV = 1, POST = 0 };
+  template <typename T, int W>
+  __device__ static void visit(const segops_kargs &a, int64_t i, int64_t s, double (&acc)[K]) {
+    if (a.out[0]) acc[0] += dot_row<T, W>(a.in[0], a.in[4], i) + dot_row<T, W>(a.in[1], a.in[3], i);
+    if (a.out[1] || a.out[2]) {
+      double g = ld<T>(a.in[2], s);
+#pragma unroll
+      for (int c = 0; c < W; c++) {
+        if (a.out[1]) st<T>(a.out[1], i * W + c, g * ld<T>(a.in[1], i * W + c));
+        if (a.out[2]) st<T>(a.out[2], i * W + c, g * ld<T>(a.in[0], i * W + c));
+      }
+    }
+  }
+  template <typename T, int W>
+  __device__ static void finish(const segops_kargs &a, int64_t s, int64_t, const double (&acc)[K],
+                                double (&)[NSV], bool writer) {
+    if (writer) st<T>(a.out[0], s, acc[0]);
+  }
+  template <typename T, int W>
+  __device__ static void post(const segops_kargs &, int64_t, int64_t, const double (&)[NSV]) {}
+};
+
+}  // namespace
+
+cudaError_t segops_cuda_dot(const segops_cuda_job *job, const segops_kargs &a, cudaStream_t st) {
+  switch (job->fn->pass) {
+    case SEGOPS_PASS_FORWARD:
+      return SEGOPS_DISPATCH_SEG(job, a, st, dot_forward);
+    case SEGOPS_PASS_BACKWARD:
+      return SEGOPS_DISPATCH_GATHER(job, a, st, dot_backward);
+    default:
+      return SEGOPS_DISPATCH_SEG(job, a, st, dot_double_backward);
+  }
+}

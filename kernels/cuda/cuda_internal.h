@@ -1,0 +1,55 @@
+/* cuda_internal.h: what the CUDA backend's host side, its kernels and the CUDA bench share:
+ * a job on device-resident data (device pointers only) and the calls that size and launch it.
+ * Not a public header: only kernels/cuda, tests/cuda and bench/cuda include it. */
+#ifndef SEGOPS_CUDA_INTERNAL_H
+#define SEGOPS_CUDA_INTERNAL_H
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cuda_cheaders.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Elements per chunk of a segment: one warp reduces one chunk. A segment of at most this many
+ * elements is reduced by one warp in one pass; longer ones are split into chunks whose partials
+ * are combined in chunk order, so the reduction order depends only on the segment itself. */
+#define SEGOPS_CUDA_CHUNK 2048
+
+/* One function call on device memory. Every pointer is a DEVICE pointer (borrowed), aligned to
+ * at least 16 bytes. in[k] NULL: an omitted cotangent (zeros) or an input the formula does not
+ * read; out[k] NULL: output not requested. scratch: scratch_bytes of device memory (borrowed),
+ * at least segops_cuda_scratch_bytes(job). */
+typedef struct {
+  const segops_fn_desc *fn;
+  segops_dtype dtype; /* SEGOPS_F32 or SEGOPS_F64 */
+  int width;          /* 1 or 3 */
+  int64_t n, s;
+  const int32_t *idx; /* n values in [0, s) */
+  int idx_sorted;     /* non-zero: idx non-decreasing (no sort needed) */
+  const void *in[SEGOPS_MAX_INPUTS];
+  void *out[SEGOPS_MAX_OUTPUTS];
+  void *scratch;
+  size_t scratch_bytes;
+  int sm_count; /* multiprocessors of the device, to size persistent grids */
+} segops_cuda_job;
+
+/* Bytes of scratch the job needs (layout, sort, partials); host only, launches nothing.
+ * Returns 0 on success and the size in *bytes, or a cudaError_t from CUB's size query. */
+int segops_cuda_scratch_bytes(const segops_cuda_job *job, size_t *bytes);
+
+/* Enqueues the whole computation of the job on stream: no host synchronisation, no allocation.
+ * Returns cudaSuccess or the first launch error (as an int, a cudaError_t value). */
+int segops_cuda_launch(const segops_cuda_job *job, cudaStream_t stream);
+
+/* Whether a function's outputs are all per-element gathers (no segment reduction). */
+int segops_cuda_is_gather(const segops_fn_desc *fn);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

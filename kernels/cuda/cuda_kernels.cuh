@@ -1,0 +1,264 @@
+/* cuda_kernels.cuh: the two kernel shapes every op is built from, shared by the per-op .cu files.
+ *  - gather: one thread per element, original order; per-element outputs that read segment rows.
+ *  - segment: one warp per chunk of a segment (elements in segment order, through the sort
+ *    permutation when idx is unsorted); a fixed-shape reduction, then segment outputs and the
+ *    per-element outputs that need the reduced values. Long segments are split in chunks whose
+ *    partials a second kernel combines in chunk order: the bits depend only on the segment.
+ * An op is a struct of __device__ functions (see cuda_sum.cu for the smallest). */
+#ifndef SEGOPS_CUDA_KERNELS_CUH
+#define SEGOPS_CUDA_KERNELS_CUH
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include "cuda_internal.h"
+
+#define SEGOPS_WB_BITS 40 /* packed work base: low 40 bits chunk base, high 24 bits partial base */
+#define SEGOPS_WB_MASK ((((int64_t)1) << SEGOPS_WB_BITS) - 1)
+#define SEGOPS_SEG_THREADS 256
+#define SEGOPS_FULL_MASK 0xffffffffu
+
+/* Device view of the segment layout built by cuda_layout.cu (all device pointers). */
+typedef struct {
+  const int64_t *off;   /* S+1: segment s is sorted positions [off[s], off[s+1]) */
+  const int64_t *perm;  /* sorted position -> element index; NULL when idx was sorted */
+  const int64_t *wbase; /* S+1, packed: chunk base | partial base << 40 */
+  const int32_t *multi; /* segments with more than one chunk (any order) */
+  const int32_t *nmulti;
+  double *partial; /* partial accumulators of multi-chunk segments */
+  double *segval;  /* per segment values that multi-chunk post passes read */
+} segops_seg_layout;
+
+/* Everything a kernel reads, passed by value. */
+typedef struct {
+  const void *in[SEGOPS_MAX_INPUTS];
+  void *out[SEGOPS_MAX_OUTPUTS];
+  const int32_t *idx;
+  int64_t n, s;
+  segops_seg_layout L;
+} segops_kargs;
+
+/* Loads element k of input p as double; an omitted input (NULL) reads as zero. */
+template <typename T>
+__device__ __forceinline__ double ld(const void *p, int64_t k) {
+  return p ? (double)__ldg((const T *)p + k) : 0.0;
+}
+/* Stores v (rounded to T) at element k of output p unless the output was not requested. */
+template <typename T>
+__device__ __forceinline__ void st(void *p, int64_t k, double v) {
+  if (p) ((T *)p)[k] = (T)v;
+}
+
+__device__ __forceinline__ int64_t wb_chunk(int64_t packed) { return packed & SEGOPS_WB_MASK; }
+__device__ __forceinline__ int64_t wb_part(int64_t packed) { return packed >> SEGOPS_WB_BITS; }
+
+/* Segment owning work item w, when chunks are not one per segment: a 32-way search by the warp
+ * (each lane probes one position), so about log32(S) dependent loads. Every lane returns s. */
+__device__ __forceinline__ int64_t find_segment(const int64_t *wbase, int64_t nseg, int64_t w) {
+  const int lane = threadIdx.x & 31;
+  int64_t lo = 0, hi = nseg; /* answer in [lo, hi): largest s with chunk(wbase[s]) <= w */
+  while (hi - lo > 1) {
+    int64_t step = (hi - lo + 31) / 32;
+    int64_t probe = lo + (int64_t)lane * step;
+    bool le = probe < hi && wb_chunk(wbase[probe]) <= w;
+    unsigned m = __ballot_sync(SEGOPS_FULL_MASK, le);
+    int last = 31 - __clz(m); /* lane 0 always probes lo, which satisfies <= w */
+    int64_t nlo = lo + (int64_t)last * step;
+    int64_t nhi = nlo + step < hi ? nlo + step : hi;
+    lo = nlo;
+    hi = nhi;
+  }
+  return lo;
+}
+
+template <int K>
+__device__ __forceinline__ void warp_sum(double (&acc)[K]) {
+  /* Butterfly: every lane ends with the same bits (each step adds the same two values). */
+#pragma unroll
+  for (int k = 0; k < K; k++)
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) acc[k] += __shfl_xor_sync(SEGOPS_FULL_MASK, acc[k], o);
+}
+
+/* Segment kernel. OP provides:
+ *   enum { K (accumulators), NSV (segment values for post, >= 1), POST (0/1) };
+ *   visit<T,W>(a, i, s, acc): add element i's terms; may write element outputs that need no sums
+ *   finish<T,W>(a, s, count, acc, sv, writer): segment outputs (writer lane only), fill sv
+ *   post<T,W>(a, i, s, sv): element outputs that need the segment's sums */
+template <typename T, int W, typename OP>
+__global__ void __launch_bounds__(SEGOPS_SEG_THREADS) seg_kernel(segops_kargs a) {
+  const int lane = threadIdx.x & 31;
+  const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
+  const int64_t total = wb_chunk(a.L.wbase[a.s]);
+  const bool one_each = total == a.s; /* every segment is a single chunk: work item = segment */
+  for (int64_t w = (((int64_t)blockIdx.x * blockDim.x) + threadIdx.x) >> 5; w < total; w += nwarps) {
+    int64_t s, j, nch, pbase = 0;
+    if (one_each) {
+      s = w;
+      j = 0;
+      nch = 1;
+    } else {
+      s = find_segment(a.L.wbase, a.s, w);
+      int64_t p0 = a.L.wbase[s], p1 = a.L.wbase[s + 1];
+      j = w - wb_chunk(p0);
+      nch = wb_chunk(p1) - wb_chunk(p0);
+      pbase = wb_part(p0);
+    }
+    const int64_t beg = a.L.off[s], end = a.L.off[s + 1];
+    const int64_t cb = beg + j * SEGOPS_CUDA_CHUNK;
+    const int64_t ce = end < cb + SEGOPS_CUDA_CHUNK ? end : cb + SEGOPS_CUDA_CHUNK;
+    double acc[OP::K];
+#pragma unroll
+    for (int k = 0; k < OP::K; k++) acc[k] = 0.0;
+    for (int64_t p = cb + lane; p < ce; p += 32) {
+      int64_t i = a.L.perm ? a.L.perm[p] : p;
+      OP::template visit<T, W>(a, i, s, acc);
+    }
+    warp_sum<OP::K>(acc);
+    if (nch == 1) {
+      double sv[OP::NSV];
+      OP::template finish<T, W>(a, s, end - beg, acc, sv, lane == 0);
+      if (OP::POST) {
+        for (int64_t p = cb + lane; p < ce; p += 32) {
+          int64_t i = a.L.perm ? a.L.perm[p] : p;
+          OP::template post<T, W>(a, i, s, sv);
+        }
+      }
+    } else if (lane == 0) {
+      double *dst = a.L.partial + (pbase + j) * OP::K;
+#pragma unroll
+      for (int k = 0; k < OP::K; k++) dst[k] = acc[k];
+    }
+  }
+}
+
+/* Combines the partials of each multi-chunk segment, one block per segment, in a fixed order:
+ * thread t sums chunks t, t+256, ...; then warps (butterfly) and the 8 warp sums in order. */
+template <typename T, int W, typename OP>
+__global__ void __launch_bounds__(SEGOPS_SEG_THREADS) seg_multi_kernel(segops_kargs a) {
+  __shared__ double red[SEGOPS_SEG_THREADS / 32][OP::K];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int nm = *a.L.nmulti;
+  for (int m = blockIdx.x; m < nm; m += gridDim.x) {
+    const int64_t s = a.L.multi[m];
+    int64_t p0 = a.L.wbase[s], p1 = a.L.wbase[s + 1];
+    int64_t nch = wb_chunk(p1) - wb_chunk(p0);
+    const double *src = a.L.partial + wb_part(p0) * OP::K;
+    double acc[OP::K];
+#pragma unroll
+    for (int k = 0; k < OP::K; k++) acc[k] = 0.0;
+    for (int64_t j = threadIdx.x; j < nch; j += blockDim.x)
+#pragma unroll
+      for (int k = 0; k < OP::K; k++) acc[k] += src[j * OP::K + k];
+    warp_sum<OP::K>(acc);
+    if (lane == 0)
+#pragma unroll
+      for (int k = 0; k < OP::K; k++) red[warp][k] = acc[k];
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      double tot[OP::K];
+#pragma unroll
+      for (int k = 0; k < OP::K; k++) {
+        tot[k] = red[0][k];
+        for (int q = 1; q < SEGOPS_SEG_THREADS / 32; q++) tot[k] += red[q][k];
+      }
+      double sv[OP::NSV];
+      OP::template finish<T, W>(a, s, a.L.off[s + 1] - a.L.off[s], tot, sv, true);
+      if (OP::POST)
+        for (int k = 0; k < OP::NSV; k++) a.L.segval[s * OP::NSV + k] = sv[k];
+    }
+    __syncthreads(); /* red is reused by the next segment */
+  }
+}
+
+/* Post pass of multi-chunk segments (ops with POST): one warp per chunk, as seg_kernel. */
+template <typename T, int W, typename OP>
+__global__ void __launch_bounds__(SEGOPS_SEG_THREADS) seg_post_kernel(segops_kargs a) {
+  const int lane = threadIdx.x & 31;
+  const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
+  const int64_t total = wb_chunk(a.L.wbase[a.s]);
+  if (total == a.s) return; /* no multi-chunk segment */
+  for (int64_t w = (((int64_t)blockIdx.x * blockDim.x) + threadIdx.x) >> 5; w < total; w += nwarps) {
+    int64_t s = find_segment(a.L.wbase, a.s, w);
+    int64_t p0 = a.L.wbase[s], p1 = a.L.wbase[s + 1];
+    int64_t nch = wb_chunk(p1) - wb_chunk(p0);
+    if (nch == 1) continue;
+    int64_t j = w - wb_chunk(p0);
+    double sv[OP::NSV];
+    for (int k = 0; k < OP::NSV; k++) sv[k] = a.L.segval[s * OP::NSV + k];
+    const int64_t end = a.L.off[s + 1];
+    const int64_t cb = a.L.off[s] + j * SEGOPS_CUDA_CHUNK;
+    const int64_t ce = end < cb + SEGOPS_CUDA_CHUNK ? end : cb + SEGOPS_CUDA_CHUNK;
+    for (int64_t p = cb + lane; p < ce; p += 32) {
+      int64_t i = a.L.perm ? a.L.perm[p] : p;
+      OP::template post<T, W>(a, i, s, sv);
+    }
+  }
+}
+
+/* Gather kernel: OP provides elem<T,W>(a, i, s). One thread per element, grid-stride. */
+template <typename T, int W, typename OP>
+__global__ void __launch_bounds__(256) gather_kernel(segops_kargs a) {
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += stride)
+    OP::template elem<T, W>(a, i, (int64_t)__ldg(a.idx + i));
+}
+
+/* Launch helpers (cuda_layout.cu): grid sizes from the job. */
+int segops_cuda_seg_grid(const segops_cuda_job *job);
+int segops_cuda_gather_grid(const segops_cuda_job *job);
+/* Builds the layout for the job on stream (offsets, sort, chunks); fills *L. */
+cudaError_t segops_cuda_build_layout(const segops_cuda_job *job, segops_seg_layout *L, cudaStream_t st);
+
+/* Runs a segment op: the three kernels in order (the last two only when needed). */
+template <typename T, int W, typename OP>
+cudaError_t segops_run_seg(const segops_cuda_job *job, const segops_kargs &a, cudaStream_t st) {
+  int g = segops_cuda_seg_grid(job);
+  seg_kernel<T, W, OP><<<g, SEGOPS_SEG_THREADS, 0, st>>>(a);
+  /* Multi-chunk segments exist only when some segment is longer than one chunk. */
+  if (job->n > SEGOPS_CUDA_CHUNK) {
+    int gm = 2 * job->sm_count;
+    seg_multi_kernel<T, W, OP><<<gm, SEGOPS_SEG_THREADS, 0, st>>>(a);
+    if (OP::POST) seg_post_kernel<T, W, OP><<<g, SEGOPS_SEG_THREADS, 0, st>>>(a);
+  }
+  return cudaGetLastError();
+}
+
+template <typename T, int W, typename OP>
+cudaError_t segops_run_gather(const segops_cuda_job *job, const segops_kargs &a, cudaStream_t st) {
+  if (job->n == 0) return cudaSuccess;
+  gather_kernel<T, W, OP><<<segops_cuda_gather_grid(job), 256, 0, st>>>(a);
+  return cudaGetLastError();
+}
+
+/* Dispatch by dtype and width for one op struct of each kind. */
+#define SEGOPS_DISPATCH_SEG(job, a, st, OPT)                                         \
+  ((job)->dtype == SEGOPS_F64                                                        \
+       ? ((job)->width == 3 ? segops_run_seg<double, 3, OPT>(job, a, st)             \
+                            : segops_run_seg<double, 1, OPT>(job, a, st))            \
+       : ((job)->width == 3 ? segops_run_seg<float, 3, OPT>(job, a, st)              \
+                            : segops_run_seg<float, 1, OPT>(job, a, st)))
+#define SEGOPS_DISPATCH_GATHER(job, a, st, OPT)                                      \
+  ((job)->dtype == SEGOPS_F64                                                        \
+       ? ((job)->width == 3 ? segops_run_gather<double, 3, OPT>(job, a, st)          \
+                            : segops_run_gather<double, 1, OPT>(job, a, st))         \
+       : ((job)->width == 3 ? segops_run_gather<float, 3, OPT>(job, a, st)           \
+                            : segops_run_gather<float, 1, OPT>(job, a, st)))
+
+/* Dispatch by dtype for the vec3-only ops (rms_norm, matvec). */
+#define SEGOPS_DISPATCH_SEG3(job, a, st, OPT)                                                 \
+  ((job)->dtype == SEGOPS_F64 ? segops_run_seg<double, 3, OPT>(job, a, st)                    \
+                              : segops_run_seg<float, 3, OPT>(job, a, st))
+#define SEGOPS_DISPATCH_GATHER3(job, a, st, OPT)                                              \
+  ((job)->dtype == SEGOPS_F64 ? segops_run_gather<double, 3, OPT>(job, a, st)                 \
+                              : segops_run_gather<float, 3, OPT>(job, a, st))
+
+/* Per-op entry points (one .cu each): run the job's pass of that op. */
+cudaError_t segops_cuda_sum(const segops_cuda_job *job, const segops_kargs &a, cudaStream_t st);
+cudaError_t segops_cuda_dot(const segops_cuda_job *job, const segops_kargs &a, cudaStream_t st);
+cudaError_t segops_cuda_mul(const segops_cuda_job *job, const segops_kargs &a, cudaStream_t st);
+cudaError_t segops_cuda_mean(const segops_cuda_job *job, const segops_kargs &a, cudaStream_t st);
+cudaError_t segops_cuda_rms_norm(const segops_cuda_job *job, const segops_kargs &a, cudaStream_t st);
+cudaError_t segops_cuda_matvec(const segops_cuda_job *job, const segops_kargs &a, cudaStream_t st);
+
+#endif

@@ -1,0 +1,77 @@
+/* cuda_mul.cu: segmented_mul on the GPU (x rows times a per-segment scalar y[s]). */
+#include "cuda_kernels.cuh"
+
+namespace {
+
+/* forward: in x, y (S); out[i] = x[i]*y[s]. */
+struct mul_forward {
+  template <typename T, int W>
+  __device__ static void elem(const segops_kargs &a, int64_t i, int64_t s) {
+    double y = ld<T>(a.in[1], s);
+#pragma unroll
+    for (int c = 0; c < W; c++) st<T>(a.out[0], i * W + c, ld<T>(a.in[0], i * W + c) * y);
+  }
+};
+
+/* backward: in g_out, x, y; grad_x[i] = g_out[i]*y[s]; grad_y[s] = sum dot(g_out[i], x[i]). */
+struct mul_backward {
+  enum { K = 1, NSV = 1, POST = 0 };
+  template <typename T, int W>
+  __device__ static void visit(const segops_kargs &a, int64_t i, int64_t s, double (&acc)[K]) {
+    double y = a.out[0] ? ld<T>(a.in[2], s) : 0.0;
+#pragma unroll
+    for (int c = 0; c < W; c++) {
+      double g = ld<T>(a.in[0], i * W + c);
+      if (a.out[0]) st<T>(a.out[0], i * W + c, g * y);
+      if (a.out[1]) acc[0] += g * ld<T>(a.in[1], i * W + c);
+    }
+  }
+  template <typename T, int W>
+  __device__ static void finish(const segops_kargs &a, int64_t s, int64_t, const double (&acc)[K],
+                                double (&)[NSV], bool writer) {
+    if (writer) st<T>(a.out[1], s, acc[0]);
+  }
+  template <typename T, int W>
+  __device__ static void post(const segops_kargs &, int64_t, int64_t, const double (&)[NSV]) {}
+};
+
+/* double backward: in gg_x, gg_y (S), g_out, x, y (S); out grad_g_out, grad_x, grad_y (S).
+ * grad_g_out[i] = gg_x[i]*y[s] + gg_y[s]*x[i]; grad_x[i] = gg_y[s]*g_out[i];
+ * grad_y[s] = sum dot(gg_x[i], g_out[i]). */
+struct mul_double_backward {
+  enum { K = 1, NSV = 1, POST = 0 };
+  template <typename T, int W>
+  __device__ static void visit(const segops_kargs &a, int64_t i, int64_t s, double (&acc)[K]) {
+    double ggy = ld<T>(a.in[1], s), y = ld<T>(a.in[4], s);
+#pragma unroll
+    for (int c = 0; c < W; c++) {
+      double ggx = ld<T>(a.in[0], i * W + c);
+      if (a.out[0]) st<T>(a.out[0], i * W + c, ggx * y + ggy * ld<T>(a.in[3], i * W + c));
+      if (a.out[1] || a.out[2]) {
+        double g = ld<T>(a.in[2], i * W + c);
+        if (a.out[1]) st<T>(a.out[1], i * W + c, ggy * g);
+        acc[0] += ggx * g;
+      }
+    }
+  }
+  template <typename T, int W>
+  __device__ static void finish(const segops_kargs &a, int64_t s, int64_t, const double (&acc)[K],
+                                double (&)[NSV], bool writer) {
+    if (writer) st<T>(a.out[2], s, acc[0]);
+  }
+  template <typename T, int W>
+  __device__ static void post(const segops_kargs &, int64_t, int64_t, const double (&)[NSV]) {}
+};
+
+}  // namespace
+
+cudaError_t segops_cuda_mul(const segops_cuda_job *job, const segops_kargs &a, cudaStream_t st) {
+  switch (job->fn->pass) {
+    case SEGOPS_PASS_FORWARD:
+      return SEGOPS_DISPATCH_GATHER(job, a, st, mul_forward);
+    case SEGOPS_PASS_BACKWARD:
+      return SEGOPS_DISPATCH_SEG(job, a, st, mul_backward);
+    default:
+      return SEGOPS_DISPATCH_SEG(job, a, st, mul_double_backward);
+  }
+}

@@ -1,0 +1,312 @@
+/* cuda_test_util.c: shared helpers of the CUDA tests (see cuda_test_util.h). */
+#include "cuda_test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+segops_backend *tu_backend_or_skip(const char *test) {
+  char err[256] = "";
+  segops_backend *b = segops_cuda_backend_new(NULL, 0, err, sizeof err);
+  if (b) return b;
+  const char *req = getenv("SEGOPS_REQUIRE_CUDA");
+  if (req && strcmp(req, "1") == 0) {
+    fprintf(stderr, "%s: FAIL: SEGOPS_REQUIRE_CUDA=1 but no CUDA backend: %s\n", test, err);
+    exit(1);
+  }
+  printf("%s: SKIP: no usable GPU (%s)\n", test, err);
+  exit(SKIP_CODE);
+}
+
+uint64_t tu_rand(uint64_t *st) {
+  uint64_t z = (*st += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+double tu_uniform(uint64_t *st) { return (double)(tu_rand(st) >> 11) * (2.0 / 9007199254740992.0) - 1.0; }
+
+static void make_idx(int32_t *idx, int64_t n, int64_t s, tu_layout layout, uint64_t *st) {
+  if (n == 0) return;
+  switch (layout) {
+    case TU_ONE_SEG:
+      for (int64_t i = 0; i < n; i++) idx[i] = (int32_t)(s - 1);
+      return;
+    case TU_EMPTY_SEGS: /* only even segments used: the odd ones stay empty */
+      for (int64_t i = 0; i < n; i++) idx[i] = (int32_t)((tu_rand(st) % (uint64_t)((s + 1) / 2)) * 2);
+      break;
+    default:
+      for (int64_t i = 0; i < n; i++) idx[i] = (int32_t)(tu_rand(st) % (uint64_t)s);
+  }
+  if (layout != TU_UNSORTED) {
+    /* counting sort keeps it O(n + s) */
+    int64_t *cnt = calloc((size_t)s + 1, sizeof *cnt);
+    for (int64_t i = 0; i < n; i++) cnt[idx[i]]++;
+    int64_t at = 0;
+    for (int64_t v = 0; v < s; v++)
+      for (int64_t k = 0; k < cnt[v]; k++) idx[at++] = (int32_t)v;
+    free(cnt);
+  }
+}
+
+static int fill(tu_call *tc, const segops_fn_desc *fn, segops_dtype dt, int width, int64_t n, int64_t s,
+                unsigned cotan_mask, unsigned out_mask, uint64_t *st) {
+  segops_call *c = &tc->call;
+  size_t isz = segops_dtype_size(dt);
+  c->fn = fn;
+  c->dtype = dt;
+  c->width = width;
+  c->n = n;
+  c->s = s;
+  c->idx = tc->idx;
+  c->idx_sorted = true;
+  for (int64_t i = 1; i < n; i++)
+    if (tc->idx[i] < tc->idx[i - 1]) c->idx_sorted = false;
+  for (int k = 0; k < fn->n_in; k++) {
+    if (fn->in[k].use == SEGOPS_ARG_COTAN && !(cotan_mask & (1u << k))) continue;
+    int64_t cnt = segops_shape_count(fn->in[k].shape, width, n, s);
+    char *p = malloc((size_t)cnt * isz + 65);
+    if (!p) return -1;
+    tc->in_alloc[k] = p;
+    char *d = p + 1; /* deliberately unaligned */
+    for (int64_t e = 0; e < cnt; e++) {
+      double v = tu_uniform(st);
+      if (dt == SEGOPS_F32) {
+        float f = (float)v;
+        memcpy(d + e * 4, &f, 4);
+      } else {
+        memcpy(d + e * 8, &v, 8);
+      }
+    }
+    c->in[k] = d;
+  }
+  for (int k = 0; k < fn->n_out; k++) {
+    if (!(out_mask & (1u << k))) continue;
+    int64_t cnt = segops_shape_count(fn->out[k].shape, width, n, s);
+    tc->out_bytes[k] = (size_t)cnt * isz;
+    tc->out[k] = aligned_alloc(64, (tc->out_bytes[k] + 64) / 64 * 64);
+    if (!tc->out[k]) return -1;
+    c->out[k] = tc->out[k];
+  }
+  tu_poison(tc);
+  return 0;
+}
+
+int tu_make(tu_call *tc, const segops_fn_desc *fn, segops_dtype dt, int width, int64_t n, int64_t s,
+            tu_layout layout, unsigned cotan_mask, unsigned out_mask, uint64_t seed) {
+  memset(tc, 0, sizeof *tc);
+  uint64_t st = seed;
+  tc->idx = aligned_alloc(64, ((size_t)n * 4 + 64) / 64 * 64);
+  if (!tc->idx) return -1;
+  make_idx(tc->idx, n, s, layout, &st);
+  return fill(tc, fn, dt, width, n, s, cotan_mask, out_mask, &st);
+}
+
+int tu_make_idx(tu_call *tc, const segops_fn_desc *fn, segops_dtype dt, int width, int64_t n, int64_t s,
+                const int32_t *idx, unsigned cotan_mask, unsigned out_mask, uint64_t seed) {
+  memset(tc, 0, sizeof *tc);
+  uint64_t st = seed;
+  tc->idx = aligned_alloc(64, ((size_t)n * 4 + 64) / 64 * 64);
+  if (!tc->idx) return -1;
+  if (n) memcpy(tc->idx, idx, (size_t)n * 4);
+  return fill(tc, fn, dt, width, n, s, cotan_mask, out_mask, &st);
+}
+
+void tu_free(tu_call *tc) {
+  for (int k = 0; k < SEGOPS_MAX_INPUTS; k++) free(tc->in_alloc[k]);
+  for (int k = 0; k < SEGOPS_MAX_OUTPUTS; k++) free(tc->out[k]);
+  free(tc->idx);
+  memset(tc, 0, sizeof *tc);
+}
+
+void tu_poison(tu_call *tc) {
+  for (int k = 0; k < SEGOPS_MAX_OUTPUTS; k++)
+    if (tc->out[k]) memset(tc->out[k], 0xff, tc->out_bytes[k]); /* all-ones bytes: NaN in both dtypes */
+}
+
+/* ---- float64 reference ---- */
+
+static double *load(const segops_call *c, int k, int64_t cnt) {
+  double *v = calloc((size_t)cnt + 1, sizeof *v);
+  if (!c->in[k]) return v; /* omitted: zeros */
+  for (int64_t e = 0; e < cnt; e++) {
+    if (c->dtype == SEGOPS_F32) {
+      float f;
+      memcpy(&f, (const char *)c->in[k] + e * 4, 4);
+      v[e] = f;
+    } else {
+      memcpy(&v[e], (const char *)c->in[k] + e * 8, 8);
+    }
+  }
+  return v;
+}
+
+static double dotw(const double *a, const double *b, int64_t i, int w) {
+  double d = 0;
+  for (int c = 0; c < w; c++) d += a[i * w + c] * b[i * w + c];
+  return d;
+}
+
+void tu_reference(const segops_call *c, double *ref[SEGOPS_MAX_OUTPUTS]) {
+  const segops_fn_desc *fn = c->fn;
+  const int64_t n = c->n, s = c->s;
+  const int w = c->width;
+  double *in[SEGOPS_MAX_INPUTS] = {0};
+  for (int k = 0; k < fn->n_in; k++) in[k] = load(c, k, segops_shape_count(fn->in[k].shape, w, n, s));
+  for (int k = 0; k < fn->n_out; k++)
+    ref[k] = calloc((size_t)segops_shape_count(fn->out[k].shape, w, n, s) + 1, sizeof(double));
+  double *cnt = calloc((size_t)s + 1, sizeof *cnt);
+  for (int64_t i = 0; i < n; i++) cnt[c->idx[i]] += 1;
+  double *acc = calloc((size_t)s * 2 + 1, sizeof *acc); /* sq and q for rms */
+  const int op = fn->op, pass = fn->pass;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t g = c->idx[i];
+    switch (op * 3 + pass) {
+      case SEGOPS_OP_SUM * 3 + SEGOPS_PASS_FORWARD:
+      case SEGOPS_OP_SUM * 3 + SEGOPS_PASS_DOUBLE_BACKWARD:
+      case SEGOPS_OP_MEAN * 3 + SEGOPS_PASS_FORWARD:
+      case SEGOPS_OP_MEAN * 3 + SEGOPS_PASS_DOUBLE_BACKWARD:
+        for (int q = 0; q < w; q++) ref[0][g * w + q] += in[0][i * w + q];
+        break;
+      case SEGOPS_OP_SUM * 3 + SEGOPS_PASS_BACKWARD:
+        for (int q = 0; q < w; q++) ref[0][i * w + q] = in[0][g * w + q];
+        break;
+      case SEGOPS_OP_MEAN * 3 + SEGOPS_PASS_BACKWARD:
+        for (int q = 0; q < w; q++) ref[0][i * w + q] = in[0][g * w + q] / cnt[g];
+        break;
+      case SEGOPS_OP_DOT * 3 + SEGOPS_PASS_FORWARD:
+        ref[0][g] += dotw(in[0], in[1], i, w);
+        break;
+      case SEGOPS_OP_DOT * 3 + SEGOPS_PASS_BACKWARD:
+        for (int q = 0; q < w; q++) {
+          ref[0][i * w + q] = in[0][g] * in[2][i * w + q];
+          ref[1][i * w + q] = in[0][g] * in[1][i * w + q];
+        }
+        break;
+      case SEGOPS_OP_DOT * 3 + SEGOPS_PASS_DOUBLE_BACKWARD:
+        ref[0][g] += dotw(in[0], in[4], i, w) + dotw(in[1], in[3], i, w);
+        for (int q = 0; q < w; q++) {
+          ref[1][i * w + q] = in[2][g] * in[1][i * w + q];
+          ref[2][i * w + q] = in[2][g] * in[0][i * w + q];
+        }
+        break;
+      case SEGOPS_OP_MUL * 3 + SEGOPS_PASS_FORWARD:
+        for (int q = 0; q < w; q++) ref[0][i * w + q] = in[0][i * w + q] * in[1][g];
+        break;
+      case SEGOPS_OP_MUL * 3 + SEGOPS_PASS_BACKWARD:
+        for (int q = 0; q < w; q++) ref[0][i * w + q] = in[0][i * w + q] * in[2][g];
+        ref[1][g] += dotw(in[0], in[1], i, w);
+        break;
+      case SEGOPS_OP_MUL * 3 + SEGOPS_PASS_DOUBLE_BACKWARD:
+        for (int q = 0; q < w; q++) {
+          ref[0][i * w + q] = in[0][i * w + q] * in[4][g] + in[1][g] * in[3][i * w + q];
+          ref[1][i * w + q] = in[1][g] * in[2][i * w + q];
+        }
+        ref[2][g] += dotw(in[0], in[2], i, w);
+        break;
+      case SEGOPS_OP_RMS_NORM * 3 + SEGOPS_PASS_FORWARD:
+      case SEGOPS_OP_RMS_NORM * 3 + SEGOPS_PASS_BACKWARD:
+        acc[g * 2] += dotw(in[pass == SEGOPS_PASS_FORWARD ? 0 : 1], in[pass == SEGOPS_PASS_FORWARD ? 0 : 1], i, 3);
+        break;
+      case SEGOPS_OP_RMS_NORM * 3 + SEGOPS_PASS_DOUBLE_BACKWARD:
+        acc[g * 2] += dotw(in[2], in[2], i, 3);
+        acc[g * 2 + 1] += dotw(in[0], in[2], i, 3);
+        break;
+      case SEGOPS_OP_MATVEC * 3 + SEGOPS_PASS_FORWARD:
+        for (int k = 0; k < 3; k++)
+          for (int j = 0; j < 3; j++) ref[0][i * 3 + k] += in[1][g * 9 + j * 3 + k] * in[0][i * 3 + j];
+        break;
+      case SEGOPS_OP_MATVEC * 3 + SEGOPS_PASS_BACKWARD:
+        for (int j = 0; j < 3; j++)
+          for (int k = 0; k < 3; k++) {
+            ref[0][i * 3 + j] += in[2][g * 9 + j * 3 + k] * in[0][i * 3 + k];
+            ref[1][g * 9 + j * 3 + k] += in[1][i * 3 + j] * in[0][i * 3 + k];
+          }
+        break;
+      case SEGOPS_OP_MATVEC * 3 + SEGOPS_PASS_DOUBLE_BACKWARD:
+        for (int j = 0; j < 3; j++)
+          for (int k = 0; k < 3; k++) {
+            ref[0][i * 3 + k] += in[4][g * 9 + j * 3 + k] * in[0][i * 3 + j] + in[1][g * 9 + j * 3 + k] * in[3][i * 3 + j];
+            ref[1][i * 3 + j] += in[1][g * 9 + j * 3 + k] * in[2][i * 3 + k];
+            ref[2][g * 9 + j * 3 + k] += in[0][i * 3 + j] * in[2][i * 3 + k];
+          }
+        break;
+    }
+  }
+  /* per-segment finishing */
+  if (op == SEGOPS_OP_MEAN && pass != SEGOPS_PASS_BACKWARD)
+    for (int64_t g = 0; g < s; g++)
+      for (int q = 0; q < w; q++) ref[0][g * w + q] = cnt[g] > 0 ? ref[0][g * w + q] / cnt[g] : 0;
+  if (op == SEGOPS_OP_RMS_NORM) {
+    double *inv = calloc((size_t)s + 1, sizeof *inv);
+    for (int64_t g = 0; g < s; g++) {
+      double r = cnt[g] > 0 ? sqrt(acc[g * 2] / cnt[g]) : 0;
+      inv[g] = cnt[g] * r == 0 ? 0 : 1.0 / (cnt[g] * r);
+      if (pass == SEGOPS_PASS_FORWARD) ref[0][g] = r;
+      if (pass == SEGOPS_PASS_DOUBLE_BACKWARD) ref[0][g] = acc[g * 2 + 1] * inv[g];
+    }
+    for (int64_t i = 0; i < n && pass != SEGOPS_PASS_FORWARD; i++) {
+      int64_t g = c->idx[i];
+      for (int q = 0; q < 3; q++) {
+        if (pass == SEGOPS_PASS_BACKWARD) {
+          ref[0][i * 3 + q] = in[0][g] * inv[g] * in[1][i * 3 + q];
+        } else {
+          double gv = in[1][g], iv = inv[g];
+          ref[1][i * 3 + q] = gv * iv * in[0][i * 3 + q] - gv * iv * iv * iv * cnt[g] * acc[g * 2 + 1] * in[2][i * 3 + q];
+        }
+      }
+    }
+    free(inv);
+  }
+  free(acc);
+  free(cnt);
+  for (int k = 0; k < fn->n_in; k++) free(in[k]);
+}
+
+int tu_check(const tu_call *tc, const char *label, double *max_err_out) {
+  const segops_call *c = &tc->call;
+  const segops_fn_desc *fn = c->fn;
+  double *ref[SEGOPS_MAX_OUTPUTS] = {0};
+  tu_reference(c, ref);
+  /* largest segment decides the float32 bound */
+  int64_t maxc = 0;
+  {
+    int64_t *cnt = calloc((size_t)c->s + 1, sizeof *cnt);
+    for (int64_t i = 0; i < c->n; i++) cnt[c->idx[i]]++;
+    for (int64_t g = 0; g < c->s; g++)
+      if (cnt[g] > maxc) maxc = cnt[g];
+    free(cnt);
+  }
+  double tol = c->dtype == SEGOPS_F64 ? 1e-12 : (maxc > 10000 ? 1e-4 : 1e-5);
+  int fails = 0;
+  double worst = 0;
+  for (int k = 0; k < fn->n_out; k++) {
+    if (!tc->out[k]) {
+      free(ref[k]);
+      continue;
+    }
+    int64_t cnt = segops_shape_count(fn->out[k].shape, c->width, c->n, c->s);
+    for (int64_t e = 0; e < cnt; e++) {
+      double got;
+      if (c->dtype == SEGOPS_F32)
+        got = ((const float *)tc->out[k])[e];
+      else
+        got = ((const double *)tc->out[k])[e];
+      double r = ref[k][e];
+      double err = fabs(got - r) / fmax(fabs(r), 1.0);
+      if (!(err <= tol)) { /* NaN (unwritten poison) fails too */
+        printf("FAIL %s: %s/%s %s output %s[%lld] = %.17g, reference %.17g (err %.3g > %.1g)\n", label,
+               segops_op_name(fn->op), segops_pass_name(fn->pass), segops_dtype_name(c->dtype), fn->out[k].name,
+               (long long)e, got, r, err, tol);
+        fails++;
+        break;
+      }
+      if (err > worst) worst = err;
+    }
+    free(ref[k]);
+  }
+  if (max_err_out && worst > *max_err_out) *max_err_out = worst;
+  return fails;
+}
