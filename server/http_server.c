@@ -189,11 +189,11 @@ int segops_server_start(segops_server *srv) {
    * already bounds the count; the codecs still check counts against the bytes left. */
   srv->codec_limits.max_items = (size_t)c->max_body_bytes;
   srv->mhd = MHD_start_daemon(
-      flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_THREAD_POOL_SIZE,
+      flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_THREAD_POOL_SIZE,
       (unsigned int)c->http_threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned int)c->max_connections,
       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)c->idle_timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
       srv, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024), MHD_OPTION_LISTEN_BACKLOG_SIZE,
-      (unsigned int)1024, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_END);
+      (unsigned int)1024, MHD_OPTION_END);
   freeaddrinfo(ai);
   if (!srv->mhd) {
     SEGOPS_LOGE("cannot listen on %s:%d (address in use, or not permitted)", c->listen_host, c->listen_port);

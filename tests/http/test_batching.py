@@ -1,0 +1,83 @@
+"""test_batching.py: dynamic batching (--max-batch-elements, --max-queue-delay-us) is invisible in
+results: under concurrent load, every answer of a batching daemon is bit-identical to the
+answer of a daemon that runs each request alone; invalid requests mixed in fail alone."""
+import threading
+
+import msgpack
+import numpy as np
+
+from client import MSGPACK, encode, info, request
+from test_lifecycle import metric
+
+FUNCS = [("segmented_sum", "forward"), ("segmented_rms_norm", "backward"), ("segmented_dot", "double_backward"),
+         ("segmented_matvec", "backward"), ("segmented_mean", "forward"), ("segmented_mul", "double_backward")]
+
+
+def make_requests(table, n=240):
+    rng = np.random.default_rng(42)
+    reqs = []
+    for k in range(n):
+        op, pas = FUNCS[k % len(FUNCS)]
+        fn = table[op][pas]
+        width = 3 if fn["vec3_only"] or k % 3 else 1
+        N, S = int(rng.integers(0, 300)), int(rng.integers(1, 12))
+        idx = rng.integers(0, S, N).astype(np.int32)
+        if k % 2:
+            idx.sort()  # both idx classes
+        args = {}
+        for inp in fn["inputs"]:
+            if inp["name"] in ("idx", "num_segments"):
+                continue
+            t = inp["shape"].replace(" ", "")
+            lead = N if t.startswith("(N") else S
+            shape = (S, 3, 3) if t == "(S,3,3)" else (lead, 3) if (t.endswith("(N,3)") or t.endswith("(S,3)")) and \
+                (width == 3 or "or" not in t) else (lead,)
+            args[inp["name"]] = rng.standard_normal(shape) * 10
+        dtype = "float32" if k % 4 == 0 else "float64"
+        reqs.append((op, pas, encode(args, idx, S, MSGPACK, dtype)))
+    return reqs
+
+
+def run_all(url, reqs, threads):
+    out = [None] * len(reqs)
+
+    def worker(t):
+        from client import conn_for
+        c = conn_for(url)
+        for i in range(t, len(reqs), threads):
+            op, pas, body = reqs[i]
+            st, _, data = request(url, "POST", f"/v1/{op}/{pas}", body, {"Content-Type": MSGPACK}, conn=c)
+            out[i] = (st, data)
+        c.close()
+
+    ts = [threading.Thread(target=worker, args=(t,)) for t in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return out
+
+
+def test_batched_bit_identical_to_unbatched(daemon_factory):
+    alone = daemon_factory()
+    # The test build's 3 ms pause per backend call lets requests pile up, so batches really form.
+    batched = daemon_factory("--max-batch-elements", "100000", "--max-queue-delay-us", "2000",
+                             env={"SEGOPS_TEST_DELAY_MS": "3"}, test_build=True)
+    reqs = make_requests(info(alone.url)["ops"])
+    bad = b"\x83\xa1x\x81\xa5dtype\xa7float64\xa3idx\xc0\xacnum_segments\x01"  # a malformed tensor
+    reqs_with_bad = reqs + [("segmented_sum", "forward", bad)] * 8
+    want = run_all(alone.url, reqs, 4)
+    got = run_all(batched.url, reqs_with_bad, 48)
+    for i, (w, g) in enumerate(zip(want, got)):
+        assert w[0] == 200, (i, w)
+        assert g[0] == 200, (i, g)
+        wm, gm = msgpack.unpackb(w[1]), msgpack.unpackb(g[1])
+        assert wm == gm, f"request {i} ({reqs[i][0]}/{reqs[i][1]}) differs when batched"
+    for st, data in got[len(reqs):]:
+        assert st == 400, (st, data)
+    _, _, m = request(batched.url, "GET", "/metrics")
+    t = m.decode()
+    calls, joined = metric(t, "segops_batch_size_count"), metric(t, "segops_batch_size_sum")
+    assert joined == len(reqs), (joined, len(reqs))
+    assert calls < joined, f"no batch formed ({calls} backend calls for {joined} requests)"
+    assert metric(t, "segops_batch_size_bucket", le="1") < calls

@@ -1,0 +1,201 @@
+"""test_status.py: every status code of SPEC §5 from the real segopsd, with its JSON error body
+and the headers each one needs (Allow, WWW-Authenticate, Retry-After)."""
+import json
+import socket
+import threading
+
+import msgpack
+import numpy as np
+import pytest
+
+from client import JSON, MSGPACK, call, encode, request
+
+SUM = "/v1/segmented_sum/forward"
+GOOD = b'{"x":[1,2,3,4,5,6],"idx":[0,0,1,1,1,2],"num_segments":3}'
+
+
+def err_of(data):
+    e = json.loads(data)["error"]
+    assert set(e) == {"code", "message"} and e["message"], e
+    return e["code"], e["message"]
+
+
+def post(url, body, ctype=JSON, path=SUM, headers=None):
+    h = {"Content-Type": ctype}
+    h.update(headers or {})
+    return request(url, "POST", path, body, h)
+
+
+def test_400_invalid_argument(shared_daemon):
+    st, hd, data = post(shared_daemon.url, b'{"x":[1,2,3],"idx":[0,1,2],"num_segments":2}')
+    assert st == 400 and hd["content-type"] == "application/json"
+    code, msg = err_of(data)
+    assert code == "invalid_argument" and "segmented_sum" in msg and "idx" in msg
+    st, _, data = post(shared_daemon.url, b'{"x":[1,2],"idx":[0,1],"num_segments":2,"bogus":[1,2]}')
+    assert st == 400 and err_of(data)[0] == "invalid_argument" and "bogus" in err_of(data)[1]
+    st, _, data = call(shared_daemon.url, "segmented_mul", "forward", {"x": np.ones(3), "y": np.ones(3)},
+                       [0, 1, 1], 4)
+    assert st == 400 and "num_segments (4) must equal y.shape[0] (3)" in data["error"]["message"]
+
+
+def test_400_malformed_body(shared_daemon):
+    for body, ctype in [(b'{"x":[1,2,3', JSON), (b"\xc1\xc1", MSGPACK), (b"", JSON),
+                        (msgpack.packb({"x": 1})[:-1], MSGPACK), (b"[" * 100000, JSON)]:
+        st, _, data = post(shared_daemon.url, body, ctype)
+        assert st == 400, (body[:20], st, data[:200])
+        assert err_of(data)[0] == "malformed_body", data
+
+
+def test_404(shared_daemon):
+    for path in ["/v1/segmented_foo/forward", "/v1/segmented_sum/sideways", "/nope", "/v1/segmented_sum",
+                 "/v1/segmented_sum/forward/x", "/v2/info"]:
+        st, _, data = post(shared_daemon.url, GOOD, path=path)
+        assert st == 404 and err_of(data)[0] == "not_found", path
+    st, _, data = request(shared_daemon.url, "GET", "/favicon.ico")
+    assert st == 404 and err_of(data)[0] == "not_found"
+
+
+def test_405_with_allow(shared_daemon):
+    st, hd, data = request(shared_daemon.url, "GET", SUM)
+    assert st == 405 and hd["allow"] == "POST" and err_of(data)[0] == "method_not_allowed"
+    st, hd, data = request(shared_daemon.url, "PUT", SUM, GOOD, {"Content-Type": JSON})
+    assert st == 405 and hd["allow"] == "POST"
+    for path in ["/healthz", "/readyz", "/metrics", "/v1/info"]:
+        st, hd, data = request(shared_daemon.url, "POST", path, b"{}", {"Content-Type": JSON})
+        assert st == 405 and "GET" in hd["allow"], path
+
+
+def test_406(shared_daemon):
+    st, _, data = post(shared_daemon.url, GOOD, headers={"Accept": "text/html"})
+    assert st == 406 and err_of(data)[0] == "not_acceptable"
+    st, _, data = post(shared_daemon.url, GOOD, headers={"Accept": "application/json;q=0, application/msgpack;q=0"})
+    assert st == 406
+
+
+def test_415(shared_daemon):
+    for ctype in ["text/plain", "application/json; charset=latin-1", "application/xml", None]:
+        h = {"Content-Type": ctype} if ctype else {}
+        st, _, data = request(shared_daemon.url, "POST", SUM, GOOD, h)
+        assert st == 415 and err_of(data)[0] == "unsupported_media_type", ctype
+
+
+def test_413_content_length_up_front(daemon_factory):
+    d = daemon_factory("--max-body-bytes", "1000")
+    big = encode({"x": np.ones(200)}, np.zeros(200, np.int32), 1, MSGPACK)
+    assert len(big) > 1000
+    st, hd, data = post(d.url, big, MSGPACK)
+    assert st == 413 and err_of(data)[0] == "too_large"
+    # Announced but never sent: the 413 must come back at once, before any body byte.
+    s = socket.create_connection((d.host, d.port), timeout=10)
+    s.sendall(b"POST " + SUM.encode() + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: 100000000\r\n\r\n")
+    head = s.recv(4096)
+    s.close()
+    assert head.startswith(b"HTTP/1.1 413"), head[:100]
+    # A small body still works on the same daemon.
+    st, _, data = post(d.url, GOOD)
+    assert st == 200, data
+
+
+def test_413_chunked_over_the_cap(daemon_factory):
+    d = daemon_factory("--max-body-bytes", "1000")
+    s = socket.create_connection((d.host, d.port), timeout=10)
+    chunk = b"[" + b"1," * 700 + b"1]"
+    s.sendall(b"POST " + SUM.encode() + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n" % len(chunk) + chunk + b"\r\n0\r\n\r\n")
+    head = s.recv(65536)
+    s.close()
+    assert head.startswith(b"HTTP/1.1 413"), head[:100]
+
+
+def test_413_num_segments_and_elements_bounded(daemon_factory):
+    d = daemon_factory("--max-elements", "1000")
+    st, _, data = post(d.url, b'{"x":[1],"idx":[0],"num_segments":1099511627776}')
+    assert st == 413 and err_of(data)[0] == "too_large" and "num_segments" in err_of(data)[1]
+    st, _, data = call(d.url, "segmented_sum", "forward", {"x": np.ones(2000)}, np.zeros(2000, np.int32), 1)
+    assert st == 413 and data["error"]["code"] == "too_large"
+    st, _, data = post(d.url, GOOD)
+    assert st == 200
+
+
+def test_401_and_health_stays_open(daemon_factory, tmp_path):
+    tok = tmp_path / "token"
+    tok.write_text("s3cret-token\n")
+    for d in (daemon_factory("--token-file", str(tok)), daemon_factory(env={"SEGOPS_TOKEN": "s3cret-token"})):
+        for path in [SUM, "/v1/info", "/metrics", "/nope"]:
+            for auth in [None, "Bearer wrong", "Bearer s3cret-toke", "Bearer s3cret-token2", "Basic s3cret-token"]:
+                h = {"Authorization": auth} if auth else {}
+                st, hd, data = post(d.url, GOOD, path=path, headers=h) if path == SUM else \
+                    request(d.url, "GET", path, headers=h)
+                assert st == 401, (path, auth, st)
+                assert hd["www-authenticate"].startswith("Bearer")
+                assert err_of(data)[0] == "unauthenticated"
+        ok = {"Authorization": "Bearer s3cret-token"}
+        st, _, data = post(d.url, GOOD, headers=ok)
+        assert st == 200 and json.loads(data)["out"]["data"] == [3.0, 12.0, 6.0]
+        assert request(d.url, "GET", "/v1/info", headers=ok)[0] == 200
+        assert request(d.url, "GET", "/healthz")[0] == 200
+        assert request(d.url, "GET", "/readyz")[0] == 200
+
+
+def test_auth_off_by_default(shared_daemon):
+    assert post(shared_daemon.url, GOOD)[0] == 200
+    assert request(shared_daemon.url, "GET", "/v1/info")[0] == 200
+
+
+def test_500_injected_backend_failure(daemon_factory):
+    d = daemon_factory(env={"SEGOPS_TEST_FAIL_OP": "segmented_sum/forward"}, test_build=True)
+    st, hd, data = post(d.url, GOOD)
+    assert st == 500 and err_of(data)[0] == "internal"
+    assert "server-timing" in hd
+    # The daemon stays up and ready; other functions are unaffected.
+    assert request(d.url, "GET", "/readyz")[0] == 200
+    st, _, _ = call(d.url, "segmented_sum", "backward", {"g_out": np.ones(3)}, [0, 1, 2], 3)
+    assert st == 200
+
+
+def _concurrent(n, fn):
+    out = [None] * n
+    ts = [threading.Thread(target=lambda i=i: out.__setitem__(i, fn(i))) for i in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return out
+
+
+def test_503_queue_full_with_retry_after(daemon_factory):
+    d = daemon_factory("--max-queue", "1", env={"SEGOPS_TEST_DELAY_MS": "400"}, test_build=True)
+    res = _concurrent(12, lambda i: post(d.url, GOOD))
+    codes = sorted(r[0] for r in res)
+    assert 200 in codes and 503 in codes, codes
+    assert set(codes) <= {200, 503}, codes
+    for st, hd, data in res:
+        if st == 503:
+            assert hd["retry-after"] == "1"
+            assert err_of(data)[0] == "resource_exhausted"
+        else:
+            assert json.loads(data)["out"]["data"] == [3.0, 12.0, 6.0]
+
+
+def test_504_deadline_frees_the_worker(daemon_factory):
+    d = daemon_factory("--request-timeout", "0.3", env={"SEGOPS_TEST_DELAY_MS": "700"}, test_build=True)
+    res = _concurrent(6, lambda i: post(d.url, GOOD))
+    codes = [r[0] for r in res]
+    assert 504 in codes, codes
+    assert set(codes) <= {200, 504}, codes
+    for st, hd, data in res:
+        if st == 504:
+            assert err_of(data)[0] == "deadline_exceeded"
+    assert request(d.url, "GET", "/readyz")[0] == 200
+
+
+def test_backend_cuda_without_gpu_fails_clearly(daemon_factory):
+    import shutil
+    import subprocess
+    if shutil.which("nvidia-smi") and subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0:
+        pytest.skip("a GPU is present")
+    d = daemon_factory("--backend", "cuda", expect_start=False)
+    rc = d.proc.wait(timeout=30)
+    err = d.proc.stderr.read().decode()
+    assert rc != 0 and "cuda" in err.lower() and "GPU" in err, (rc, err)
