@@ -234,14 +234,14 @@ static void run_layouts(void) {
   int64_t zeros[5] = {0};
   RUN(tu_layout_from_lengths("N=0 S=5", zeros, 5, NULL), true);
   RUN(tu_layout_from_lengths("N=0 S=0", zeros, 0, NULL), true);
-  RUN(tu_layout_random("random N=100000 S=3000 unsorted", 100000, 3000, &rng), false);
+  RUN(tu_layout_random("random N=40000 S=3000 unsorted", 40000, 3000, &rng), false);
   /* S > 65535 (launch limits of a grid's y/z dimension), unsorted, with empty segments. */
-  RUN(tu_layout_random("random N=150000 S=70000 unsorted", 150000, 70000, &rng), false);
-  L = tu_layout_random("random N=150000 S=70000 sorted", 150000, 70000, &rng);
+  RUN(tu_layout_random("random N=80000 S=70000 unsorted", 80000, 70000, &rng), false);
+  L = tu_layout_random("random N=80000 S=70000 sorted", 80000, 70000, &rng);
   int64_t *cnt = calloc(70000, sizeof *cnt);
   for (int64_t i = 0; i < L.n; i++) cnt[L.idx[i]]++;
   tu_layout_free(&L);
-  RUN(tu_layout_from_lengths("random N=150000 S=70000 sorted", cnt, 70000, NULL), false);
+  RUN(tu_layout_from_lengths("random N=80000 S=70000 sorted", cnt, 70000, NULL), false);
   free(cnt);
 #undef RUN
 }

@@ -1,0 +1,319 @@
+/* test_prepare.c: validation and shape inference of kernels/prepare.c, one case per SPEC §4 rule
+ * that prepare owns. Each refusal must carry the expected code and a message naming the op and
+ * the argument; valid requests of every table row must prepare with the right output shapes. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errors.h"
+#include "prepare.h"
+#include "test_util.h"
+
+static const segops_limits LIM = {.max_elements = 1 << 20, .max_segments = 1 << 20};
+
+/* Storage big enough for any tensor of these tests; contents zero (idx 0 is always in range). */
+static _Alignas(64) unsigned char zeros[1 << 16];
+
+static segops_tensor tensor(segops_dtype dt, int ndim, int64_t d0, int64_t d1, int64_t d2) {
+  segops_tensor t = {.dtype = dt, .ndim = ndim, .shape = {d0, d1, d2}, .data = zeros};
+  uint64_t c = 1; /* unsigned: the overflow case wraps here on purpose, prepare must catch it */
+  for (int k = 0; k < ndim; k++) c *= (uint64_t)t.shape[k];
+  t.nbytes = (size_t)c * segops_dtype_size(dt);
+  return t;
+}
+
+static void add_arg(segops_request *r, const char *name, segops_tensor t) {
+  r->args[r->nargs].name = name;
+  r->args[r->nargs].name_len = strlen(name);
+  r->args[r->nargs].t = t;
+  r->nargs++;
+}
+
+static segops_tensor *arg(segops_request *r, const char *name) {
+  for (int k = 0; k < r->nargs; k++)
+    if (strcmp(r->args[k].name, name) == 0) return &r->args[k].t;
+  return NULL;
+}
+
+static void drop_arg(segops_request *r, const char *name) {
+  for (int k = 0; k < r->nargs; k++)
+    if (strcmp(r->args[k].name, name) == 0) {
+      r->args[k] = r->args[--r->nargs];
+      return;
+    }
+}
+
+/* segmented_mul forward, x (5,3) float64, y (4,), idx (5,) int32, num_segments 4: valid. */
+static segops_request mul_request(void) {
+  segops_request r = {.op = SEGOPS_OP_MUL, .pass = SEGOPS_PASS_FORWARD, .ns_kind = SEGOPS_NS_INT, .ns_value = 4};
+  add_arg(&r, "x", tensor(SEGOPS_F64, 2, 5, 3, 0));
+  add_arg(&r, "y", tensor(SEGOPS_F64, 1, 4, 0, 0));
+  add_arg(&r, "idx", tensor(SEGOPS_I32, 1, 5, 0, 0));
+  return r;
+}
+
+/* Prepares r and checks the code and that the message names the op and every word in `names`
+ * (a NULL-terminated list). */
+static void expect_error(const char *what, const segops_request *r, int code, const char *const *names) {
+  segops_prepared p;
+  char err[512] = "";
+  int rc = segops_prepare(r, &LIM, &p, err, sizeof err);
+  TU_CHECK(rc == code, "%s: code %d (%s), expected %d", what, rc, err, code);
+  const char *op = segops_op_name(r->op);
+  TU_CHECK(strncmp(err, op, strlen(op)) == 0, "%s: message '%s' does not start with the op name %s", what, err, op);
+  for (int k = 0; names[k]; k++)
+    TU_CHECK(strstr(err, names[k]) != NULL, "%s: message '%s' does not name '%s'", what, err, names[k]);
+  TU_CHECK(p.idx_buf == NULL && p.out_buf == NULL, "%s: refused request still owns memory", what);
+  segops_prepared_free(&p);
+}
+#define NAMES(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+static void test_rules(void) {
+  segops_request r;
+  int32_t idx_vals[5];
+
+  r = mul_request();
+  add_arg(&r, "z", tensor(SEGOPS_F64, 1, 5, 0, 0));
+  expect_error("unknown argument", &r, SEGOPS_E_INVALID_ARGUMENT, NAMES("'z'", "unknown argument"));
+
+  r = mul_request();
+  add_arg(&r, "x", tensor(SEGOPS_F64, 2, 5, 3, 0));
+  expect_error("duplicate argument", &r, SEGOPS_E_INVALID_ARGUMENT, NAMES("'x'", "more than once"));
+
+  r = mul_request();
+  drop_arg(&r, "y");
+  expect_error("missing required argument", &r, SEGOPS_E_INVALID_ARGUMENT, NAMES("y", "required"));
+
+  r = mul_request();
+  drop_arg(&r, "idx");
+  expect_error("missing idx", &r, SEGOPS_E_INVALID_ARGUMENT, NAMES("idx", "required"));
+
+  r = mul_request();
+  *arg(&r, "idx") = tensor(SEGOPS_I32, 2, 5, 1, 0);
+  expect_error("idx not 1-D", &r, SEGOPS_E_INVALID_ARGUMENT, NAMES("idx", "1-D"));
+
+  r = mul_request();
+  *arg(&r, "idx") = tensor(SEGOPS_F32, 1, 5, 0, 0);
+  expect_error("idx not integer", &r, SEGOPS_E_INVALID_ARGUMENT, NAMES("idx", "int32 or int64", "float32"));
+
+  int32_t bad[5] = {0, 1, 4, 0, 0};
+  r = mul_request();
+  arg(&r, "idx")->data = bad;
+  expect_error("idx out of range", &r, SEGOPS_E_INVALID_ARGUMENT, NAMES("idx[2] = 4", "out of range", "num_segments"));
+
+  int32_t neg[5] = {0, 0, 0, -1, 1};
+  r = mul_request();
+  arg(&r, "idx")->data = neg;
+  expect_error("idx negative", &r, SEGOPS_E_INVALID_ARGUMENT, NAMES("idx[3] = -1", "out of range"));
+
+  int64_t big64[5] = {0, 1, (int64_t)1 << 32, 2, 3}; /* would wrap to 0 if narrowed unchecked */
+  r = mul_request();
+  arg(&r, "idx")->dtype = SEGOPS_I64;
+  arg(&r, "idx")->data = big64;
+  arg(&r, "idx")->nbytes = sizeof big64;
+  expect_error("int64 idx out of int32 range", &r, SEGOPS_E_INVALID_ARGUMENT, NAMES("idx[2] = 4294967296"));
+
+  r = mul_request();
+  *arg(&r, "x") = tensor(SEGOPS_I32, 2, 5, 3, 0);
+  expect_error("float dtype wrong", &r, SEGOPS_E_INVALID_ARGUMENT, NAMES("x", "float32 or float64", "int32"));
+
+  r = mul_request();
+  *arg(&r, "y") = tensor(SEGOPS_F32, 1, 4, 0, 0);
+  expect_error("mixed dtypes", &r, SEGOPS_E_INVALID_ARGUMENT, NAMES("y", "float32", "x", "float64"));
+
+  r = mul_request();
+  *arg(&r, "x") = tensor(SEGOPS_F64, 3, 5, 3, 1);
+  expect_error("wrong rank", &r, SEGOPS_E_INVALID_ARGUMENT, NAMES("x", "(5,3,1)"));
+
+  r = mul_request();
+  *arg(&r, "x") = tensor(SEGOPS_F64, 2, 5, 4, 0);
+  expect_error("wrong trailing dimension", &r, SEGOPS_E_INVALID_ARGUMENT, NAMES("x", "(5,4)"));
+
+  r = mul_request();
+  *arg(&r, "x") = tensor(SEGOPS_F64, 2, 6, 3, 0);
+  expect_error("leading N", &r, SEGOPS_E_INVALID_ARGUMENT, NAMES("x.shape[0] (6)", "idx.shape[0] (5)"));
+
+  r = mul_request();
+  *arg(&r, "y") = tensor(SEGOPS_F64, 1, 3, 0, 0);
+  expect_error("y.shape[0] != S", &r, SEGOPS_E_INVALID_ARGUMENT, NAMES("y.shape[0] (3)", "num_segments (4)"));
+  {
+    segops_prepared p;
+    char err[512] = "";
+    segops_prepare(&r, &LIM, &p, err, sizeof err);
+    TU_CHECK(strcmp(err, "segmented_mul: num_segments (4) must equal y.shape[0] (3)") == 0,
+             "SPEC example message: got '%s'", err);
+    segops_prepared_free(&p);
+  }
+
+  r = mul_request();
+  *arg(&r, "y") = tensor(SEGOPS_F64, 2, 4, 3, 0);
+  expect_error("y not (S,)", &r, SEGOPS_E_INVALID_ARGUMENT, NAMES("y", "(S,)"));
+
+  segops_request mv = {.op = SEGOPS_OP_MATVEC, .pass = SEGOPS_PASS_FORWARD, .ns_kind = SEGOPS_NS_INT, .ns_value = 2};
+  add_arg(&mv, "v", tensor(SEGOPS_F32, 2, 5, 3, 0));
+  add_arg(&mv, "m", tensor(SEGOPS_F32, 3, 3, 3, 3));
+  add_arg(&mv, "idx", tensor(SEGOPS_I32, 1, 5, 0, 0));
+  expect_error("m.shape[0] != S", &mv, SEGOPS_E_INVALID_ARGUMENT, NAMES("m.shape[0] (3)", "num_segments (2)"));
+  *arg(&mv, "m") = tensor(SEGOPS_F32, 3, 2, 3, 2);
+  expect_error("m not (S,3,3)", &mv, SEGOPS_E_INVALID_ARGUMENT, NAMES("m", "(S,3,3)"));
+  *arg(&mv, "m") = tensor(SEGOPS_F32, 3, 2, 3, 3);
+  *arg(&mv, "v") = tensor(SEGOPS_F32, 1, 5, 0, 0);
+  expect_error("matvec v not (N,3)", &mv, SEGOPS_E_INVALID_ARGUMENT, NAMES("v", "(N,3)"));
+
+  segops_request rms = {.op = SEGOPS_OP_RMS_NORM, .pass = SEGOPS_PASS_FORWARD, .ns_kind = SEGOPS_NS_INT, .ns_value = 2};
+  add_arg(&rms, "x", tensor(SEGOPS_F64, 1, 5, 0, 0));
+  add_arg(&rms, "idx", tensor(SEGOPS_I32, 1, 5, 0, 0));
+  expect_error("rms_norm x not (N,3)", &rms, SEGOPS_E_INVALID_ARGUMENT, NAMES("x", "(N,3)"));
+
+  segops_request dot = {.op = SEGOPS_OP_DOT, .pass = SEGOPS_PASS_FORWARD, .ns_kind = SEGOPS_NS_INT, .ns_value = 2};
+  add_arg(&dot, "x", tensor(SEGOPS_F64, 2, 5, 3, 0));
+  add_arg(&dot, "y", tensor(SEGOPS_F64, 1, 5, 0, 0));
+  add_arg(&dot, "idx", tensor(SEGOPS_I32, 1, 5, 0, 0));
+  expect_error("layouts differ (x vec3, y scalar)", &dot, SEGOPS_E_INVALID_ARGUMENT, NAMES("y", "(N,3)"));
+
+  r = mul_request();
+  r.ns_kind = SEGOPS_NS_ABSENT;
+  expect_error("num_segments missing", &r, SEGOPS_E_INVALID_ARGUMENT, NAMES("num_segments", "required"));
+  r = mul_request();
+  r.ns_kind = SEGOPS_NS_NOT_INT;
+  expect_error("num_segments not an integer", &r, SEGOPS_E_INVALID_ARGUMENT, NAMES("num_segments", "integer"));
+  r = mul_request();
+  r.ns_value = -1;
+  expect_error("num_segments negative", &r, SEGOPS_E_INVALID_ARGUMENT, NAMES("num_segments (-1)", ">= 0"));
+  r = mul_request();
+  r.ns_value = LIM.max_segments + 1;
+  expect_error("num_segments over the limit", &r, SEGOPS_E_TOO_LARGE, NAMES("num_segments", "limit"));
+  r = mul_request();
+  r.ns_overflow = true;
+  expect_error("num_segments beyond int64", &r, SEGOPS_E_TOO_LARGE, NAMES("num_segments", "limit"));
+
+  r = mul_request();
+  arg(&r, "x")->nbytes -= 8;
+  expect_error("data length mismatch", &r, SEGOPS_E_INVALID_ARGUMENT, NAMES("x data has 112 bytes", "needs 120"));
+
+  r = mul_request();
+  *arg(&r, "x") = tensor(SEGOPS_F64, 2, (int64_t)1 << 62, 3, 0); /* 3 * 2^62 overflows int64 */
+  expect_error("shape overflow", &r, SEGOPS_E_TOO_LARGE, NAMES("x", "limit"));
+  r = mul_request();
+  *arg(&r, "x") = tensor(SEGOPS_F64, 2, 5, 3, 0);
+  arg(&r, "x")->shape[0] = LIM.max_elements; /* within int64, over the element limit */
+  expect_error("elements over the limit", &r, SEGOPS_E_TOO_LARGE, NAMES("x", "limit"));
+  r = mul_request();
+  arg(&r, "x")->shape[1] = -3;
+  expect_error("negative dimension", &r, SEGOPS_E_INVALID_ARGUMENT, NAMES("x.shape[1] (-3)"));
+
+  r = mul_request();
+  r.has_outputs = true;
+  r.n_outputs = 1;
+  r.outputs[0].name = "grad_q";
+  r.outputs[0].len = 6;
+  expect_error("unknown output", &r, SEGOPS_E_INVALID_ARGUMENT, NAMES("'grad_q'", "unknown output"));
+  r.n_outputs = 0;
+  expect_error("empty outputs list", &r, SEGOPS_E_INVALID_ARGUMENT, NAMES("outputs"));
+
+  segops_request sd = {.op = SEGOPS_OP_SUM, .pass = SEGOPS_PASS_DOUBLE_BACKWARD, .ns_kind = SEGOPS_NS_INT, .ns_value = 2};
+  add_arg(&sd, "idx", tensor(SEGOPS_I32, 1, 5, 0, 0));
+  expect_error("no float tensor at all", &sd, SEGOPS_E_INVALID_ARGUMENT, NAMES("gg_x"));
+
+  segops_request bad_fn = mul_request();
+  bad_fn.pass = (segops_pass)7;
+  {
+    segops_prepared p;
+    char err[256];
+    TU_CHECK(segops_prepare(&bad_fn, &LIM, &p, err, sizeof err) == SEGOPS_E_NOT_FOUND, "unknown pass accepted");
+  }
+  (void)idx_vals;
+}
+
+/* Valid requests: int64 idx narrowed, unaligned int32 idx realigned, sortedness, omitted
+ * cotangents, output subsets, and every row of the table with inferred output shapes. */
+static void test_valid(void) {
+  segops_prepared p;
+  char err[512] = "";
+
+  int64_t i64[5] = {0, 3, 1, 3, 2};
+  segops_request r = mul_request();
+  arg(&r, "idx")->dtype = SEGOPS_I64;
+  arg(&r, "idx")->data = i64;
+  arg(&r, "idx")->nbytes = sizeof i64;
+  int rc = segops_prepare(&r, &LIM, &p, err, sizeof err);
+  TU_CHECK(rc == SEGOPS_OK, "int64 idx: %s", err);
+  if (rc == SEGOPS_OK) {
+    TU_CHECK(p.idx_buf != NULL && (uintptr_t)p.call.idx % 4 == 0, "int64 idx not copied to aligned int32");
+    for (int i = 0; i < 5; i++) TU_CHECK(p.call.idx[i] == (int32_t)i64[i], "int64 idx[%d] narrowed wrong", i);
+    TU_CHECK(!p.call.idx_sorted, "unsorted idx reported sorted");
+    TU_CHECK(p.call.width == 3 && p.call.n == 5 && p.call.s == 4 && p.call.dtype == SEGOPS_F64, "call fields");
+    TU_CHECK(p.out_ndim[0] == 2 && p.out_shape[0][0] == 5 && p.out_shape[0][1] == 3 && p.out_nbytes[0] == 120,
+             "mul forward output shape");
+    TU_CHECK(p.call.out[0] != NULL && (uintptr_t)p.call.out[0] % 64 == 0, "output not 64-byte aligned");
+    segops_prepared_free(&p);
+  }
+
+  static _Alignas(8) unsigned char raw[32];
+  int32_t vals[5] = {0, 0, 1, 2, 3};
+  memcpy(raw + 1, vals, sizeof vals);
+  r = mul_request();
+  arg(&r, "idx")->data = raw + 1;
+  rc = segops_prepare(&r, &LIM, &p, err, sizeof err);
+  TU_CHECK(rc == SEGOPS_OK, "unaligned idx: %s", err);
+  if (rc == SEGOPS_OK) {
+    TU_CHECK((uintptr_t)p.call.idx % 4 == 0 && p.call.idx[4] == 3, "unaligned int32 idx not realigned");
+    TU_CHECK(p.call.idx_sorted, "sorted idx reported unsorted");
+    segops_prepared_free(&p);
+  }
+
+  /* mul double backward without cotangents, asking only for grad_y. */
+  segops_request d = {.op = SEGOPS_OP_MUL, .pass = SEGOPS_PASS_DOUBLE_BACKWARD, .ns_kind = SEGOPS_NS_INT, .ns_value = 4};
+  add_arg(&d, "g_out", tensor(SEGOPS_F32, 1, 5, 0, 0));
+  add_arg(&d, "x", tensor(SEGOPS_F32, 1, 5, 0, 0));
+  add_arg(&d, "y", tensor(SEGOPS_F32, 1, 4, 0, 0));
+  add_arg(&d, "idx", tensor(SEGOPS_I32, 1, 5, 0, 0));
+  d.has_outputs = true;
+  d.n_outputs = 1;
+  d.outputs[0].name = "grad_y";
+  d.outputs[0].len = 6;
+  rc = segops_prepare(&d, &LIM, &p, err, sizeof err);
+  TU_CHECK(rc == SEGOPS_OK, "omitted cotangents: %s", err);
+  if (rc == SEGOPS_OK) {
+    TU_CHECK(p.call.in[0] == NULL && p.call.in[1] == NULL && p.call.in[2] != NULL, "omitted cotangents not NULL");
+    TU_CHECK(!p.requested[0] && !p.requested[1] && p.requested[2], "outputs subset");
+    TU_CHECK(p.call.out[0] == NULL && p.call.out[1] == NULL && p.call.out[2] != NULL, "unrequested outputs not NULL");
+    TU_CHECK(p.call.width == 1 && p.call.dtype == SEGOPS_F32, "width/dtype of scalar float32 call");
+    segops_prepared_free(&p);
+  }
+
+  /* Every row, both widths where allowed, N=5, S=4: all inputs given; output shapes inferred. */
+  for (int op = 0; op < SEGOPS_OP_COUNT; op++)
+    for (int pass = 0; pass < SEGOPS_PASS_COUNT; pass++) {
+      const segops_fn_desc *fn = segops_fn((segops_op)op, (segops_pass)pass);
+      for (int w = fn->vec3_only ? 3 : 1; w <= 3; w += 2) {
+        segops_request q = {.op = (segops_op)op, .pass = (segops_pass)pass, .ns_kind = SEGOPS_NS_INT, .ns_value = 4};
+        for (int k = 0; k < fn->n_in; k++) {
+          int64_t sh[SEGOPS_MAX_NDIM] = {0, 0, 0};
+          int nd = segops_shape_dims(fn->in[k].shape, w, 5, 4, sh);
+          add_arg(&q, fn->in[k].name, tensor(SEGOPS_F64, nd, sh[0], sh[1], sh[2]));
+        }
+        add_arg(&q, "idx", tensor(SEGOPS_I32, 1, 5, 0, 0));
+        rc = segops_prepare(&q, &LIM, &p, err, sizeof err);
+        TU_CHECK(rc == SEGOPS_OK, "%s/%s w=%d: valid request refused: %s", segops_op_name(fn->op),
+                 segops_pass_name(fn->pass), w, err);
+        if (rc != SEGOPS_OK) continue;
+        TU_CHECK(p.call.width == w && p.call.fn == fn, "%s/%s w=%d: width inferred %d", segops_op_name(fn->op),
+                 segops_pass_name(fn->pass), w, p.call.width);
+        for (int o = 0; o < fn->n_out; o++) {
+          int64_t want = segops_shape_count(fn->out[o].shape, w, 5, 4) * 8;
+          TU_CHECK(p.requested[o] && (int64_t)p.out_nbytes[o] == want, "%s/%s w=%d: %s has %zu bytes, want %lld",
+                   segops_op_name(fn->op), segops_pass_name(fn->pass), w, fn->out[o].name, p.out_nbytes[o],
+                   (long long)want);
+        }
+        segops_prepared_free(&p);
+      }
+    }
+  segops_prepared_free(NULL);
+}
+
+int main(void) {
+  test_rules();
+  test_valid();
+  return tu_summary("prepare");
+}

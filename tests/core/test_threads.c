@@ -1,0 +1,120 @@
+/* test_threads.c: the CPU backend gives the same bits whatever its thread count (1, 2, 3, 8),
+ * for every function, dtype and width, on layouts big enough to take the parallel path
+ * (sorted, unsorted, many empty segments, one segment holding most elements). Also runs calls
+ * from several threads at once on one backend (contention for its pool) and compares again. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "errors.h"
+#include "test_util.h"
+
+#define NB 4
+static const int THREADS[NB] = {1, 2, 3, 8};
+static segops_backend *backends[NB];
+
+typedef struct {
+  segops_call call;
+  tu_buf outs[SEGOPS_MAX_OUTPUTS];
+  int rc;
+} job;
+
+static void *run_job(void *vp) {
+  job *j = vp;
+  char err[256];
+  j->rc = backends[NB - 1]->run(backends[NB - 1]->ctx, 0, &j->call, err, sizeof err);
+  return NULL;
+}
+
+static void check_layout(const tu_layout *L, tu_rng *rng) {
+  for (int op = 0; op < SEGOPS_OP_COUNT; op++)
+    for (int pass = 0; pass < SEGOPS_PASS_COUNT; pass++) {
+      const segops_fn_desc *fn = segops_fn((segops_op)op, (segops_pass)pass);
+      for (int d = 0; d < 2; d++)
+        for (int w = fn->vec3_only ? 3 : 1; w <= 3; w += 2) {
+          segops_dtype dt = d ? SEGOPS_F64 : SEGOPS_F32;
+          tu_buf ins[SEGOPS_MAX_INPUTS] = {0};
+          segops_call call = {.fn = fn, .dtype = dt, .width = w, .n = L->n, .s = L->s, .idx = L->idx,
+                              .idx_sorted = L->sorted};
+          for (int k = 0; k < fn->n_in; k++) {
+            int64_t count = segops_shape_count(fn->in[k].shape, w, L->n, L->s);
+            double *v = malloc((size_t)(count ? count : 1) * sizeof(double));
+            for (int64_t j = 0; j < count; j++) v[j] = tu_uniform(rng, -1, 1);
+            ins[k] = tu_input(dt, v, count, 0);
+            call.in[k] = ins[k].data;
+            free(v);
+          }
+          tu_buf first[SEGOPS_MAX_OUTPUTS] = {0};
+          for (int b = 0; b < NB; b++) {
+            tu_buf outs[SEGOPS_MAX_OUTPUTS] = {0};
+            for (int o = 0; o < fn->n_out; o++) {
+              outs[o] = tu_output(dt, segops_shape_count(fn->out[o].shape, w, L->n, L->s));
+              call.out[o] = outs[o].data;
+            }
+            char err[256];
+            int rc = backends[b]->run(backends[b]->ctx, 0, &call, err, sizeof err);
+            TU_CHECK(rc == SEGOPS_OK, "%s: run failed: %s", L->name, err);
+            for (int o = 0; o < fn->n_out; o++) {
+              if (b == 0) {
+                first[o] = outs[o];
+                continue;
+              }
+              TU_CHECK(memcmp(first[o].data, outs[o].data, outs[o].nbytes) == 0,
+                       "[%s] %s/%s %s w=%d: %s with %d threads differs from 1 thread", L->name, segops_op_name(fn->op),
+                       segops_pass_name(fn->pass), segops_dtype_name(dt), w, fn->out[o].name, THREADS[b]);
+              tu_buf_free(&outs[o]);
+            }
+          }
+          /* Three concurrent calls on the 8-thread backend: one gets the pool, the others run
+           * on their own threads; all must match the single-threaded bits. */
+          job jobs[3];
+          pthread_t th[3];
+          for (int t = 0; t < 3; t++) {
+            jobs[t].call = call;
+            for (int o = 0; o < fn->n_out; o++) {
+              jobs[t].outs[o] = tu_output(dt, segops_shape_count(fn->out[o].shape, w, L->n, L->s));
+              jobs[t].call.out[o] = jobs[t].outs[o].data;
+            }
+            pthread_create(&th[t], NULL, run_job, &jobs[t]);
+          }
+          for (int t = 0; t < 3; t++) {
+            pthread_join(th[t], NULL);
+            TU_CHECK(jobs[t].rc == SEGOPS_OK, "concurrent run failed");
+            for (int o = 0; o < fn->n_out; o++) {
+              TU_CHECK(memcmp(first[o].data, jobs[t].outs[o].data, first[o].nbytes) == 0,
+                       "[%s] %s/%s: concurrent call %d differs", L->name, segops_op_name(fn->op),
+                       segops_pass_name(fn->pass), t);
+              tu_buf_free(&jobs[t].outs[o]);
+            }
+          }
+          for (int o = 0; o < SEGOPS_MAX_OUTPUTS; o++) tu_buf_free(&first[o]);
+          for (int k = 0; k < SEGOPS_MAX_INPUTS; k++) tu_buf_free(&ins[k]);
+        }
+    }
+}
+
+int main(void) {
+  for (int b = 0; b < NB; b++) {
+    backends[b] = segops_cpu_backend_new(THREADS[b]);
+    if (!backends[b]) return 1;
+    TU_CHECK(backends[b]->n_devices >= 1, "n_devices < 1");
+  }
+  tu_rng rng = {2024};
+  tu_layout L = tu_layout_random("N=60000 S=3000 unsorted", 60000, 3000, &rng);
+  check_layout(&L, &rng);
+  tu_layout_free(&L);
+  int64_t *lens = calloc(40000, sizeof *lens);
+  for (int64_t i = 0; i < 60000; i++) lens[tu_below(&rng, 40000) & ~(int64_t)3]++; /* 3 of 4 empty */
+  L = tu_layout_from_lengths("N=60000 S=40000 sorted, empty segments", lens, 40000, NULL);
+  check_layout(&L, &rng);
+  tu_layout_free(&L);
+  int64_t skew[3] = {45000, 10, 15000};
+  L = tu_layout_from_lengths("one dominant segment", skew, 3, NULL);
+  check_layout(&L, &rng);
+  tu_layout_free(&L);
+  free(lens);
+  for (int b = 0; b < NB; b++) segops_backend_free(backends[b]);
+  return tu_summary("threads");
+}
