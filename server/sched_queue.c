@@ -22,7 +22,8 @@ struct segops_sched {
   pthread_mutex_t mu;
   pthread_cond_t work;    /* queue gained a job, or stopping */
   pthread_cond_t idle;    /* queue empty and nothing running */
-  pthread_cond_t reaper;  /* queue head changed, or stopping */
+  pthread_cond_t reaper;  /* stopping */
+  double tick;            /* the reaper's longest sleep, seconds */
   segops_job *head, *tail;
   int64_t depth;
   int running; /* jobs taken by workers and not yet done */
@@ -87,7 +88,6 @@ int segops_sched_submit(segops_sched *s, segops_job *job) {
     pthread_mutex_unlock(&s->mu);
     return SEGOPS_E_RESOURCE_EXHAUSTED;
   }
-  bool was_empty = s->head == NULL;
   if (s->tail) s->tail->next = job;
   else s->head = job;
   s->tail = job;
@@ -95,7 +95,6 @@ int segops_sched_submit(segops_sched *s, segops_job *job) {
   /* Broadcast: a worker filling a batch (max-queue-delay) also waits on `work`. */
   if (s->opts.max_queue_delay_us > 0) pthread_cond_broadcast(&s->work);
   else pthread_cond_signal(&s->work);
-  if (was_empty) pthread_cond_signal(&s->reaper);
   pthread_mutex_unlock(&s->mu);
   return SEGOPS_OK;
 }
@@ -204,7 +203,6 @@ static void *worker_main(void *argp) {
     jobs[0] = s->head;
     unlink_job(s, NULL, jobs[0]);
     s->running++;
-    pthread_cond_signal(&s->reaper);
     int n = collect_batch(s, jobs);
     s->running += n - 1;
     pthread_mutex_unlock(&s->mu);
@@ -257,12 +255,13 @@ static void *reaper_main(void *arg) {
       if (!s->head && s->running == 0) pthread_cond_broadcast(&s->idle);
       continue;
     }
-    if (next > 0) {
-      struct timespec ts = abs_ts(next);
-      pthread_cond_timedwait(&s->reaper, &s->mu, &ts);
-    } else {
-      pthread_cond_wait(&s->reaper, &s->mu);
-    }
+    /* Wake at the earliest deadline or after one tick: submissions never signal the reaper
+     * (that would cost a context switch per request), so a job that arrives while it sleeps
+     * is seen within one tick, which bounds how late a 504 can be. */
+    double wake = now + s->tick;
+    if (next > 0 && next < wake) wake = next;
+    struct timespec ts = abs_ts(wake);
+    pthread_cond_timedwait(&s->reaper, &s->mu, &ts);
   }
   pthread_mutex_unlock(&s->mu);
   return NULL;
@@ -274,6 +273,9 @@ segops_sched *segops_sched_new(segops_backend *backend, const segops_sched_opts 
   s->backend = backend;
   s->opts = *opts;
   if (s->opts.max_queue < 1) s->opts.max_queue = 1;
+  s->tick = s->opts.request_timeout_s / 20;
+  if (s->tick > 0.1) s->tick = 0.1;
+  if (s->tick < 0.001) s->tick = 0.001;
   pthread_mutex_init(&s->mu, NULL);
   cond_init_mono(&s->work);
   cond_init_mono(&s->idle);

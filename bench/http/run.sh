@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# run.sh: the service benchmark. Starts segopsd and the bare libmicrohttpd echo floor on port 0
+# with the same HTTP thread count, drives both with the same msgpack requests (tiny: N=64 sum
+# forward; large: N=2^20 vec3 float32 sum forward) at 1 and 64 connections, and prints a table
+# with segopsd/echo ratios (requests/s for tiny, request-body bytes/s for large).
+#   bench/http/run.sh [--build DIR] [--duration SEC] [--threads N] [--backend auto|cpu|cuda] [--smoke]
+#                     [--segopsd PATH --echo PATH --loadgen PATH]
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD="$ROOT/build" DURATION=2 WARMUP=0.5 THREADS=$(nproc) BACKEND=auto SMOKE=0
+SEGOPSD="" ECHO="" LOADGEN=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build) BUILD="$2"; shift 2 ;;
+    --duration) DURATION="$2"; shift 2 ;;
+    --threads) THREADS="$2"; shift 2 ;;
+    --backend) BACKEND="$2"; shift 2 ;;
+    --smoke) SMOKE=1; shift ;;
+    --segopsd) SEGOPSD="$2"; shift 2 ;;
+    --echo) ECHO="$2"; shift 2 ;;
+    --loadgen) LOADGEN="$2"; shift 2 ;;
+    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+SEGOPSD=${SEGOPSD:-$BUILD/server/segopsd}
+ECHO=${ECHO:-$BUILD/bench/http/segops_http_echo}
+LOADGEN=${LOADGEN:-$BUILD/bench/http/segops_http_loadgen}
+for b in "$SEGOPSD" "$ECHO" "$LOADGEN"; do
+  [ -x "$b" ] || { echo "run.sh: $b is not built (cmake --build $BUILD)" >&2; exit 2; }
+done
+LARGE_N=1048576 CONNS="1 64"
+if [ "$SMOKE" = 1 ]; then DURATION=0.3 WARMUP=0.1 LARGE_N=16384 CONNS="1 8"; fi
+
+tmp=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+# Starts a server in the background and echoes its port once it prints its listening line.
+start() {
+  local name=$1; shift
+  "$@" > "$tmp/$name.out" 2> "$tmp/$name.err" &
+  pids+=($!)
+  for _ in $(seq 200); do
+    if grep -q "listening on http://" "$tmp/$name.out" 2>/dev/null; then
+      sed -n 's/.*listening on http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$tmp/$name.out" | head -1
+      return 0
+    fi
+    sleep 0.05
+  done
+  echo "run.sh: $name did not start: $(cat "$tmp/$name.err")" >&2
+  exit 1
+}
+
+SPORT=$(start segopsd "$SEGOPSD" --listen 127.0.0.1:0 --backend "$BACKEND" --http-threads "$THREADS" \
+        --log-level warn --max-queue 4096)
+EPORT=$(start echo "$ECHO" --threads "$THREADS")
+BACKEND_NAME=$(curl -s "http://127.0.0.1:$SPORT/v1/info" | sed -n 's/.*"backend":"\([a-z]*\)".*/\1/p')
+
+field() { sed -n "s/.*$1=\([^ ]*\).*/\1/p" <<< "$2"; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+
+errors=0
+printf '\nsegopsd (backend %s) vs bare libmicrohttpd echo, %s HTTP threads, %ss per run after %ss warm-up\n\n' \
+  "$BACKEND_NAME" "$THREADS" "$DURATION" "$WARMUP"
+printf '| case | conns | body bytes | echo req/s | segopsd req/s | req/s ratio | echo p50/p99 ms | segopsd p50/p99 ms | echo body MB/s | segopsd body MB/s | bytes/s ratio |\n'
+printf '|---|---|---|---|---|---|---|---|---|---|---|\n'
+for kind in tiny large; do
+  if [ $kind = tiny ]; then args=(--n 64 --segments 8); else args=(--n "$LARGE_N" --vec3 --segments 1024); fi
+  for c in $CONNS; do
+    e=$("$LOADGEN" 127.0.0.1 "$EPORT" "${args[@]}" --connections "$c" --duration "$DURATION" --warmup "$WARMUP")
+    s=$("$LOADGEN" 127.0.0.1 "$SPORT" "${args[@]}" --connections "$c" --duration "$DURATION" --warmup "$WARMUP")
+    errors=$((errors + $(field errors "$e") + $(field errors "$s")))
+    printf '| %s | %s | %s | %s | %s | **%s** | %s / %s | %s / %s | %s | %s | **%s** |\n' "$kind" "$c" \
+      "$(field body_bytes "$s")" "$(field rps "$e")" "$(field rps "$s")" "$(ratio "$(field rps "$s")" "$(field rps "$e")")" \
+      "$(field p50_ms "$e")" "$(field p99_ms "$e")" "$(field p50_ms "$s")" "$(field p99_ms "$s")" \
+      "$(field body_MBps "$e")" "$(field body_MBps "$s")" "$(ratio "$(field body_MBps "$s")" "$(field body_MBps "$e")")"
+  done
+done
+printf '\naims: tiny req/s ratio >= 0.5, large bytes/s ratio >= 0.7 (echo also sends the body back; segopsd\n'
+printf 'returns the (S,3) sums). Non-200 answers during the runs: %s\n' "$errors"
+[ "$errors" -eq 0 ]
