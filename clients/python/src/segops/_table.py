@@ -1,0 +1,71 @@
+"""_table.py: the op table of SPEC §2 as the client sees it (mirrors kernels/ops.c).
+
+One row per (op, pass): the input names in the wire order (cotangents gg_<a>, then g_out,
+then the forward inputs), how each is used, and the output names in table order. Every
+client method, every torch autograd Function and `Client.info()` checks derive from this.
+"""
+
+REQ = "req"  # read by the formula: must be given
+COT = "cot"  # a double-backward cotangent: may be None (zeros), then not sent
+UNR = "unread"  # not read by the formula: may be None (not sent); validated by the server when given
+
+PASSES = ("forward", "backward", "double_backward")
+
+# op -> (forward input names, vec3_only)
+OPS = {
+    "segmented_sum": (("x",), False),
+    "segmented_dot": (("x", "y"), False),
+    "segmented_mul": (("x", "y"), False),
+    "segmented_mean": (("x",), False),
+    "segmented_rms_norm": (("x",), True),
+    "segmented_matvec": (("v", "m"), True),
+}
+
+# (op, pass) -> (((input name, use), ...), (output name, ...))
+FUNCS = {
+    ("segmented_sum", "forward"): ((("x", REQ),), ("out",)),
+    ("segmented_sum", "backward"): ((("g_out", REQ), ("x", UNR)), ("grad_x",)),
+    ("segmented_sum", "double_backward"): ((("gg_x", COT), ("g_out", UNR), ("x", UNR)), ("grad_g_out",)),
+    ("segmented_dot", "forward"): ((("x", REQ), ("y", REQ)), ("out",)),
+    ("segmented_dot", "backward"): ((("g_out", REQ), ("x", REQ), ("y", REQ)), ("grad_x", "grad_y")),
+    ("segmented_dot", "double_backward"): (
+        (("gg_x", COT), ("gg_y", COT), ("g_out", REQ), ("x", REQ), ("y", REQ)),
+        ("grad_g_out", "grad_x", "grad_y"),
+    ),
+    ("segmented_mul", "forward"): ((("x", REQ), ("y", REQ)), ("out",)),
+    ("segmented_mul", "backward"): ((("g_out", REQ), ("x", REQ), ("y", REQ)), ("grad_x", "grad_y")),
+    ("segmented_mul", "double_backward"): (
+        (("gg_x", COT), ("gg_y", COT), ("g_out", REQ), ("x", REQ), ("y", REQ)),
+        ("grad_g_out", "grad_x", "grad_y"),
+    ),
+    ("segmented_mean", "forward"): ((("x", REQ),), ("out",)),
+    ("segmented_mean", "backward"): ((("g_out", REQ), ("x", UNR)), ("grad_x",)),
+    ("segmented_mean", "double_backward"): ((("gg_x", COT), ("g_out", UNR), ("x", UNR)), ("grad_g_out",)),
+    ("segmented_rms_norm", "forward"): ((("x", REQ),), ("out",)),
+    ("segmented_rms_norm", "backward"): ((("g_out", REQ), ("x", REQ)), ("grad_x",)),
+    ("segmented_rms_norm", "double_backward"): (
+        (("gg_x", COT), ("g_out", REQ), ("x", REQ)),
+        ("grad_g_out", "grad_x"),
+    ),
+    ("segmented_matvec", "forward"): ((("v", REQ), ("m", REQ)), ("out",)),
+    ("segmented_matvec", "backward"): ((("g_out", REQ), ("v", REQ), ("m", REQ)), ("grad_v", "grad_m")),
+    ("segmented_matvec", "double_backward"): (
+        (("gg_v", COT), ("gg_m", COT), ("g_out", REQ), ("v", REQ), ("m", REQ)),
+        ("grad_g_out", "grad_v", "grad_m"),
+    ),
+}
+
+assert len(FUNCS) == len(OPS) * len(PASSES), "SPEC §2: six ops x three passes"
+
+
+def method_name(op, pass_):
+    """Client method name of a function: the op name for the forward, else `<op>_<pass>`."""
+    return op if pass_ == "forward" else f"{op}_{pass_}"
+
+
+def input_names(op, pass_):
+    return tuple(name for name, _ in FUNCS[(op, pass_)][0])
+
+
+def output_names(op, pass_):
+    return FUNCS[(op, pass_)][1]

@@ -1,0 +1,252 @@
+"""_wire.py: msgpack request bodies built around the arrays' own buffers, and a streaming
+response decoder that reads each tensor's bytes straight into an aligned numpy array."""
+
+import struct
+import sys
+
+import msgpack
+import numpy as np
+
+from .errors import ProtocolError
+
+# Below this many bytes a body is joined into one buffer (one send, no Nagle stall; the copy
+# costs less than a second syscall). Above it, array buffers are sent as they are.
+JOIN_BELOW = 64 * 1024
+_READ_CHUNK = 64 * 1024
+
+WIRE_DTYPES = {"float32": "<f4", "float64": "<f8", "int32": "<i4", "int64": "<i8"}
+_LITTLE = sys.byteorder == "little"
+
+_packb = msgpack.packb
+_K_DTYPE = _packb("dtype")
+_K_SHAPE = _packb("shape")
+_K_DATA = _packb("data")
+_MAP3 = b"\x83"
+
+
+def _map_header(n):
+    if n < 16:
+        return bytes((0x80 | n,))
+    return b"\xde" + struct.pack(">H", n)
+
+
+def _bin_header(n):
+    if n < 0x100:
+        return bytes((0xC4, n))
+    if n < 0x10000:
+        return b"\xc5" + struct.pack(">H", n)
+    if n < 0x100000000:
+        return b"\xc6" + struct.pack(">I", n)
+    raise ValueError(f"segops: a tensor of {n} bytes cannot be sent (msgpack bin is limited to 4 GiB)")
+
+
+def wire_array(a, name):
+    """a as a C-contiguous little-endian numpy array: `a` itself when it already is one.
+
+    The client validates nothing the server validates (dtype names, shapes); it only refuses
+    what cannot be put on the wire at all (objects, strings, ...)."""
+    arr = np.asarray(a)
+    dt = arr.dtype
+    if dt.kind not in "biufc":
+        raise TypeError(f"segops: argument {name!r} has dtype {dt}, which cannot be sent as a tensor")
+    bo = dt.byteorder
+    if bo == ">" or (bo == "=" and not _LITTLE):
+        arr = arr.astype(dt.newbyteorder("<"))
+    if not arr.flags.c_contiguous:
+        arr = np.ascontiguousarray(arr)
+    return arr
+
+
+def _tensor_pieces(arr, pieces):
+    nbytes = arr.nbytes
+    pieces.append(
+        _MAP3
+        + _K_DTYPE
+        + _packb(arr.dtype.name)
+        + _K_SHAPE
+        + _packb([int(d) for d in arr.shape])
+        + _K_DATA
+        + _bin_header(nbytes)
+    )
+    if nbytes:
+        pieces.append(memoryview(arr).cast("B") if arr.ndim else memoryview(arr.reshape(1)).cast("B"))
+
+
+def _scalar(v, name):
+    """num_segments and other non-tensor values: Python ints (numpy integers included)."""
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        return float(v)  # the server names the rule it breaks
+    if isinstance(v, (list, tuple, str)):
+        return v
+    raise TypeError(f"segops: argument {name!r} of type {type(v).__name__} cannot be sent")
+
+
+def encode_request(args, outputs=None):
+    """Body of POST /v1/{op}/{pass} as (pieces, total_length).
+
+    args: name -> array-like, or for num_segments an int; None values are left out.
+    pieces is a bytes object for small bodies, else a list of bytes/memoryview pieces that
+    borrow the arrays' buffers (the arrays must stay alive until the body is sent)."""
+    items = [(k, v) for k, v in args.items() if v is not None]
+    if outputs is not None:
+        items.append(("outputs", list(outputs)))
+    pieces = [_map_header(len(items))]
+    for name, v in items:
+        pieces.append(_packb(name))
+        if name == "num_segments" or name == "outputs" or isinstance(v, (int, np.integer, float)):
+            pieces.append(_packb(_scalar(v, name)))
+        else:
+            _tensor_pieces(wire_array(v, name), pieces)
+    total = sum(len(p) if isinstance(p, bytes) else p.nbytes for p in pieces)
+    if total < JOIN_BELOW:
+        return b"".join(pieces), total
+    return pieces, total
+
+
+class _Reader:
+    """Reads a msgpack body from an HTTP response in chunks; bin payloads of size n go into a
+    fresh np.empty(n, uint8) (aligned, writable) with the bulk read straight from the socket."""
+
+    __slots__ = ("resp", "left", "buf", "pos")
+
+    def __init__(self, resp, length, preread=b""):
+        self.resp = resp
+        self.left = length  # bytes still to read from resp (None: unknown, all in preread)
+        self.buf = preread
+        self.pos = 0
+
+    def _read_exact(self, mv):
+        got = 0
+        n = len(mv)
+        while got < n:
+            k = self.resp.readinto(mv[got:])
+            if not k:
+                raise ProtocolError(200, "protocol_error", "segops: response body truncated")
+            got += k
+        self.left -= n
+
+    def take(self, n):
+        avail = len(self.buf) - self.pos
+        if avail < n:
+            if not self.left or n - avail > self.left:
+                raise ProtocolError(200, "protocol_error", "segops: response body truncated")
+            want = min(self.left, max(n - avail, _READ_CHUNK))
+            chunk = bytearray(want)
+            self._read_exact(memoryview(chunk))
+            self.buf = bytes(self.buf[self.pos :]) + bytes(chunk)
+            self.pos = 0
+        b = self.buf[self.pos : self.pos + n]
+        self.pos += n
+        return b
+
+    def bin(self, n):
+        out = np.empty(n, dtype=np.uint8)
+        mv = memoryview(out)
+        avail = len(self.buf) - self.pos
+        k = min(avail, n)
+        if k:
+            mv[:k] = self.buf[self.pos : self.pos + k]
+            self.pos += k
+        if k < n:
+            if not self.left or n - k > self.left:
+                raise ProtocolError(200, "protocol_error", "segops: response body truncated")
+            self._read_exact(mv[k:])
+        return out
+
+    def obj(self, depth=0):
+        if depth > 32:
+            raise ProtocolError(200, "protocol_error", "segops: response nested too deeply")
+        b = self.take(1)[0]
+        if b <= 0x7F:
+            return b
+        if b >= 0xE0:
+            return b - 0x100
+        if 0x80 <= b <= 0x8F:
+            return self._map(b & 0x0F, depth)
+        if 0x90 <= b <= 0x9F:
+            return [self.obj(depth + 1) for _ in range(b & 0x0F)]
+        if 0xA0 <= b <= 0xBF:
+            return self.take(b & 0x1F).decode("utf-8")
+        if b == 0xC0:
+            return None
+        if b == 0xC2:
+            return False
+        if b == 0xC3:
+            return True
+        fmt = _FIXED.get(b)
+        if fmt is not None:
+            return struct.unpack(fmt, self.take(struct.calcsize(fmt)))[0]
+        if b in (0xC4, 0xC5, 0xC6):
+            return self.bin(self._len(b - 0xC4))
+        if b in (0xD9, 0xDA, 0xDB):
+            return self.take(self._len(b - 0xD9)).decode("utf-8")
+        if b in (0xDC, 0xDD):
+            return [self.obj(depth + 1) for _ in range(self._len(b - 0xDC + 1))]
+        if b in (0xDE, 0xDF):
+            return self._map(self._len(b - 0xDE + 1), depth)
+        raise ProtocolError(200, "protocol_error", f"segops: unexpected msgpack type 0x{b:02x} in response")
+
+    def _len(self, k):  # k: 0 -> 1 byte, 1 -> 2 bytes, 2 -> 4 bytes, big-endian
+        return struct.unpack((">B", ">H", ">I")[k], self.take((1, 2, 4)[k]))[0]
+
+    def _map(self, n, depth):
+        d = {}
+        for _ in range(n):
+            k = self.obj(depth + 1)
+            d[k] = self.obj(depth + 1)
+        return d
+
+
+_FIXED = {
+    0xCA: ">f",
+    0xCB: ">d",
+    0xCC: ">B",
+    0xCD: ">H",
+    0xCE: ">I",
+    0xCF: ">Q",
+    0xD0: ">b",
+    0xD1: ">h",
+    0xD2: ">i",
+    0xD3: ">q",
+}
+
+
+def _tensor(name, t):
+    if isinstance(t, dict) and "dtype" in t and "data" in t:
+        dt = WIRE_DTYPES.get(t["dtype"])
+        if dt is None:
+            raise ProtocolError(200, "protocol_error", f"segops: output {name!r} has unknown dtype {t['dtype']!r}")
+        shape = tuple(int(d) for d in t.get("shape", ()))
+        data = t["data"]
+        if isinstance(data, np.ndarray):  # msgpack bin: reinterpret in place
+            count = 1
+            for d in shape:
+                count *= d
+            if data.nbytes != count * np.dtype(dt).itemsize:
+                raise ProtocolError(200, "protocol_error", f"segops: output {name!r}: data length does not fit shape {shape}")
+            return data.view(dt).reshape(shape)
+        return np.asarray(data, dtype=dt).reshape(shape)  # JSON list
+    if isinstance(t, list):
+        return np.asarray(t, dtype=np.float64)
+    raise ProtocolError(200, "protocol_error", f"segops: output {name!r} is not a tensor")
+
+
+def decode_msgpack(resp, length, preread=b""):
+    """Reads a response map {name: tensor} from resp; returns {name: np.ndarray}."""
+    r = _Reader(resp, length, preread)
+    top = r.obj()
+    if not isinstance(top, dict):
+        raise ProtocolError(200, "protocol_error", "segops: response is not a map")
+    if r.left or r.pos != len(r.buf):
+        raise ProtocolError(200, "protocol_error", "segops: trailing bytes after the response map")
+    return {k: _tensor(k, v) for k, v in top.items()}
+
+
+def decode_json_outputs(obj):
+    if not isinstance(obj, dict):
+        raise ProtocolError(200, "protocol_error", "segops: response is not a map")
+    return {k: _tensor(k, v) for k, v in obj.items()}

@@ -1,0 +1,269 @@
+"""client.py: segops.Client, the numpy client of the segops daemon (SPEC §6): a thread-safe
+pool of keep-alive HTTP connections, msgpack bodies, typed errors, one method per op x pass."""
+
+import http.client
+import json
+import os
+import socket
+import threading
+import urllib.parse
+
+from . import _table, _wire
+from .errors import ProtocolError, SegopsConnectionError, SegopsError, SegopsTimeout, error_for
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+_MSGPACK = "application/msgpack"
+_USER_AGENT = "segops-python/0.1"
+
+# Failures that mean a reused keep-alive connection was closed by the server while idle:
+# the request is sent again once on a fresh connection (every segops call is idempotent).
+_STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
+
+
+class _HTTPConnection(http.client.HTTPConnection):
+    def connect(self):
+        super().connect()
+        # Headers and a large body go out in separate sends: without this, Nagle's algorithm
+        # and the server's delayed ACK can stall each request by tens of milliseconds.
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class _HTTPSConnection(http.client.HTTPSConnection):
+    def connect(self):
+        super().connect()
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class Client:
+    """A client of one segops server.
+
+    url: "http://host:port" (an optional path prefix is kept); default $SEGOPS_URL, then
+    http://127.0.0.1:8080. token: bearer token; default $SEGOPS_TOKEN when set.
+    timeout: seconds for connecting and for each socket read/write.
+    max_idle: idle keep-alive connections kept for reuse (one is in use per calling thread).
+
+    Safe to share between threads. Methods take numpy arrays (or anything np.asarray takes)
+    and return numpy arrays (writable, aligned, owning their memory)."""
+
+    def __init__(self, url=None, *, token=None, timeout=60.0, max_idle=64):
+        url = url or os.environ.get("SEGOPS_URL") or DEFAULT_URL
+        if "://" not in url:
+            url = "http://" + url
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"segops: unsupported server url {url!r} (want http://host:port)")
+        self.url = url
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname
+        self._port = parts.port or (443 if self._https else 80)
+        self._prefix = parts.path.rstrip("/")
+        if token is None:
+            token = os.environ.get("SEGOPS_TOKEN") or None
+        self.timeout = timeout
+        self._max_idle = max_idle
+        self._headers = {"Content-Type": _MSGPACK, "Accept": _MSGPACK, "User-Agent": _USER_AGENT}
+        if token:
+            self._headers["Authorization"] = f"Bearer {token}"
+        self._lock = threading.Lock()
+        self._idle = []
+        self._closed = False
+        self.connections_opened = 0  # how many TCP connections this client has made
+
+    def __repr__(self):
+        return f"segops.Client({self.url!r})"
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        """Closes the idle connections; connections in use close when their call ends."""
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for c in idle:
+            c.close()
+
+    # ---- connection pool ----
+
+    def _acquire(self):
+        with self._lock:
+            if self._idle:
+                return self._idle.pop(), True
+            self.connections_opened += 1
+        cls = _HTTPSConnection if self._https else _HTTPConnection
+        return cls(self._host, self._port, timeout=self.timeout), False
+
+    def _release(self, conn):
+        with self._lock:
+            if not self._closed and len(self._idle) < self._max_idle:
+                self._idle.append(conn)
+                return
+        conn.close()
+
+    def _roundtrip(self, method, path, body=None, length=0, headers=None, read=None):
+        """Sends one request and hands the response to read(resp) -> result, which must read
+        the whole body. Raises the typed error for non-2xx answers. Retries once on a fresh
+        connection when a reused one turns out to be closed."""
+        hdrs = dict(self._headers)
+        if headers:
+            hdrs.update(headers)
+        if body is not None:
+            hdrs["Content-Length"] = str(length)
+        url = self._prefix + path
+        for attempt in (0, 1):
+            conn, reused = self._acquire()
+            try:
+                conn.request(method, url, body=body, headers=hdrs)
+                resp = conn.getresponse()
+            except _STALE as e:
+                conn.close()
+                if reused and attempt == 0:
+                    continue
+                raise SegopsConnectionError(0, "connection_error", f"{method} {self.url}{path}: {e}") from e
+            except socket.timeout as e:
+                conn.close()
+                raise SegopsTimeout(0, "timeout", f"{method} {self.url}{path}: no answer in {self.timeout} s") from e
+            except (OSError, http.client.HTTPException) as e:
+                conn.close()
+                raise SegopsConnectionError(0, "connection_error", f"{method} {self.url}{path}: {e}") from e
+            try:
+                if 200 <= resp.status < 300:
+                    result = read(resp)
+                else:
+                    raise self._error(resp)
+            except SegopsError as e:
+                if e.status and not resp.will_close and resp.isclosed():
+                    self._release(conn)  # a server-reported error, body fully read
+                else:
+                    conn.close()
+                raise
+            except socket.timeout as e:
+                conn.close()
+                raise SegopsTimeout(0, "timeout", f"{method} {self.url}{path}: no answer in {self.timeout} s") from e
+            except BaseException as e:
+                conn.close()
+                if isinstance(e, (OSError, http.client.HTTPException)):
+                    raise SegopsConnectionError(0, "connection_error", f"{method} {self.url}{path}: {e}") from e
+                raise
+            if resp.will_close or not resp.isclosed():
+                conn.close()
+            else:
+                self._release(conn)
+            return result
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    def _error(resp):
+        raw = resp.read()
+        code, message = None, raw.decode("utf-8", "replace").strip()[:2000] or resp.reason
+        try:
+            err = json.loads(raw)["error"]
+            code, message = err.get("code"), err.get("message", message)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            pass
+        retry_after = resp.getheader("Retry-After")
+        try:
+            retry_after = float(retry_after) if retry_after is not None else None
+        except ValueError:
+            retry_after = None
+        return error_for(resp.status, code, message, retry_after)
+
+    @staticmethod
+    def _read_outputs(resp):
+        ctype = (resp.getheader("Content-Type") or "").split(";")[0].strip().lower()
+        length = resp.length
+        if "json" in ctype:
+            return _wire.decode_json_outputs(json.loads(resp.read()))
+        if length is None:  # no Content-Length: read it all, then decode from memory
+            return _wire.decode_msgpack(resp, 0, resp.read())
+        return _wire.decode_msgpack(resp, length)
+
+    @staticmethod
+    def _read_json(resp):
+        raw = resp.read()
+        try:
+            return json.loads(raw)
+        except ValueError as e:
+            raise ProtocolError(resp.status, "protocol_error", f"segops: response is not JSON: {raw[:200]!r}") from e
+
+    # ---- generic calls ----
+
+    def call(self, op, pass_, args, *, outputs=None):
+        """Runs one function: POST /v1/{op}/{pass_} with args (name -> array, None left out;
+        idx and num_segments included). outputs: names to compute and return (default all).
+        Returns {output name: np.ndarray}."""
+        body, length = _wire.encode_request(args, outputs)
+        return self._roundtrip("POST", f"/v1/{op}/{pass_}", body, length, read=self._read_outputs)
+
+    def info(self):
+        """GET /v1/info: version, backend, devices, limits and the op table (a dict)."""
+        return self._roundtrip("GET", "/v1/info", read=self._read_json)
+
+    def health(self):
+        """GET /healthz: {"status": "ok"} when the daemon is alive (raises otherwise)."""
+        return self._roundtrip("GET", "/healthz", read=self._read_json)
+
+    def ready(self):
+        """GET /readyz: True when the backend can take work, False while it cannot (503)."""
+        try:
+            self._roundtrip("GET", "/readyz", read=lambda r: r.read())
+        except SegopsError as e:
+            if e.status == 503:
+                return False
+            raise
+        return True
+
+
+def _make_method(op, pass_):
+    names = _table.input_names(op, pass_)
+    outs = _table.output_names(op, pass_)
+    params = names + ("idx", "num_segments")
+    n = len(params)
+
+    def method(self, *args, outputs=None, **kwargs):
+        if len(args) == n and not kwargs:
+            values = dict(zip(params, args))
+        else:
+            if len(args) > n:
+                raise TypeError(f"{mname}() takes {n} arguments ({len(args)} given)")
+            values = dict(zip(params, args))
+            for k, v in kwargs.items():
+                if k not in params:
+                    raise TypeError(f"{mname}() got an unexpected keyword argument {k!r}")
+                if k in values:
+                    raise TypeError(f"{mname}() got multiple values for argument {k!r}")
+                values[k] = v
+            missing = [p for p in params if p not in values]
+            if missing:
+                raise TypeError(f"{mname}() missing arguments: {', '.join(missing)}")
+        res = self.call(op, pass_, values, outputs=outputs)
+        want = outs if outputs is None else tuple(outputs)
+        try:
+            got = tuple(res[k] for k in want)
+        except KeyError as e:
+            raise ProtocolError(200, "protocol_error", f"segops: {op}/{pass_}: response lacks output {e}") from None
+        return got[0] if len(got) == 1 else got
+
+    mname = _table.method_name(op, pass_)
+    method.__name__ = mname
+    method.__qualname__ = f"Client.{mname}"
+    shown = ", ".join(params)
+    ret = outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ")"
+    method.__doc__ = (
+        f"{mname}({shown}, *, outputs=None) -> {ret}\n\n"
+        f"Runs {op} {pass_} on the server (SPEC §2). Inputs that the formula does not read and\n"
+        f"omitted cotangents may be None (they are not sent). outputs: a subset of {list(outs)}\n"
+        f"to compute; the result is one array, or a tuple in the order asked for."
+    )
+    return mname, method
+
+
+METHOD_NAMES = []
+for (_op, _pass) in _table.FUNCS:
+    _name, _m = _make_method(_op, _pass)
+    setattr(Client, _name, _m)
+    METHOD_NAMES.append(_name)
+del _op, _pass, _name, _m

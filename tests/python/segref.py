@@ -1,0 +1,175 @@
+"""segref.py: float64 numpy reference of the 18 functions of SPEC §2, written from the
+formulas (independent of the server and of the client's table), plus test data makers."""
+
+import numpy as np
+
+# Shape kinds per (op, argument), as SPEC §2's table gives them:
+# E (N,)|(N,3) by layout, E3 (N,3), G (S,)|(S,3) by layout, G1 (S,), M (S,3,3).
+SHAPES = {
+    "segmented_sum": {"x": "E", "out": "G"},
+    "segmented_dot": {"x": "E", "y": "E", "out": "G1"},
+    "segmented_mul": {"x": "E", "y": "G1", "out": "E"},
+    "segmented_mean": {"x": "E", "out": "G"},
+    "segmented_rms_norm": {"x": "E3", "out": "G1"},
+    "segmented_matvec": {"v": "E3", "m": "M", "out": "E3"},
+}
+FORWARD_INPUTS = {
+    "segmented_sum": ("x",),
+    "segmented_dot": ("x", "y"),
+    "segmented_mul": ("x", "y"),
+    "segmented_mean": ("x",),
+    "segmented_rms_norm": ("x",),
+    "segmented_matvec": ("v", "m"),
+}
+WIDTHS = {op: ((3,) if op in ("segmented_rms_norm", "segmented_matvec") else (1, 3)) for op in SHAPES}
+
+
+def shape_of(op, name, width, n, s):
+    """Shape of an argument: g_out is shaped like out, gg_a like a, grad_a like a."""
+    base = name
+    if name.startswith("gg_"):
+        base = name[3:]
+    elif name.startswith("grad_"):
+        base = name[5:]
+    if base == "g_out":
+        base = "out"
+    kind = SHAPES[op][base]
+    return {
+        "E": (n,) if width == 1 else (n, 3),
+        "E3": (n, 3),
+        "G": (s,) if width == 1 else (s, 3),
+        "G1": (s,),
+        "M": (s, 3, 3),
+    }[kind]
+
+
+def seg_sum(a, idx, s):
+    out = np.zeros((s,) + a.shape[1:], dtype=np.float64)
+    np.add.at(out, idx, a)
+    return out
+
+
+def counts(idx, s):
+    return np.bincount(idx, minlength=s).astype(np.float64)
+
+
+def rowdot(a, b):
+    return (a * b).sum(-1) if a.ndim == 2 else a * b
+
+
+def _col(v, like):
+    """Per-row scalar v (N,) broadcast against like (N,) or (N,3)."""
+    return v[:, None] if like.ndim == 2 else v
+
+
+def _safe_div(a, c):
+    """a / c, 0 where c == 0 (c broadcast along trailing dims)."""
+    cc = c.reshape(c.shape + (1,) * (a.ndim - 1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(cc != 0, a / np.where(cc != 0, cc, 1), 0.0)
+
+
+def reference(op, pass_, a, idx, s):
+    """Outputs {name: float64 array} of one function; a: inputs by name (gg_* may be absent)."""
+    f = {k: np.asarray(v, dtype=np.float64) for k, v in a.items() if v is not None}
+    idx = np.asarray(idx, dtype=np.int64)
+    n = idx.shape[0]
+    c = counts(idx, s)
+
+    def gg(name, like_shape):
+        return f.get(name, np.zeros(like_shape))
+
+    if op == "segmented_sum":
+        if pass_ == "forward":
+            return {"out": seg_sum(f["x"], idx, s)}
+        if pass_ == "backward":
+            return {"grad_x": f["g_out"][idx]}
+        return {"grad_g_out": seg_sum(f["gg_x"], idx, s) if "gg_x" in f else None}
+    if op == "segmented_mean":
+        if pass_ == "forward":
+            return {"out": _safe_div(seg_sum(f["x"], idx, s), c)}
+        if pass_ == "backward":
+            return {"grad_x": _safe_div(f["g_out"][idx], c[idx])}
+        return {"grad_g_out": _safe_div(seg_sum(f["gg_x"], idx, s), c) if "gg_x" in f else None}
+    if op == "segmented_dot":
+        x, y = f["x"], f["y"]
+        if pass_ == "forward":
+            return {"out": seg_sum(rowdot(x, y), idx, s)}
+        g = f["g_out"][idx]
+        if pass_ == "backward":
+            return {"grad_x": _col(g, y) * y, "grad_y": _col(g, x) * x}
+        ggx, ggy = gg("gg_x", x.shape), gg("gg_y", y.shape)
+        return {
+            "grad_g_out": seg_sum(rowdot(ggx, y) + rowdot(ggy, x), idx, s),
+            "grad_x": _col(g, ggy) * ggy,
+            "grad_y": _col(g, ggx) * ggx,
+        }
+    if op == "segmented_mul":
+        x, y = f["x"], f["y"]
+        ys = y[idx]
+        if pass_ == "forward":
+            return {"out": x * _col(ys, x)}
+        g = f["g_out"]
+        if pass_ == "backward":
+            return {"grad_x": g * _col(ys, g), "grad_y": seg_sum(rowdot(g, x), idx, s)}
+        ggx, ggy = gg("gg_x", x.shape), gg("gg_y", y.shape)
+        return {
+            "grad_g_out": ggx * _col(ys, x) + _col(ggy[idx], x) * x,
+            "grad_x": _col(ggy[idx], g) * g,
+            "grad_y": seg_sum(rowdot(ggx, g), idx, s),
+        }
+    if op == "segmented_rms_norm":
+        x = f["x"]
+        r = np.sqrt(_safe_div(seg_sum((x * x).sum(-1), idx, s), c))
+        cr = c * r
+        with np.errstate(divide="ignore"):
+            inv = np.where(cr != 0, 1.0 / np.where(cr != 0, cr, 1), 0.0)
+        if pass_ == "forward":
+            return {"out": r}
+        g = f["g_out"]
+        if pass_ == "backward":
+            return {"grad_x": (g * inv)[idx][:, None] * x}
+        ggx = gg("gg_x", x.shape)
+        q = seg_sum((ggx * x).sum(-1), idx, s)
+        return {
+            "grad_g_out": q * inv,
+            "grad_x": (g * inv)[idx][:, None] * ggx - (g * inv**3 * c * q)[idx][:, None] * x,
+        }
+    if op == "segmented_matvec":
+        v, m = f["v"], f["m"]
+        ms = m[idx] if n else np.zeros((0, 3, 3))
+        if pass_ == "forward":
+            return {"out": np.einsum("ijk,ij->ik", ms, v)}
+        g = f["g_out"]
+        if pass_ == "backward":
+            return {"grad_v": np.einsum("ijk,ik->ij", ms, g), "grad_m": seg_sum(np.einsum("ij,ik->ijk", v, g), idx, s)}
+        ggv, ggm = gg("gg_v", v.shape), gg("gg_m", m.shape)
+        ggms = ggm[idx] if n else np.zeros((0, 3, 3))
+        return {
+            "grad_g_out": np.einsum("ijk,ij->ik", ms, ggv) + np.einsum("ijk,ij->ik", ggms, v),
+            "grad_v": np.einsum("ijk,ik->ij", ggms, g),
+            "grad_m": seg_sum(np.einsum("ij,ik->ijk", ggv, g), idx, s),
+        }
+    raise KeyError(op)
+
+
+def fix_missing(op, pass_, out, idx, s, width):
+    """Outputs the reference left as None (cotangent absent) are zeros of the right shape."""
+    n = len(idx)
+    return {k: (np.zeros(shape_of(op, k, width, n, s)) if v is None else v) for k, v in out.items()}
+
+
+def idx_from_lengths(lengths, rng, shuffle=True):
+    idx = np.repeat(np.arange(len(lengths), dtype=np.int32), lengths)
+    if shuffle:
+        rng.shuffle(idx)
+    return idx
+
+
+def max_rel_err(got, ref):
+    got = np.asarray(got, dtype=np.float64)
+    ref = np.asarray(ref, dtype=np.float64)
+    assert got.shape == ref.shape, f"shape {got.shape} != reference {ref.shape}"
+    if ref.size == 0:
+        return 0.0
+    return float(np.max(np.abs(got - ref) / np.maximum(np.abs(ref), 1.0)))
