@@ -1,0 +1,115 @@
+/* api_table.c: prints the per-function request/response tables of proto/API.md from the op table,
+ * so the document is generated, not written twice. `--check FILE` compares FILE's generated
+ * section with the table (exit 1 on a difference); `--update FILE` rewrites that section. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops.h"
+
+#define BEGIN_MARK "<!-- BEGIN generated op table: build/tests/codec/segops_api_table --update proto/API.md -->\n"
+#define END_MARK "<!-- END generated op table -->\n"
+
+static const char *shape_text(segops_shape_kind k, bool vec3_only) {
+  switch (k) {
+    case SEGOPS_SH_ELEM: return vec3_only ? "(N,3)" : "(N,) or (N,3)";
+    case SEGOPS_SH_ELEM3: return "(N,3)";
+    case SEGOPS_SH_SEG: return vec3_only ? "(S,3)" : "(S,) or (S,3)";
+    case SEGOPS_SH_SEG1: return "(S,)";
+    case SEGOPS_SH_MAT: return "(S,3,3)";
+  }
+  return "?";
+}
+
+static const char *use_text(segops_arg_use u) {
+  switch (u) {
+    case SEGOPS_ARG_REQ: return "required";
+    case SEGOPS_ARG_COTAN: return "optional: zeros when omitted";
+    case SEGOPS_ARG_UNREAD: return "optional: not read, validated when given";
+  }
+  return "?";
+}
+
+static size_t gen(char *buf, size_t cap) {
+  size_t o = 0;
+#define P(...) o += (size_t)snprintf(buf + o, o < cap ? cap - o : 0, __VA_ARGS__)
+  P("%s", BEGIN_MARK);
+  for (int op = 0; op < SEGOPS_OP_COUNT; op++) {
+    P("\n### %s\n", segops_op_name((segops_op)op));
+    for (int pass = 0; pass < SEGOPS_PASS_COUNT; pass++) {
+      const segops_fn_desc *fn = segops_fn((segops_op)op, (segops_pass)pass);
+      P("\n`POST /v1/%s/%s`\n\n", segops_op_name((segops_op)op), segops_pass_name((segops_pass)pass));
+      P("| | name | shape | dtype | |\n|---|---|---|---|---|\n");
+      for (int k = 0; k < fn->n_in; k++)
+        P("| in | `%s` | %s | float32 or float64 | %s |\n", fn->in[k].name, shape_text(fn->in[k].shape, fn->vec3_only),
+          use_text(fn->in[k].use));
+      P("| in | `idx` | (N,) | int32 or int64 | required |\n");
+      P("| in | `num_segments` | integer | | required: S >= 0 |\n");
+      for (int k = 0; k < fn->n_out; k++)
+        P("| out | `%s` | %s | the inputs' | returned unless `outputs` leaves it out |\n", fn->out[k].name,
+          shape_text(fn->out[k].shape, fn->vec3_only));
+    }
+  }
+  P("\n%s", END_MARK);
+#undef P
+  return o;
+}
+
+static char *slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *b = malloc((size_t)n + 1);
+  if (fread(b, 1, (size_t)n, f) != (size_t)n) n = 0;
+  b[n] = 0;
+  fclose(f);
+  *len = (size_t)n;
+  return b;
+}
+
+int main(int argc, char **argv) {
+  static char table[1 << 16];
+  size_t tlen = gen(table, sizeof table);
+  if (tlen >= sizeof table) return 2;
+  if (argc < 3) {
+    fputs(table, stdout);
+    return 0;
+  }
+  size_t len;
+  char *doc = slurp(argv[2], &len);
+  if (!doc) {
+    fprintf(stderr, "cannot read %s\n", argv[2]);
+    return 1;
+  }
+  char *b = strstr(doc, BEGIN_MARK), *e = b ? strstr(b, END_MARK) : NULL;
+  if (!b || !e) {
+    fprintf(stderr, "%s: generated-section markers not found\n", argv[2]);
+    free(doc);
+    return 1;
+  }
+  e += strlen(END_MARK);
+  int rc = 0;
+  if (!strcmp(argv[1], "--check")) {
+    if ((size_t)(e - b) != tlen || memcmp(b, table, tlen)) {
+      fprintf(stderr, "%s is out of date with the op table: run segops_api_table --update %s\n", argv[2], argv[2]);
+      rc = 1;
+    } else {
+      printf("%s matches the op table\n", argv[2]);
+    }
+  } else if (!strcmp(argv[1], "--update")) {
+    FILE *f = fopen(argv[2], "wb");
+    if (!f) rc = 1;
+    else {
+      fwrite(doc, 1, (size_t)(b - doc), f);
+      fwrite(table, 1, tlen, f);
+      fputs(e, f);
+      fclose(f);
+    }
+  } else {
+    rc = 2;
+  }
+  free(doc);
+  return rc;
+}

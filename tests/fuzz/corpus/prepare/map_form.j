@@ -1,0 +1,1 @@
+€{"x":{"dtype":"float64","shape":[6],"data":[1,2,3,4,5,6]},"idx":{"dtype":"int64","shape":[6],"data":[0,0,1,1,1,2]},"num_segments":3}
