@@ -33,13 +33,25 @@ static inline void FN(st)(void *p, int64_t k, double v) {
 /* The element at segment-order position p. */
 #define ELEM(p) (J->perm ? J->perm[p] : (p))
 #define COUNT(s) (J->off[(s) + 1] - J->off[s])
+#define INLINE static inline __attribute__((always_inline))
+/* Defines kernel `name` for rows of width w (1 or 3). The body gets w as a compile-time constant,
+ * so its loops over components unroll; the kernel picks the instance for the call's width. */
+#define WIDTH_KERNEL(name, lo, hi)                                                                 \
+  INLINE void FN(name##_w)(const segops_cpu_job *J, int64_t lo, int64_t hi, const int w);         \
+  static void FN(name)(const segops_cpu_job *J, int64_t lo, int64_t hi) {                          \
+    if (J->w == 3)                                                                                 \
+      FN(name##_w)(J, lo, hi, 3);                                                                  \
+    else                                                                                           \
+      FN(name##_w)(J, lo, hi, 1);                                                                  \
+  }                                                                                                \
+  INLINE void FN(name##_w)(const segops_cpu_job *J, int64_t lo, int64_t hi, const int w)
 
 /* ---- segmented_sum and segmented_mean ---- */
 
 /* dst[s] = sum of src over segment s (divided by c_s when mean; 0 for an empty segment). */
-static void FN(seg_sum)(const segops_cpu_job *J, int64_t s0, int64_t s1, const void *src, void *dst, bool mean) {
+INLINE void FN(seg_sum)(const segops_cpu_job *J, int64_t s0, int64_t s1, const void *src, void *dst, bool mean,
+                         const int w) {
   if (!dst) return;
-  const int w = J->w;
   for (int64_t s = s0; s < s1; s++) {
     double acc[3] = {0, 0, 0};
     if (src)
@@ -53,12 +65,11 @@ static void FN(seg_sum)(const segops_cpu_job *J, int64_t s0, int64_t s1, const v
 }
 
 /* sum forward and double backward have the same shape: out[s] = sum of in[0] (gg_x may be NULL). */
-static void FN(sum_seg)(const segops_cpu_job *J, int64_t s0, int64_t s1) { FN(seg_sum)(J, s0, s1, IN(0), OUT(0), false); }
-static void FN(mean_seg)(const segops_cpu_job *J, int64_t s0, int64_t s1) { FN(seg_sum)(J, s0, s1, IN(0), OUT(0), true); }
+WIDTH_KERNEL(sum_seg, s0, s1) { FN(seg_sum)(J, s0, s1, IN(0), OUT(0), false, w); }
+WIDTH_KERNEL(mean_seg, s0, s1) { FN(seg_sum)(J, s0, s1, IN(0), OUT(0), true, w); }
 
 /* grad_x[i] = g_out[s] (sum) or g_out[s] / c_s (mean). */
-static void FN(gather)(const segops_cpu_job *J, int64_t i0, int64_t i1, bool mean) {
-  const int w = J->w;
+INLINE void FN(gather)(const segops_cpu_job *J, int64_t i0, int64_t i1, bool mean, const int w) {
   const void *g = IN(0);
   void *gx = OUT(0);
   if (!gx) return;
@@ -68,14 +79,13 @@ static void FN(gather)(const segops_cpu_job *J, int64_t i0, int64_t i1, bool mea
     for (int c = 0; c < w; c++) ST(gx, i * w + c, mean ? LD(g, s * w + c) / cnt : LD(g, s * w + c));
   }
 }
-static void FN(sum_bwd_elem)(const segops_cpu_job *J, int64_t i0, int64_t i1) { FN(gather)(J, i0, i1, false); }
-static void FN(mean_bwd_elem)(const segops_cpu_job *J, int64_t i0, int64_t i1) { FN(gather)(J, i0, i1, true); }
+WIDTH_KERNEL(sum_bwd_elem, i0, i1) { FN(gather)(J, i0, i1, false, w); }
+WIDTH_KERNEL(mean_bwd_elem, i0, i1) { FN(gather)(J, i0, i1, true, w); }
 
 /* ---- segmented_dot ---- */
 
 /* out[s] = sum_i dot(x[i], y[i]). */
-static void FN(dot_fwd_seg)(const segops_cpu_job *J, int64_t s0, int64_t s1) {
-  const int w = J->w;
+WIDTH_KERNEL(dot_fwd_seg, s0, s1) {
   const void *x = IN(0), *y = IN(1);
   for (int64_t s = s0; s < s1; s++) {
     double acc = 0;
@@ -90,8 +100,7 @@ static void FN(dot_fwd_seg)(const segops_cpu_job *J, int64_t s0, int64_t s1) {
 }
 
 /* backward: grad_x[i] = g_out[s]*y[i]; grad_y[i] = g_out[s]*x[i]. */
-static void FN(dot_bwd_elem)(const segops_cpu_job *J, int64_t i0, int64_t i1) {
-  const int w = J->w;
+WIDTH_KERNEL(dot_bwd_elem, i0, i1) {
   const void *g = IN(0), *x = IN(1), *y = IN(2);
   void *gx = OUT(0), *gy = OUT(1);
   for (int64_t i = i0; i < i1; i++) {
@@ -105,8 +114,7 @@ static void FN(dot_bwd_elem)(const segops_cpu_job *J, int64_t i0, int64_t i1) {
 }
 
 /* double backward, in: gg_x, gg_y, g_out, x, y. grad_g_out[s] = sum dot(gg_x,y) + dot(gg_y,x). */
-static void FN(dot_dbl_seg)(const segops_cpu_job *J, int64_t s0, int64_t s1) {
-  const int w = J->w;
+WIDTH_KERNEL(dot_dbl_seg, s0, s1) {
   const void *ggx = IN(0), *ggy = IN(1), *x = IN(3), *y = IN(4);
   for (int64_t s = s0; s < s1; s++) {
     double acc = 0;
@@ -124,8 +132,7 @@ static void FN(dot_dbl_seg)(const segops_cpu_job *J, int64_t s0, int64_t s1) {
 }
 
 /* grad_x[i] = g_out[s]*gg_y[i]; grad_y[i] = g_out[s]*gg_x[i]. */
-static void FN(dot_dbl_elem)(const segops_cpu_job *J, int64_t i0, int64_t i1) {
-  const int w = J->w;
+WIDTH_KERNEL(dot_dbl_elem, i0, i1) {
   const void *ggx = IN(0), *ggy = IN(1), *g = IN(2);
   void *gx = OUT(1), *gy = OUT(2);
   for (int64_t i = i0; i < i1; i++) {
@@ -141,8 +148,7 @@ static void FN(dot_dbl_elem)(const segops_cpu_job *J, int64_t i0, int64_t i1) {
 /* ---- segmented_mul ---- */
 
 /* out[i] = x[i]*y[s]. */
-static void FN(mul_fwd_elem)(const segops_cpu_job *J, int64_t i0, int64_t i1) {
-  const int w = J->w;
+WIDTH_KERNEL(mul_fwd_elem, i0, i1) {
   const void *x = IN(0), *y = IN(1);
   for (int64_t i = i0; i < i1; i++) {
     double ys = LD(y, SEG_OF(i));
@@ -151,9 +157,9 @@ static void FN(mul_fwd_elem)(const segops_cpu_job *J, int64_t i0, int64_t i1) {
 }
 
 /* dst[s] = sum_i dot(a[i], b[i]); a NULL reads as zeros. Used for grad_y of mul's passes. */
-static void FN(seg_dot)(const segops_cpu_job *J, int64_t s0, int64_t s1, const void *a, const void *b, void *dst) {
+INLINE void FN(seg_dot)(const segops_cpu_job *J, int64_t s0, int64_t s1, const void *a, const void *b, void *dst,
+                         const int w) {
   if (!dst) return;
-  const int w = J->w;
   for (int64_t s = s0; s < s1; s++) {
     double acc = 0;
     if (a)
@@ -168,23 +174,19 @@ static void FN(seg_dot)(const segops_cpu_job *J, int64_t s0, int64_t s1, const v
 }
 
 /* backward, in: g_out, x, y. grad_x[i] = g_out[i]*y[s] (element); grad_y[s] = sum dot(g_out, x). */
-static void FN(mul_bwd_elem)(const segops_cpu_job *J, int64_t i0, int64_t i1) {
-  const int w = J->w;
+WIDTH_KERNEL(mul_bwd_elem, i0, i1) {
   const void *g = IN(0), *y = IN(2);
   for (int64_t i = i0; i < i1; i++) {
     double ys = LD(y, SEG_OF(i));
     for (int c = 0; c < w; c++) ST(OUT(0), i * w + c, LD(g, i * w + c) * ys);
   }
 }
-static void FN(mul_bwd_seg)(const segops_cpu_job *J, int64_t s0, int64_t s1) {
-  FN(seg_dot)(J, s0, s1, IN(0), IN(1), OUT(1));
-}
+WIDTH_KERNEL(mul_bwd_seg, s0, s1) { FN(seg_dot)(J, s0, s1, IN(0), IN(1), OUT(1), w); }
 
 /* double backward, in: gg_x, gg_y, g_out, x, y.
  * grad_g_out[i] = gg_x[i]*y[s] + gg_y[s]*x[i]; grad_x[i] = gg_y[s]*g_out[i];
  * grad_y[s] = sum dot(gg_x, g_out). */
-static void FN(mul_dbl_elem)(const segops_cpu_job *J, int64_t i0, int64_t i1) {
-  const int w = J->w;
+WIDTH_KERNEL(mul_dbl_elem, i0, i1) {
   const void *ggx = IN(0), *ggy = IN(1), *g = IN(2), *x = IN(3), *y = IN(4);
   void *ggo = OUT(0), *gx = OUT(1);
   for (int64_t i = i0; i < i1; i++) {
@@ -197,9 +199,7 @@ static void FN(mul_dbl_elem)(const segops_cpu_job *J, int64_t i0, int64_t i1) {
     }
   }
 }
-static void FN(mul_dbl_seg)(const segops_cpu_job *J, int64_t s0, int64_t s1) {
-  FN(seg_dot)(J, s0, s1, IN(0), IN(2), OUT(2));
-}
+WIDTH_KERNEL(mul_dbl_seg, s0, s1) { FN(seg_dot)(J, s0, s1, IN(0), IN(2), OUT(2), w); }
 
 /* ---- segmented_rms_norm (width 3) ---- */
 
@@ -400,6 +400,8 @@ const segops_cpu_kernel CAT(segops_cpu_kernels, SFX)[SEGOPS_OP_COUNT][SEGOPS_PAS
 #undef SEG_OF
 #undef ELEM
 #undef COUNT
+#undef INLINE
+#undef WIDTH_KERNEL
 #undef FN
 #undef CAT
 #undef CAT_

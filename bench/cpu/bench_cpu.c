@@ -1,0 +1,193 @@
+/* bench_cpu.c: segops_bench_cpu, every function of the CPU backend at N vec3 elements (default
+ * 2^22, about 32 per segment, sorted idx), reporting GB/s of minimal memory traffic (each input
+ * the formula reads, read once; each output written once; idx included) and the ratio to a
+ * memcpy moving as many bytes (read + written) measured in the same run. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend.h"
+#include "errors.h"
+
+typedef struct {
+  int64_t n;
+  int reps, threads, seg_min, seg_max;
+  int dtypes; /* bit 0: float32, bit 1: float64 */
+  bool csv;
+  const char *only; /* run only functions whose "op/pass" contains this */
+} options;
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static uint64_t rng_state = 0x5e90b5;
+static uint64_t rnd(void) {
+  uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* Best time of reps runs of memcpy moving `traffic` bytes (half read, half written). */
+static double memcpy_time(size_t traffic, int reps) {
+  size_t half = traffic / 2 > 0 ? traffic / 2 : 1;
+  char *src = malloc(half), *dst = malloc(half);
+  if (!src || !dst) {
+    free(src);
+    free(dst);
+    return 0;
+  }
+  memset(src, 1, half);
+  memset(dst, 2, half);
+  double best = 1e30;
+  for (int r = 0; r <= reps; r++) {
+    double t0 = now();
+    memcpy(dst, src, half);
+    double t = now() - t0;
+    if (r > 0 && t < best) best = t; /* run 0 warms up */
+    src[r % half] ^= dst[(r * 7) % half];  /* keep the copies observable */
+  }
+  free(src);
+  free(dst);
+  return best * (double)traffic / (double)(2 * half);
+}
+
+static int bench_fn(segops_backend *be, const segops_fn_desc *fn, segops_dtype dt, int64_t n, int64_t s,
+                    const int32_t *idx, const options *o) {
+  const int w = 3;
+  size_t isz = dt == SEGOPS_F32 ? 4 : 8, traffic = (size_t)n * sizeof(int32_t);
+  segops_call call = {.fn = fn, .dtype = dt, .width = w, .n = n, .s = s, .idx = idx, .idx_sorted = true};
+  void *bufs[SEGOPS_MAX_INPUTS + SEGOPS_MAX_OUTPUTS] = {0};
+  int nb = 0, rc = 0;
+  for (int k = 0; k < fn->n_in; k++) {
+    if (fn->in[k].use == SEGOPS_ARG_UNREAD) continue; /* not read by the formula: not passed */
+    size_t bytes = (size_t)segops_shape_count(fn->in[k].shape, w, n, s) * isz;
+    unsigned char *p = malloc(bytes ? bytes : 1);
+    if (!p) goto oom;
+    bufs[nb++] = p;
+    for (size_t b = 0; b < bytes; b += isz) { /* values in [-1, 1) */
+      double v = (double)(rnd() >> 11) * (2.0 / 9007199254740992.0) - 1.0;
+      if (dt == SEGOPS_F32) {
+        float f = (float)v;
+        memcpy(p + b, &f, 4);
+      } else {
+        memcpy(p + b, &v, 8);
+      }
+    }
+    call.in[k] = p;
+    traffic += bytes;
+  }
+  for (int k = 0; k < fn->n_out; k++) {
+    size_t bytes = (size_t)segops_shape_count(fn->out[k].shape, w, n, s) * isz;
+    void *p = aligned_alloc(64, ((bytes + 63) & ~(size_t)63) + 64);
+    if (!p) goto oom;
+    memset(p, 0, bytes); /* fault the pages in before timing */
+    bufs[nb++] = p;
+    call.out[k] = p;
+    traffic += bytes;
+  }
+  double best = 1e30;
+  char err[256] = "";
+  for (int r = 0; r <= o->reps; r++) {
+    double t0 = now();
+    rc = be->run(be->ctx, 0, &call, err, sizeof err);
+    double t = now() - t0;
+    if (rc) {
+      fprintf(stderr, "%s/%s: %s\n", segops_op_name(fn->op), segops_pass_name(fn->pass), err);
+      goto done;
+    }
+    if (r > 0 && t < best) best = t;
+  }
+  double tm = memcpy_time(traffic, o->reps);
+  double gbs = (double)traffic / best * 1e-9, mgbs = tm > 0 ? (double)traffic / tm * 1e-9 : 0;
+  char name[64];
+  snprintf(name, sizeof name, "%s/%s", segops_op_name(fn->op), segops_pass_name(fn->pass));
+  if (o->csv)
+    printf("%s,%s,%lld,%zu,%.6e,%.3f,%.3f,%.3f\n", name, segops_dtype_name(dt), (long long)n, traffic, best, gbs, mgbs,
+           mgbs > 0 ? gbs / mgbs : 0);
+  else
+    printf("%-36s %-8s %9.1f %9.3f %8.2f %8.2f %7.2f\n", name, segops_dtype_name(dt), (double)traffic / 1e6,
+           best * 1e3, gbs, mgbs, mgbs > 0 ? gbs / mgbs : 0);
+  fflush(stdout);
+  goto done;
+oom:
+  fprintf(stderr, "out of memory\n");
+  rc = 1;
+done:
+  for (int k = 0; k < nb; k++) free(bufs[k]);
+  return rc;
+}
+
+static void usage(const char *argv0) {
+  fprintf(stderr,
+          "usage: %s [--n N] [--reps R] [--threads T] [--seg-len MIN MAX] [--dtype f32|f64|both] [--only TEXT] "
+          "[--csv]\n"
+          "  defaults: N=4194304 (2^22) vec3 elements, R=5 (best of R after one warm-up), T=all CPUs,\n"
+          "  segment lengths uniform in [16,48] (mean 32), idx sorted\n",
+          argv0);
+}
+
+int main(int argc, char **argv) {
+  options o = {.n = (int64_t)1 << 22, .reps = 5, .threads = 0, .seg_min = 16, .seg_max = 48, .dtypes = 3};
+  for (int a = 1; a < argc; a++) {
+    const char *f = argv[a];
+    if (!strcmp(f, "--n") && a + 1 < argc) o.n = strtoll(argv[++a], NULL, 0);
+    else if (!strcmp(f, "--reps") && a + 1 < argc) o.reps = atoi(argv[++a]);
+    else if (!strcmp(f, "--threads") && a + 1 < argc) o.threads = atoi(argv[++a]);
+    else if (!strcmp(f, "--seg-len") && a + 2 < argc) {
+      o.seg_min = atoi(argv[++a]);
+      o.seg_max = atoi(argv[++a]);
+    } else if (!strcmp(f, "--dtype") && a + 1 < argc) {
+      const char *d = argv[++a];
+      o.dtypes = !strcmp(d, "f32") ? 1 : !strcmp(d, "f64") ? 2 : 3;
+    } else if (!strcmp(f, "--only") && a + 1 < argc) o.only = argv[++a];
+    else if (!strcmp(f, "--csv")) o.csv = true;
+    else {
+      usage(argv[0]);
+      return 2;
+    }
+  }
+  if (o.n < 1 || o.reps < 1 || o.seg_min < 1 || o.seg_max < o.seg_min) {
+    usage(argv[0]);
+    return 2;
+  }
+  /* Sorted idx, segment lengths uniform in [seg_min, seg_max]. */
+  int32_t *idx = malloc((size_t)o.n * sizeof *idx);
+  if (!idx) return 1;
+  int64_t s = 0;
+  for (int64_t i = 0; i < o.n; s++) {
+    int64_t len = o.seg_min + (int64_t)(rnd() % (uint64_t)(o.seg_max - o.seg_min + 1));
+    for (int64_t j = 0; j < len && i < o.n; j++) idx[i++] = (int32_t)s;
+  }
+  segops_backend *be = segops_cpu_backend_new(o.threads);
+  if (!be) return 1;
+  segops_device_info info;
+  be->device_info(be->ctx, 0, &info);
+  if (o.csv)
+    printf("function,dtype,n,bytes,seconds,gbps,memcpy_gbps,ratio\n");
+  else
+    printf("segops_bench_cpu: %s, N=%lld vec3, S=%lld (%.1f per segment), best of %d\n"
+           "traffic = inputs read once + outputs written once + idx; memcpy GB/s counts read + written bytes\n"
+           "%-36s %-8s %9s %9s %8s %8s %7s\n",
+           info.name, (long long)o.n, (long long)s, (double)o.n / (double)s, o.reps, "function", "dtype", "MB", "ms",
+           "GB/s", "memcpy", "ratio");
+  int rc = 0;
+  for (int d = 0; d < 2; d++) {
+    if (!((o.dtypes >> d) & 1)) continue;
+    for (int op = 0; op < SEGOPS_OP_COUNT; op++)
+      for (int pass = 0; pass < SEGOPS_PASS_COUNT; pass++) {
+        const segops_fn_desc *fn = segops_fn((segops_op)op, (segops_pass)pass);
+        char name[64];
+        snprintf(name, sizeof name, "%s/%s", segops_op_name(fn->op), segops_pass_name(fn->pass));
+        if (o.only && !strstr(name, o.only)) continue;
+        rc |= bench_fn(be, fn, d ? SEGOPS_F64 : SEGOPS_F32, o.n, s, idx, &o);
+      }
+  }
+  segops_backend_free(be);
+  free(idx);
+  return rc;
+}
