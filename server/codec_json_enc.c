@@ -1,5 +1,5 @@
 /* codec_json_enc.c: JSON response encoder: one buffer sized up front, numbers formatted by hand
- * where that is exact (integral values) and by "%.17g"/"%.9g" otherwise. */
+ * with exact integer arithmetic (the text printf's "%.17g"/"%.9g" gives), printf only far from 1. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdint.h>
@@ -40,6 +40,111 @@ static char *put_i64(char *p, int64_t v) {
   return put_u64(p, (uint64_t)v);
 }
 
+/* 5^0 .. 5^27: every one fits in 64 bits, and m * 5^k (m < 2^53) in 128. */
+static const uint64_t POW5[28] = {1ULL,
+                                  5ULL,
+                                  25ULL,
+                                  125ULL,
+                                  625ULL,
+                                  3125ULL,
+                                  15625ULL,
+                                  78125ULL,
+                                  390625ULL,
+                                  1953125ULL,
+                                  9765625ULL,
+                                  48828125ULL,
+                                  244140625ULL,
+                                  1220703125ULL,
+                                  6103515625ULL,
+                                  30517578125ULL,
+                                  152587890625ULL,
+                                  762939453125ULL,
+                                  3814697265625ULL,
+                                  19073486328125ULL,
+                                  95367431640625ULL,
+                                  476837158203125ULL,
+                                  2384185791015625ULL,
+                                  11920928955078125ULL,
+                                  59604644775390625ULL,
+                                  298023223876953125ULL,
+                                  1490116119384765625ULL,
+                                  7450580596923828125ULL};
+
+/* |v| * 10^k for k in [0, 27], exactly: v = m * 2^e, so v * 10^k = (m * 5^k) * 2^(e+k), an exact
+ * 128-bit product and a shift. Gives the integer part (floor) and the value rounded to nearest
+ * with ties to even (as printf rounds). False when the result does not fit. */
+static bool scale10(double a, int k, uint64_t *floor_out, uint64_t *round_out) {
+  int ex;
+  double f = frexp(a, &ex); /* a = f * 2^ex, f in [0.5, 1) */
+  uint64_t m = (uint64_t)ldexp(f, 53);
+  int s = ex - 53 + k;
+  unsigned __int128 n = (unsigned __int128)m * POW5[k], q;
+  if (s >= 0) {
+    if (s > 60 || (n >> (127 - s)) != 0) return false;
+    q = n << s;
+    if (q >> 64) return false;
+    *floor_out = *round_out = (uint64_t)q;
+    return true;
+  }
+  int sh = -s;
+  if (sh >= 127) return false;
+  q = n >> sh;
+  if (q >> 64) return false;
+  unsigned __int128 rem = n - (q << sh), half = (unsigned __int128)1 << (sh - 1);
+  *floor_out = (uint64_t)q;
+  *round_out = (uint64_t)q + (rem > half || (rem == half && (q & 1)));
+  return true;
+}
+
+/* printf's "%.<digits>g" of a finite, nonzero, non-integral v, without printf: exact for
+ * |v| in [10^(digits-28), 10^digits); returns NULL outside that range (the caller falls back). */
+static char *put_g(char *p, double v, int digits) {
+  const uint64_t hi = digits == 17 ? 100000000000000000ULL : 1000000000ULL; /* 10^digits */
+  const uint64_t lo = hi / 10;
+  double a = fabs(v);
+  int e10 = (int)floor(log10(a));
+  uint64_t t, d = 0;
+  int tries;
+  for (tries = 0; tries < 3; tries++) { /* log10 may be one off near powers of ten */
+    int k = digits - 1 - e10;
+    if (k < 0 || k > 27 || !scale10(a, k, &t, &d)) return NULL;
+    if (t < lo) e10--;
+    else if (t >= hi) e10++;
+    else break;
+  }
+  if (tries == 3) return NULL;
+  if (d == hi) d = lo, e10++; /* rounding carried into a new digit */
+  char ds[17];
+  for (int i = digits - 1; i >= 0; i--) ds[i] = (char)('0' + d % 10), d /= 10;
+  int nd = digits;
+  while (nd > 1 && ds[nd - 1] == '0') nd--; /* %g drops trailing zeros */
+  if (v < 0) *p++ = '-';
+  if (e10 < -4 || e10 >= digits) {
+    *p++ = ds[0];
+    if (nd > 1) {
+      *p++ = '.';
+      memcpy(p, ds + 1, (size_t)nd - 1), p += nd - 1;
+    }
+    *p++ = 'e';
+    *p++ = e10 < 0 ? '-' : '+';
+    int x = e10 < 0 ? -e10 : e10;
+    if (x >= 100) *p++ = (char)('0' + x / 100);
+    *p++ = (char)('0' + x / 10 % 10);
+    *p++ = (char)('0' + x % 10);
+  } else if (e10 >= 0) {
+    memcpy(p, ds, (size_t)e10 + 1), p += e10 + 1;
+    *p++ = '.';
+    if (nd > e10 + 1) memcpy(p, ds + e10 + 1, (size_t)(nd - e10 - 1)), p += nd - e10 - 1;
+    else *p++ = '0'; /* integral after rounding: SPEC's ".0" */
+  } else {
+    *p++ = '0';
+    *p++ = '.';
+    for (int i = 0; i < -e10 - 1; i++) *p++ = '0';
+    memcpy(p, ds, (size_t)nd), p += nd;
+  }
+  return p;
+}
+
 /* JSON has no NaN or infinities; segops writes the tokens Python's json module reads and
  * writes (NaN, Infinity, -Infinity). Strict parsers refuse them: use msgpack to be safe. */
 static char *put_float(char *p, double v, int digits) {
@@ -55,6 +160,9 @@ static char *put_float(char *p, double v, int digits) {
     p = put_u64(p, (uint64_t)fabs(v));
     return memcpy(p, ".0", 2), p + 2;
   }
+  char *q = put_g(p, v, digits);
+  if (q) return q;
+  /* Far from 1 (|v| >= 1e17 or tiny): printf, then ".0" if it printed neither '.' nor 'e'. */
   int n = snprintf(p, 32, digits == 17 ? "%.17g" : "%.9g", v);
   bool has_point = memchr(p, '.', (size_t)n) || memchr(p, 'e', (size_t)n);
   p += n;

@@ -99,13 +99,25 @@ static void test_json_format(void) {
 
   /* Random bit patterns (every exponent, NaNs, infinities, subnormals) and random integers:
    * the encoder must print exactly what the rule prints. */
-  enum { R = 20000 };
+  enum { R = 150000 };
   double *rd = malloc(R * sizeof *rd);
   float *rf = malloc(R * sizeof *rf);
   for (int i = 0; i < R; i++) {
     uint64_t b = next();
     if (i % 3 == 0) {
       rd[i] = (double)(int64_t)(b >> (11 + b % 50)) * ((b & 1) ? -1 : 1);
+      rf[i] = (float)rd[i];
+    } else if (i % 3 == 1) {
+      /* Where values live in practice (1e-21 .. 1e19), near powers of ten, and exact ties
+       * (k * 2^-j with 18 significant digits ending in 5). */
+      double mant = (double)(b >> 11) / 9007199254740992.0;
+      double v = mant * pow(10.0, (double)((int)(b % 41) - 21));
+      switch (b % 7) {
+        case 0: v = nextafter(pow(10.0, (double)((int)(b % 41) - 21)), (b & 8) ? 0.0 : INFINITY); break;
+        case 1: v = ldexp((double)(2 * (b % 4096) + 1), -(int)(20 + b % 40)); break;
+        default: break;
+      }
+      rd[i] = (b & 16) ? -v : v;
       rf[i] = (float)rd[i];
     } else {
       memcpy(&rd[i], &b, 8);
