@@ -246,6 +246,23 @@ def decode_msgpack(resp, length, preread=b""):
     return {k: _tensor(k, v) for k, v in top.items()}
 
 
+def decode_msgpack_bytes(body):
+    """Decodes a small response held in memory: msgpack's C decoder, then one copy of each
+    (small) payload into its own aligned, writable array."""
+    try:
+        top = msgpack.unpackb(body, raw=False, strict_map_key=False)
+    except Exception as e:
+        raise ProtocolError(200, "protocol_error", f"segops: response is not valid msgpack: {e}") from None
+    if not isinstance(top, dict):
+        raise ProtocolError(200, "protocol_error", "segops: response is not a map")
+    out = {}
+    for k, t in top.items():
+        if isinstance(t, dict) and isinstance(t.get("data"), bytes):
+            t = dict(t, data=np.frombuffer(t["data"], dtype=np.uint8).copy())
+        out[k] = _tensor(k, t)
+    return out
+
+
 def decode_json_outputs(obj):
     if not isinstance(obj, dict):
         raise ProtocolError(200, "protocol_error", "segops: response is not a map")

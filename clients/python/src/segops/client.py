@@ -20,18 +20,36 @@ _USER_AGENT = "segops-python/0.1"
 _STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
 
 
-class _HTTPConnection(http.client.HTTPConnection):
+class _BodyMixin:
+    """Sends the request body with the header block: one send for a small body (http.client
+    would send the headers and the body separately, two packets and two wake-ups of the
+    server per call), and a large body piece by piece from the arrays' buffers."""
+
+    pending_body = None  # set just before request(); consumed by the header block's send
+
     def connect(self):
         super().connect()
-        # Headers and a large body go out in separate sends: without this, Nagle's algorithm
-        # and the server's delayed ACK can stall each request by tens of milliseconds.
+        # A large body goes out in several sends: without this, Nagle's algorithm and the
+        # server's delayed ACK can stall a request by tens of milliseconds.
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
+    def send(self, data):
+        body, self.pending_body = self.pending_body, None
+        if body is None:
+            return super().send(data)
+        if isinstance(body, bytes):
+            return super().send(data + body)
+        super().send(data)
+        for piece in body:
+            super().send(piece)
 
-class _HTTPSConnection(http.client.HTTPSConnection):
-    def connect(self):
-        super().connect()
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+class _HTTPConnection(_BodyMixin, http.client.HTTPConnection):
+    pass
+
+
+class _HTTPSConnection(_BodyMixin, http.client.HTTPSConnection):
+    pass
 
 
 class Client:
@@ -116,7 +134,8 @@ class Client:
         for attempt in (0, 1):
             conn, reused = self._acquire()
             try:
-                conn.request(method, url, body=body, headers=hdrs)
+                conn.pending_body = body  # sent with the header block (_BodyMixin.send)
+                conn.request(method, url, headers=hdrs)
                 resp = conn.getresponse()
             except _STALE as e:
                 conn.close()
@@ -177,8 +196,8 @@ class Client:
         length = resp.length
         if "json" in ctype:
             return _wire.decode_json_outputs(json.loads(resp.read()))
-        if length is None:  # no Content-Length: read it all, then decode from memory
-            return _wire.decode_msgpack(resp, 0, resp.read())
+        if length is None or length <= _wire.JOIN_BELOW:  # small, or no Content-Length
+            return _wire.decode_msgpack_bytes(resp.read())
         return _wire.decode_msgpack(resp, length)
 
     @staticmethod
