@@ -22,6 +22,9 @@
 #define PARALLEL_MIN_WORK ((int64_t)1 << 15)
 /* Smallest element-phase chunk, so a chunk amortises its dispatch. */
 #define MIN_ELEM_CHUNK ((int64_t)1 << 12)
+/* Fused phases (sorted idx): segments per block, so a block's rows are still in cache when the
+ * element phase reads them again (about 64 KiB to 300 KiB of rows at 32 elements a segment). */
+#define FUSED_BLOCK_SEGMENTS 128
 
 typedef struct {
   segops_cpu_pool *pool;
@@ -33,11 +36,23 @@ typedef struct {
   segops_cpu_job job;
   const int64_t *bounds; /* segment phase: chunk c is segments bounds[c] .. bounds[c+1] */
   int64_t n, elem_chunk; /* element phase: chunk c is elements c*elem_chunk .. */
+  bool fused;            /* sorted idx: each segment block runs both phases, see seg_chunk */
 } phase_task;
 
 static void seg_chunk(void *vp, int64_t c) {
   const phase_task *t = vp;
-  t->k->seg(&t->job, t->bounds[c], t->bounds[c + 1]);
+  if (!t->fused) {
+    t->k->seg(&t->job, t->bounds[c], t->bounds[c + 1]);
+    return;
+  }
+  /* With sorted idx the elements of segments [a, b) are exactly off[a] .. off[b], and their
+   * element outputs need only those segments' scratch: running the element phase right after
+   * each block's segment phase reads the rows while they are in cache. Same bits either way. */
+  for (int64_t a = t->bounds[c]; a < t->bounds[c + 1]; a += FUSED_BLOCK_SEGMENTS) {
+    int64_t b = a + FUSED_BLOCK_SEGMENTS < t->bounds[c + 1] ? a + FUSED_BLOCK_SEGMENTS : t->bounds[c + 1];
+    t->k->seg(&t->job, a, b);
+    if (t->job.off[b] > t->job.off[a]) t->k->elem(&t->job, t->job.off[a], t->job.off[b]);
+  }
 }
 
 static void elem_chunk(void *vp, int64_t c) {
@@ -110,11 +125,12 @@ static int cpu_run(void *vctx, int device, const segops_call *call, char *err, s
   t.job.sb = scratch ? scratch + s : NULL;
 
   /* The segment phase first: it fills the scratch that an element phase may read. */
+  t.fused = run_seg && run_elem && call->idx_sorted;
   if (run_seg) {
     segops_cpu_segment_bounds(off, s, seg_chunks, bounds);
     segops_cpu_parallel_for(ctx->pool, seg_chunks, seg_chunk, &t);
   }
-  if (run_elem) {
+  if (run_elem && !t.fused) {
     int64_t chunk = n;
     if (parallel) {
       chunk = (n + 8 * (int64_t)ctx->threads - 1) / (8 * (int64_t)ctx->threads);
