@@ -24,6 +24,7 @@ typedef struct segops_server {
   struct MHD_Daemon *mhd;
   atomic_int state;
   atomic_long active; /* request states alive: created on the first callback, freed on completion */
+  atomic_long busy;   /* of those, the ones accepted for work or being answered (see segops_http_busy) */
   segops_limits limits;
   segops_codec_limits codec_limits;
   int port; /* the bound port */
@@ -46,7 +47,10 @@ typedef struct {
   int phase;
   char *body; /* owned */
   size_t len, cap;
-  bool overflow;        /* body over the limit (chunked upload): the rest is discarded, then 413 */
+  bool overflow;        /* body over the limit (chunked upload): the rest is discarded */
+  bool busy;           /* counted in srv->busy */
+  bool raw_answered;    /* the 413 of an overflow was written to the socket directly */
+  uint64_t dropped;     /* bytes discarded after the overflow */
   int req_enc, resp_enc;
   const char *resp_type; /* static Content-Type of a successful op response */
   double t_start;
@@ -71,6 +75,10 @@ int segops_server_start(segops_server *srv);
 void segops_server_drain_and_stop(segops_server *srv);
 
 /* --- helpers (http_neg.c) --- */
+
+/* Marks a request as accepted for work or being answered: the drain waits for these, while a
+ * request still uploading its body only gets a grace period. Idempotent. */
+void segops_http_busy(segops_http_req *r);
 
 /* Content-Type -> SEGOPS_ENC_* or -1 (unsupported). NULL/empty -> -1. */
 int segops_http_content_type(const char *ctype);

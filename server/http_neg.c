@@ -178,6 +178,12 @@ static size_t json_escape(char *out, size_t cap, const char *s) {
   return o;
 }
 
+void segops_http_busy(segops_http_req *r) {
+  if (r->busy) return;
+  r->busy = true;
+  atomic_fetch_add(&r->srv->busy, 1);
+}
+
 enum MHD_Result segops_http_send_buffer(segops_http_req *r, int status, const char *ctype, char *buf, size_t len) {
   struct MHD_Response *resp = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
   if (!resp) {
@@ -190,6 +196,7 @@ enum MHD_Result segops_http_send_buffer(segops_http_req *r, int status, const ch
   if (ret == MHD_YES) {
     r->status = status;
     r->bytes_out = len;
+    segops_http_busy(r);
   }
   return ret;
 }
@@ -228,6 +235,7 @@ enum MHD_Result segops_http_error(segops_http_req *r, int err, int http_status, 
   if (ret == MHD_YES) {
     r->status = status;
     r->bytes_out = (uint64_t)n;
+    segops_http_busy(r);
   }
   SEGOPS_LOGD("%d %s: %s", status, code, message ? message : "");
   return ret;

@@ -2,6 +2,7 @@
  * validation, hand-off to the scheduler with the connection suspended, and the response
  * (msgpack payloads sent from the output buffers themselves through an iovec response). */
 #include <inttypes.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,11 +50,42 @@ enum MHD_Result segops_http_op_begin(segops_http_req *r) {
   return MHD_YES;
 }
 
+/* Answers 413 in the middle of a chunked upload (a Content-Length over the cap is refused before
+ * the body). libmicrohttpd 0.9.x takes no response while the handler is being fed upload data,
+ * so the answer is written to the socket here, complete and with "Connection: close"; the rest
+ * of the body is then read and dropped (at most 1 MiB more, so the client can read the answer
+ * before the close, which would otherwise reset the connection), and the connection closed
+ * without a libmicrohttpd response. If the write does not go through at once, 413 follows at
+ * the end of the body through the normal path. */
+#define OVERFLOW_DRAIN_BYTES ((uint64_t)1 << 20)
+static void overflow_now(segops_http_req *r) {
+  char body[256], msg[1024];
+  int bl = snprintf(body, sizeof body,
+                    "{\"error\":{\"code\":\"%s\",\"message\":\"the request body exceeds the limit of %" PRId64
+                    " bytes\"}}",
+                    segops_err_code(SEGOPS_E_TOO_LARGE), r->srv->cfg->max_body_bytes);
+  int ml = snprintf(msg, sizeof msg,
+                    "HTTP/1.1 413 Payload Too Large\r\nConnection: close\r\nContent-Type: application/json\r\n"
+                    "Content-Length: %d\r\n\r\n%s",
+                    bl, body);
+  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+  if (!ci || ml <= 0 || (size_t)ml >= sizeof msg) return;
+  ssize_t w = send(ci->connect_fd, msg, (size_t)ml, MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (w == ml) {
+    r->raw_answered = true;
+    r->status = 413;
+    r->bytes_out = (uint64_t)bl;
+  }
+}
+
 enum MHD_Result segops_http_op_body(segops_http_req *r, const char *data, size_t *size) {
   size_t n = *size;
   *size = 0;
   r->bytes_in += n;
-  if (r->overflow) return MHD_YES; /* discarding the rest of an oversized chunked upload */
+  if (r->overflow) { /* discarding the rest of an oversized chunked upload */
+    r->dropped += n;
+    return r->raw_answered && r->dropped > OVERFLOW_DRAIN_BYTES ? MHD_NO : MHD_YES;
+  }
   size_t max = (size_t)r->srv->cfg->max_body_bytes;
   if (n > max - r->len) {
     /* Only a chunked upload gets here (a Content-Length over the cap was refused up front):
@@ -62,6 +94,7 @@ enum MHD_Result segops_http_op_body(segops_http_req *r, const char *data, size_t
     free(r->body);
     r->body = NULL;
     r->len = r->cap = 0;
+    overflow_now(r);
     return MHD_YES;
   }
   if (r->len + n > r->cap) {
@@ -88,6 +121,7 @@ enum MHD_Result segops_http_op_complete(segops_http_req *r) {
   segops_server *srv = r->srv;
   char err[512];
   if (r->overflow) {
+    if (r->raw_answered) return MHD_NO; /* answered already: just close */
     snprintf(err, sizeof err, "the request body exceeds the limit of %" PRId64 " bytes", srv->cfg->max_body_bytes);
     return segops_http_error(r, SEGOPS_E_TOO_LARGE, 0, err, NULL, true);
   }
@@ -105,6 +139,7 @@ enum MHD_Result segops_http_op_complete(segops_http_req *r) {
   r->job.done = on_job_done;
   r->job.user = r;
   r->phase = PH_WAIT;
+  segops_http_busy(r);
   /* Suspend before submitting: a worker may finish and resume the connection before this
    * callback returns, and resuming a connection that is not suspended is undefined. */
   MHD_suspend_connection(r->conn);

@@ -153,6 +153,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && toe != MHD_REQUEST_TERMINATED_CLIENT_ABORT)
     SEGOPS_LOGD("request ended early (termination code %d)", (int)toe);
   segops_http_op_free(r);
+  if (r->busy) atomic_fetch_sub(&srv->busy, 1);
   free(r);
   segops_metrics_inflight_add(-1);
   atomic_fetch_sub(&srv->active, 1);
@@ -213,20 +214,29 @@ void segops_server_drain_and_stop(segops_server *srv) {
   atomic_store(&srv->state, SEGOPS_STATE_DRAINING);
   MHD_socket lsock = MHD_quiesce_daemon(srv->mhd);
   if (lsock != MHD_INVALID_SOCKET) close(lsock);
-  SEGOPS_LOGI("draining: no new connections; finishing %ld request(s)", (long)atomic_load(&srv->active));
-  /* Requests still uploading may yet reach the scheduler; wait for every request state to be
-   * answered and completed. Bounded: an upload stalls at most idle-timeout, and a queued job
-   * at most request-timeout before it is answered. */
-  double limit = segops_now() + srv->cfg->request_timeout_s + (double)srv->cfg->idle_timeout_s + 5;
-  while (atomic_load(&srv->active) > 0 && segops_now() < limit) sleep_ms(5);
-  /* No more jobs: anything submitted from now on is refused without suspending for long. */
+  SEGOPS_LOGI("draining: no new connections; %ld request(s) open, %ld accepted", (long)atomic_load(&srv->active),
+              (long)atomic_load(&srv->busy));
+  /* Every accepted request (queued, running, or being answered) is finished and its answer
+   * sent. A request still uploading its body gets a grace period to complete it (it may then
+   * be accepted and answered); after that it is cut. Bounded overall: a queued job waits at
+   * most request-timeout, a stalled client at most idle-timeout. */
+  double t0 = segops_now();
+  double grace = (double)srv->cfg->idle_timeout_s < 5 ? (double)srv->cfg->idle_timeout_s : 5;
+  double limit = t0 + srv->cfg->request_timeout_s + (double)srv->cfg->idle_timeout_s + 5;
+  for (;;) {
+    long active = atomic_load(&srv->active), busy = atomic_load(&srv->busy);
+    double now = segops_now();
+    if (active == 0 || (busy == 0 && now >= t0 + grace) || now >= limit) break;
+    sleep_ms(5);
+  }
+  /* No more jobs; wait for the running ones. After this no connection is suspended (only a
+   * job in the scheduler holds one suspended, and each is resumed when its job is done). */
   segops_sched_close(srv->sched);
-  segops_sched_drain(srv->sched); /* every suspended connection has been resumed */
+  segops_sched_drain(srv->sched);
+  double limit2 = segops_now() + 2; /* let just-resumed connections send their answers */
+  while (atomic_load(&srv->busy) > 0 && segops_now() < limit2) sleep_ms(5);
   long left = atomic_load(&srv->active);
-  if (left > 0) SEGOPS_LOGW("stopping with %ld request(s) unfinished (stalled clients)", left);
-  /* Give resumed connections a moment to send their responses. */
-  double limit2 = segops_now() + 2;
-  while (atomic_load(&srv->active) > 0 && segops_now() < limit2) sleep_ms(5);
+  if (left > 0) SEGOPS_LOGW("closing %ld unfinished connection(s) (incomplete uploads or stalled clients)", left);
   MHD_stop_daemon(srv->mhd);
   srv->mhd = NULL;
 }

@@ -98,14 +98,42 @@ def test_413_content_length_up_front(daemon_factory):
 
 
 def test_413_chunked_over_the_cap(daemon_factory):
+    """A chunked upload is cut while it streams: the 413 arrives before the body ends."""
     d = daemon_factory("--max-body-bytes", "1000")
     s = socket.create_connection((d.host, d.port), timeout=10)
-    chunk = b"[" + b"1," * 700 + b"1]"
     s.sendall(b"POST " + SUM.encode() + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-              b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n" % len(chunk) + chunk + b"\r\n0\r\n\r\n")
-    head = s.recv(65536)
+              b"Transfer-Encoding: chunked\r\n\r\n")
+    got = b""
+    for _ in range(40):  # up to 40 KiB, never terminated
+        s.sendall(b"400\r\n" + b" " * 1024 + b"\r\n")
+        s.settimeout(0.05)
+        try:
+            got += s.recv(65536)
+        except socket.timeout:
+            pass
+        if got:
+            break
     s.close()
-    assert head.startswith(b"HTTP/1.1 413"), head[:100]
+    assert got.startswith(b"HTTP/1.1 413"), got[:100]
+    assert b'"code":"too_large"' in got
+    st, _, _ = post(d.url, GOOD)  # and the daemon serves on
+    assert st == 200
+    _, _, m = request(d.url, "GET", "/metrics")
+    assert b'segops_requests_total{op="segmented_sum",pass="forward",status="413"} 1' in m
+
+
+def test_aborted_uploads_do_not_hold_shutdown(daemon_factory):
+    d = daemon_factory("--idle-timeout", "60")
+    for _ in range(10):
+        s = socket.create_connection((d.host, d.port), timeout=10)
+        s.sendall(b"POST " + SUM.encode() + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: 100000\r\n\r\n" + b"[" * 1000)
+        s.close()
+    assert post(d.url, GOOD)[0] == 200
+    import time
+    t0 = time.time()
+    assert d.terminate(timeout=30) == 0
+    assert time.time() - t0 < 15
 
 
 def test_413_num_segments_and_elements_bounded(daemon_factory):
