@@ -5,6 +5,7 @@ import re
 import select
 import signal
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -29,13 +30,15 @@ class Daemon:
                 del full_env[k]  # the tests say exactly what they configure
         full_env.update(env or {})
         self.argv = [binary, "--listen", "127.0.0.1:0", "--log-level", "warn", *args]
-        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full_env)
+        # stderr goes to a file: a pipe nobody reads could fill up and block the daemon's logging.
+        self.errfile = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=self.errfile, env=full_env)
         self.url = None
         if expect_start:
             line = self._read_line(15.0)
             m = LISTEN_RE.match(line.strip())
             if not m:
-                err = self.proc.stderr.read().decode(errors="replace") if self.proc.poll() is not None else ""
+                err = self.stderr_text() if self.proc.poll() is not None else ""
                 self.kill()
                 raise AssertionError(f"segopsd did not print its address: {line!r} {err}")
             self.url, self.host, self.port = m.group(1), m.group(2), int(m.group(3))
@@ -62,13 +65,28 @@ class Daemon:
             self.kill()
             raise AssertionError("segopsd did not exit after the signal")
 
+    def stderr_text(self):
+        self.errfile.seek(0)
+        return self.errfile.read().decode(errors="replace")
+
+    def stop_and_check(self):
+        """Graceful stop at the end of a test: SIGTERM must give exit 0 and no sanitizer report
+        (so a leak or memory error anywhere in the test fails it under an ASan build)."""
+        if self.proc.poll() is None and self.url:
+            rc = self.terminate()
+            err = self.stderr_text()
+            self.kill()
+            assert rc == 0, f"segopsd exited {rc} after SIGTERM: {err[-3000:]}"
+            for marker in ("AddressSanitizer", "LeakSanitizer", "runtime error:"):
+                assert marker not in err, err[-3000:]
+        self.kill()
+
     def kill(self):
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
-        for f in (self.proc.stdout, self.proc.stderr):
-            if f:
-                f.close()
+        if self.proc.stdout:
+            self.proc.stdout.close()
 
 
 @pytest.fixture(scope="session")
@@ -94,7 +112,7 @@ def daemon_factory():
 
     yield make
     for d in made:
-        d.kill()
+        d.stop_and_check()
 
 
 @pytest.fixture(scope="module")
@@ -102,4 +120,4 @@ def shared_daemon():
     """One plain daemon for the read-only tests of a module."""
     d = Daemon(_binary("SEGOPSD"), ())
     yield d
-    d.kill()
+    d.stop_and_check()

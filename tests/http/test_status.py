@@ -225,5 +225,5 @@ def test_backend_cuda_without_gpu_fails_clearly(daemon_factory):
         pytest.skip("a GPU is present")
     d = daemon_factory("--backend", "cuda", expect_start=False)
     rc = d.proc.wait(timeout=30)
-    err = d.proc.stderr.read().decode()
+    err = d.stderr_text()
     assert rc != 0 and "cuda" in err.lower() and "GPU" in err, (rc, err)
