@@ -157,6 +157,20 @@ static void test_limits(void) {
   CHECK(segops_decode_msgpack(b.sb.data, b.sb.size, SEGOPS_OP_SUM, SEGOPS_PASS_FORWARD, &lim, &d, err, 512) == 0);
   segops_decoded_free(&d);
   msgpack_sbuffer_destroy(&b.sb);
+  /* A larger limit is capped at msgpack-c's own stack depth (32): 32 levels are parsed, 33 are
+   * refused by the pre-scan, not by msgpack-c. */
+  lim.max_depth = 100;
+  lim.max_items = 1000;
+  for (int depth = 32; depth <= 33; depth++) {
+    char nest[64];
+    int n = 0;
+    nest[n++] = (char)0x81, nest[n++] = (char)0xa1, nest[n++] = 'x';
+    for (int i = 0; i < depth - 1; i++) nest[n++] = (char)0x91;
+    nest[n++] = 0;
+    int rc = segops_decode_msgpack(nest, (size_t)n, SEGOPS_OP_SUM, SEGOPS_PASS_FORWARD, &lim, &d, err, 512);
+    if (depth == 32) CHECK_ERR(rc, SEGOPS_E_MALFORMED_BODY, err, "x must be a tensor map");
+    else CHECK_ERR(rc, SEGOPS_E_MALFORMED_BODY, err, "nested too deeply (more than 32 levels");
+  }
 }
 
 /* Builds {"x": <custom value via fn>, "idx": ..., "num_segments": 3} and expects an error. */
