@@ -205,6 +205,23 @@ static void test_errors(void) {
   CHECK_ERR(dec("{\"\\u00e9\\u0001\":3}", &d, err), SEGOPS_E_INVALID_ARGUMENT, err, "unknown argument '\?\?\?'");
 }
 
+static void test_every_prefix(void) {
+  const char *body = "{\"x\":{\"dtype\":\"float32\",\"shape\":[2],\"data\":[1.5,2]},\"idx\":[0,1],\"num_segments\":2}";
+  char err[512], prefix[256];
+  segops_decoded d;
+  for (size_t n = 0; n < strlen(body); n++) {
+    memcpy(prefix, body, n);
+    prefix[n] = 0;
+    int rc = dec(prefix, &d, err);
+    if (rc != SEGOPS_E_MALFORMED_BODY || !strstr(err, "body is not valid JSON")) {
+      fprintf(stderr, "prefix %zu: %s: %s\n", n, segops_err_code(rc), err);
+      g_failures++;
+    }
+  }
+  CHECK(dec(body, &d, err) == 0);
+  segops_decoded_free(&d);
+}
+
 static void test_limits(void) {
   char err[512];
   segops_decoded d;
@@ -236,6 +253,7 @@ int main(void) {
   test_spec_example();
   test_forms();
   test_errors();
+  test_every_prefix();
   test_limits();
   return test_result("test_codec_json");
 }
