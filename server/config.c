@@ -41,6 +41,8 @@ static const opt_desc OPTS[] = {
      "join waiting compatible requests up to this many elements per launch (0 = off)"},
     {"max-queue-delay-us", "SEGOPS_MAX_QUEUE_DELAY_US", "US", "0",
      "how long a worker may wait to fill a batch (0 = batch only what already waits)"},
+    {"worker-spin-us", "SEGOPS_WORKER_SPIN_US", "US", "50",
+     "an idle worker polls for new work this long before it sleeps (0 = sleep at once)"},
     {"log-level", "SEGOPS_LOG_LEVEL", "LEVEL", "info", "error, warn, info or debug (to stderr)"},
     {"help", NULL, NULL, NULL, "print this help and exit"},
     {"version", NULL, NULL, NULL, "print the version and exit"},
@@ -166,6 +168,7 @@ static int apply(segops_config *c, const opt_desc *o, const char *v, bool *segs_
   } else if (!strcmp(f, "max-queue")) { bad = parse_i64(v, false, &i) || i < 1 || i > 1000000; c->max_queue = i; }
   else if (!strcmp(f, "max-batch-elements")) { bad = parse_i64(v, true, &i); c->max_batch_elements = i; }
   else if (!strcmp(f, "max-queue-delay-us")) { bad = parse_i64(v, false, &i) || i > 10000000; c->max_queue_delay_us = i; }
+  else if (!strcmp(f, "worker-spin-us")) { bad = parse_i64(v, false, &i) || i > 100000; c->worker_spin_us = i; }
   else if (!strcmp(f, "log-level")) { c->log_level = segops_log_parse(v); bad = c->log_level < 0; }
   if (bad) {
     snprintf(err, errlen, "invalid value '%s' for --%s (expected %s)", v, f, o->arg ? o->arg : "no value");

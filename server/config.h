@@ -26,6 +26,7 @@ typedef struct {
   int64_t max_queue;          /* requests waiting for a worker */
   int64_t max_batch_elements; /* 0 = no batching */
   int64_t max_queue_delay_us; /* how long a worker waits to fill a batch */
+  int64_t worker_spin_us;     /* idle workers poll this long before sleeping */
   int log_level;
 } segops_config;
 

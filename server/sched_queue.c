@@ -3,6 +3,8 @@
  * CLOCK_MONOTONIC so deadlines are immune to wall-clock changes. */
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +28,8 @@ struct segops_sched {
   double tick;            /* the reaper's longest sleep, seconds */
   segops_job *head, *tail;
   int64_t depth;
+  atomic_long depth_hint; /* depth, readable without the lock (for spinning workers) */
+  atomic_bool spinning;   /* a worker is polling for work */
   int running; /* jobs taken by workers and not yet done */
   bool closed, stopping;
   int n_workers;
@@ -64,6 +68,7 @@ static void unlink_job(segops_sched *s, segops_job *prev, segops_job *job) {
   if (s->tail == job) s->tail = prev;
   job->next = NULL;
   s->depth--;
+  atomic_store_explicit(&s->depth_hint, s->depth, memory_order_relaxed);
 }
 
 static void finish(segops_job *job, int status, const char *msg) {
@@ -92,9 +97,11 @@ int segops_sched_submit(segops_sched *s, segops_job *job) {
   else s->head = job;
   s->tail = job;
   s->depth++;
+  atomic_store_explicit(&s->depth_hint, s->depth, memory_order_relaxed);
   /* Broadcast: a worker filling a batch (max-queue-delay) also waits on `work`. */
+  /* A spinning worker takes the job without being woken. */
   if (s->opts.max_queue_delay_us > 0) pthread_cond_broadcast(&s->work);
-  else pthread_cond_signal(&s->work);
+  else if (!atomic_load(&s->spinning)) pthread_cond_signal(&s->work);
   pthread_mutex_unlock(&s->mu);
   return SEGOPS_OK;
 }
@@ -190,6 +197,20 @@ static void run_jobs(segops_sched *s, int device, segops_job **jobs, int n) {
   }
 }
 
+/* Waking a sleeping worker costs a futex wake and a trip through the kernel's scheduler, tens of
+ * microseconds on a busy machine: more than a small call's compute. So before sleeping, one
+ * worker at a time polls the queue for spin_us, yielding the CPU at every turn so it only uses
+ * time nobody else wants. Lock held on entry and exit. */
+static void spin_for_work(segops_sched *s) {
+  bool expected = false;
+  if (!atomic_compare_exchange_strong(&s->spinning, &expected, true)) return;
+  pthread_mutex_unlock(&s->mu);
+  double until = segops_now() + (double)s->opts.spin_us * 1e-6;
+  while (atomic_load_explicit(&s->depth_hint, memory_order_relaxed) == 0 && segops_now() < until) sched_yield();
+  atomic_store(&s->spinning, false);
+  pthread_mutex_lock(&s->mu);
+}
+
 static void *worker_main(void *argp) {
   worker_arg *wa = argp;
   segops_sched *s = wa->s;
@@ -198,6 +219,7 @@ static void *worker_main(void *argp) {
   segops_job *jobs[MAX_BATCH_JOBS];
   pthread_mutex_lock(&s->mu);
   for (;;) {
+    if (!s->head && !s->stopping && s->opts.spin_us > 0) spin_for_work(s);
     while (!s->head && !s->stopping) pthread_cond_wait(&s->work, &s->mu);
     if (!s->head) break; /* stopping and nothing left */
     jobs[0] = s->head;
@@ -205,6 +227,8 @@ static void *worker_main(void *argp) {
     s->running++;
     int n = collect_batch(s, jobs);
     s->running += n - 1;
+    /* Jobs submitted while a worker spun woke nobody: pass the rest on to a sleeping worker. */
+    if (s->head) pthread_cond_signal(&s->work);
     pthread_mutex_unlock(&s->mu);
     run_jobs(s, device, jobs, n);
     pthread_mutex_lock(&s->mu);

@@ -37,6 +37,7 @@ typedef struct {
   int64_t max_batch_elements; /* 0 = no batching; else the most rows (N) in one backend call */
   int64_t max_queue_delay_us; /* how long a worker waits for more compatible jobs */
   double request_timeout_s;   /* sets how often the deadline reaper looks at the queue */
+  int64_t spin_us;            /* how long an idle worker polls for work before sleeping (0 = never) */
 } segops_sched_opts;
 
 typedef struct segops_sched segops_sched;

@@ -3,23 +3,26 @@
 # with the same HTTP thread count, drives both with the same msgpack requests (tiny: N=64 sum
 # forward; large: N=2^20 vec3 float32 sum forward) at 1 and 64 connections, and prints a table
 # with segopsd/echo ratios (requests/s for tiny, request-body bytes/s for large).
-#   bench/http/run.sh [--build DIR] [--duration SEC] [--threads N] [--backend auto|cpu|cuda] [--smoke]
-#                     [--segopsd PATH --echo PATH --loadgen PATH]
+# Each cell is the best of --repeat runs, echo and segopsd alternating, so that load from other
+# processes on a shared machine disturbs both alike and least.
+#   bench/http/run.sh [--build DIR] [--duration SEC] [--repeat R] [--threads N]
+#                     [--backend auto|cpu|cuda] [--smoke] [--segopsd PATH --echo PATH --loadgen PATH]
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-BUILD="$ROOT/build" DURATION=2 WARMUP=0.5 THREADS=$(nproc) BACKEND=auto SMOKE=0
+BUILD="$ROOT/build" DURATION=2 WARMUP=0.5 THREADS=$(nproc) BACKEND=auto SMOKE=0 REPEAT=3
 SEGOPSD="" ECHO="" LOADGEN=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) BUILD="$2"; shift 2 ;;
     --duration) DURATION="$2"; shift 2 ;;
+    --repeat) REPEAT="$2"; shift 2 ;;
     --threads) THREADS="$2"; shift 2 ;;
     --backend) BACKEND="$2"; shift 2 ;;
     --smoke) SMOKE=1; shift ;;
     --segopsd) SEGOPSD="$2"; shift 2 ;;
     --echo) ECHO="$2"; shift 2 ;;
     --loadgen) LOADGEN="$2"; shift 2 ;;
-    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -30,7 +33,7 @@ for b in "$SEGOPSD" "$ECHO" "$LOADGEN"; do
   [ -x "$b" ] || { echo "run.sh: $b is not built (cmake --build $BUILD)" >&2; exit 2; }
 done
 LARGE_N=1048576 CONNS="1 64"
-if [ "$SMOKE" = 1 ]; then DURATION=0.3 WARMUP=0.1 LARGE_N=16384 CONNS="1 8"; fi
+if [ "$SMOKE" = 1 ]; then DURATION=0.3 WARMUP=0.1 LARGE_N=16384 CONNS="1 8" REPEAT=1; fi
 
 tmp=$(mktemp -d)
 pids=()
@@ -63,19 +66,25 @@ EPORT=$(start echo "$ECHO" --threads "$THREADS")
 BACKEND_NAME=$(curl -s "http://127.0.0.1:$SPORT/v1/info" | sed -n 's/.*"backend":"\([a-z]*\)".*/\1/p')
 
 field() { sed -n "s/.*$1=\([^ ]*\).*/\1/p" <<< "$2"; }
+better() { [ -z "$2" ] || awk -v a="$(field rps "$1")" -v b="$(field rps "$2")" 'BEGIN { exit !(a > b) }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
 errors=0
-printf '\nsegopsd (backend %s) vs bare libmicrohttpd echo, %s HTTP threads, %ss per run after %ss warm-up\n\n' \
-  "$BACKEND_NAME" "$THREADS" "$DURATION" "$WARMUP"
+printf '\nsegopsd (backend %s) vs bare libmicrohttpd echo, %s HTTP threads, best of %s runs of %ss after %ss warm-up\n\n' \
+  "$BACKEND_NAME" "$THREADS" "$REPEAT" "$DURATION" "$WARMUP"
 printf '| case | conns | body bytes | echo req/s | segopsd req/s | req/s ratio | echo p50/p99 ms | segopsd p50/p99 ms | echo body MB/s | segopsd body MB/s | bytes/s ratio |\n'
 printf '|---|---|---|---|---|---|---|---|---|---|---|\n'
 for kind in tiny large; do
   if [ $kind = tiny ]; then args=(--n 64 --segments 8); else args=(--n "$LARGE_N" --vec3 --segments 1024); fi
   for c in $CONNS; do
-    e=$("$LOADGEN" 127.0.0.1 "$EPORT" "${args[@]}" --connections "$c" --duration "$DURATION" --warmup "$WARMUP")
-    s=$("$LOADGEN" 127.0.0.1 "$SPORT" "${args[@]}" --connections "$c" --duration "$DURATION" --warmup "$WARMUP")
-    errors=$((errors + $(field errors "$e") + $(field errors "$s")))
+    e="" s=""
+    for ((r = 0; r < REPEAT; r++)); do
+      e1=$("$LOADGEN" 127.0.0.1 "$EPORT" "${args[@]}" --connections "$c" --duration "$DURATION" --warmup "$WARMUP")
+      s1=$("$LOADGEN" 127.0.0.1 "$SPORT" "${args[@]}" --connections "$c" --duration "$DURATION" --warmup "$WARMUP")
+      errors=$((errors + $(field errors "$e1") + $(field errors "$s1")))
+      better "$e1" "$e" && e=$e1
+      better "$s1" "$s" && s=$s1
+    done
     printf '| %s | %s | %s | %s | %s | **%s** | %s / %s | %s / %s | %s | %s | **%s** |\n' "$kind" "$c" \
       "$(field body_bytes "$s")" "$(field rps "$e")" "$(field rps "$s")" "$(ratio "$(field rps "$s")" "$(field rps "$e")")" \
       "$(field p50_ms "$e")" "$(field p99_ms "$e")" "$(field p50_ms "$s")" "$(field p99_ms "$s")" \
