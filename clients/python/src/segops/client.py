@@ -135,8 +135,16 @@ class Client:
             conn, reused = self._acquire()
             try:
                 conn.pending_body = body  # sent with the header block (_BodyMixin.send)
-                conn.request(method, url, headers=hdrs)
-                resp = conn.getresponse()
+                try:
+                    conn.request(method, url, headers=hdrs)
+                except _STALE:
+                    # The server may have answered before reading the whole body (413, 401)
+                    # and closed: that answer is still readable. Else the error stands.
+                    resp = self._early_response(conn)
+                    if resp is None:
+                        raise
+                else:
+                    resp = conn.getresponse()
             except _STALE as e:
                 conn.close()
                 if reused and attempt == 0:
@@ -173,6 +181,15 @@ class Client:
                 self._release(conn)
             return result
         raise AssertionError("unreachable")
+
+    @staticmethod
+    def _early_response(conn):
+        """An error response the server sent while the request body was still going out."""
+        try:
+            resp = conn.getresponse()
+        except (OSError, http.client.HTTPException):
+            return None
+        return resp if resp.status >= 400 else None
 
     @staticmethod
     def _error(resp):
