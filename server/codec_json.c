@@ -91,6 +91,7 @@ static int check_rect(const jctx *c, const char *an, const jtensor *t, json_t *v
                                  "%s is not a rectangular nested list of numbers", an);
     return SEGOPS_OK;
   }
+  if (level + 1 >= SEGOPS_MAX_NDIM) return SEGOPS_E_INTERNAL; /* ndim <= 3 is checked before; bounds the recursion */
   for (size_t i = 0; i < json_array_size(v); i++) {
     json_t *e = json_array_get(v, i);
     if (!json_is_array(e) || (int64_t)json_array_size(e) != t->shape[level + 1])
