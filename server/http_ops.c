@@ -133,6 +133,18 @@ enum MHD_Result segops_http_op_complete(segops_http_req *r) {
   if (rc != SEGOPS_OK) return segops_http_error(r, rc, 0, err, NULL, false);
   rc = segops_prepare(&r->dec.req, &srv->limits, &r->prep, err, sizeof err);
   if (rc != SEGOPS_OK) return segops_http_error(r, rc, 0, err, NULL, false);
+  /* The per-tensor element limit holds for answers too: an empty x with a huge num_segments
+   * would otherwise turn a few bytes of request into gigabytes of response. */
+  const segops_fn_desc *fn = r->prep.call.fn;
+  for (int k = 0; k < fn->n_out; k++) {
+    if (!r->prep.requested[k]) continue;
+    int64_t cnt = (int64_t)(r->prep.out_nbytes[k] / segops_dtype_size(r->prep.call.dtype));
+    if (cnt > srv->limits.max_elements) {
+      snprintf(err, sizeof err, "%s: output %s would have %" PRId64 " elements, more than the limit (%" PRId64 ")",
+               segops_op_name(fn->op), fn->out[k].name, cnt, srv->limits.max_elements);
+      return segops_http_error(r, SEGOPS_E_TOO_LARGE, 0, err, NULL, false);
+    }
+  }
 
   r->job.call = &r->prep.call;
   r->job.deadline = r->t_start + srv->cfg->request_timeout_s;

@@ -59,7 +59,7 @@ def run_all(url, reqs, threads):
 
 
 def test_batched_bit_identical_to_unbatched(daemon_factory):
-    alone = daemon_factory()
+    alone = daemon_factory("--max-batch-elements", "0")
     # The test build's 3 ms pause per backend call lets requests pile up, so batches really form.
     batched = daemon_factory("--max-batch-elements", "100000", "--max-queue-delay-us", "2000",
                              env={"SEGOPS_TEST_DELAY_MS": "3"}, test_build=True)

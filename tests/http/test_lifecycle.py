@@ -124,7 +124,8 @@ def test_64_concurrent_clients(shared_daemon):
 
 
 def test_sigterm_with_requests_in_flight(daemon_factory):
-    d = daemon_factory(env={"SEGOPS_TEST_DELAY_MS": "150"}, test_build=True)
+    # Unbatched, so the ten requests take five rounds of two workers: still running at the signal.
+    d = daemon_factory("--max-batch-elements", "0", env={"SEGOPS_TEST_DELAY_MS": "150"}, test_build=True)
     idle = conn_for(d.url)
     assert request(d.url, "GET", "/healthz", conn=idle)[0] == 200  # a kept-alive connection
     res = [None] * 10

@@ -144,6 +144,9 @@ def test_413_num_segments_and_elements_bounded(daemon_factory):
     assert st == 413 and data["error"]["code"] == "too_large"
     st, _, data = post(d.url, GOOD)
     assert st == 200
+    # Outputs are bounded too: (S,3) with S*3 over the limit, from an empty x.
+    st, _, data = post(d.url, b'{"x":{"dtype":"float64","shape":[0,3],"data":[]},"idx":[],"num_segments":500}')
+    assert st == 413 and "output out" in err_of(data)[1], data
 
 
 def test_401_and_health_stays_open(daemon_factory, tmp_path):
