@@ -60,7 +60,8 @@ def ref_forward(op, a, idx, s):
         c = c.reshape((-1,) + (1,) * (out.ndim - 1))
         return np.divide(out, c, out=np.zeros_like(out), where=c > 0)
     if op == "segmented_dot":
-        d = (a["x"] * a["y"]).reshape(len(idx), -1).sum(axis=1)
+        d = a["x"] * a["y"]
+        d = d.sum(axis=1) if d.ndim == 2 else d
         return segsum(d, idx, s)
     if op == "segmented_mul":
         y = a["y"][idx]
@@ -146,8 +147,11 @@ def worker(host, port, deadline, seed, stats, token):
                 op, a, idx, s, dt = make_good(rng)
                 use_json = rng.random() < 0.3
                 if use_json:
-                    body = json.dumps({**{k: v.tolist() for k, v in a.items()}, "idx": idx.tolist(),
-                                       "num_segments": s, "dtype": np.dtype(dt).name}).encode()
+                    # Bare nested lists when they carry the shape; the map form otherwise (N = 0).
+                    js = {k: (v.tolist() if v.size else {"dtype": v.dtype.name, "shape": list(v.shape), "data": []})
+                          for k, v in a.items()}
+                    body = json.dumps({**js, "idx": idx.tolist(), "num_segments": s,
+                                       "dtype": np.dtype(dt).name}).encode()
                     ctype = "application/json"
                 else:
                     body = msgpack.packb({**{k: tensor(v) for k, v in a.items()}, "idx": tensor(idx),
@@ -166,8 +170,11 @@ def worker(host, port, deadline, seed, stats, token):
                     got = from_wire(msgpack.unpackb(data)["out"]).astype(np.float64)
                 ref = ref_forward(op, {k: v.astype(np.float64) for k, v in a.items()}, idx, s)
                 tol = 1e-12 if dt == np.float64 else 1e-5
+                if got.shape != ref.shape:
+                    stats.add(True, False, f"{op}: shape {got.shape}, expected {ref.shape}")
+                    continue
                 err = np.max(np.abs(got - ref) / np.maximum(np.abs(ref), 1.0)) if ref.size else 0.0
-                ok = got.shape == ref.shape and err <= tol
+                ok = err <= tol
                 stats.add(True, ok, f"{op}: max rel err {err} shape {got.shape} vs {ref.shape}")
             else:
                 path, ctype, body, want, code = BAD[int(rng.integers(0, len(BAD)))]
@@ -184,6 +191,8 @@ def worker(host, port, deadline, seed, stats, token):
             stats.add(True, False, f"connection error: {e!r}")
             conn.close()
             conn = http.client.HTTPConnection(host, port, timeout=30)
+        except Exception as e:  # a checking bug must count, not kill the thread silently
+            stats.add(True, False, f"checker error: {e!r}")
     conn.close()
 
 
