@@ -133,6 +133,7 @@ class Client:
         url = self._prefix + path
         for attempt in (0, 1):
             conn, reused = self._acquire()
+            early = False  # answered before the body was all sent: the connection is spent
             try:
                 conn.pending_body = body  # sent with the header block (_BodyMixin.send)
                 try:
@@ -143,6 +144,7 @@ class Client:
                     resp = self._early_response(conn)
                     if resp is None:
                         raise
+                    early = True
                 else:
                     resp = conn.getresponse()
             except _STALE as e:
@@ -162,7 +164,7 @@ class Client:
                 else:
                     raise self._error(resp)
             except SegopsError as e:
-                if e.status and not resp.will_close and resp.isclosed():
+                if e.status and not early and not resp.will_close and resp.isclosed():
                     self._release(conn)  # a server-reported error, body fully read
                 else:
                     conn.close()
