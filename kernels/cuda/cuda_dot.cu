@@ -31,11 +31,17 @@ struct dot_forward {
 struct dot_backward {
   template <typename T, int W>
   __device__ static void elem(const segops_kargs &a, int64_t i, int64_t s) {
-    double g = ld<T>(a.in[0], s);
+    /* every load before the first store: the compiler cannot tell outputs from inputs */
+    double g = ld<T>(a.in[0], s), x[W], y[W];
 #pragma unroll
     for (int c = 0; c < W; c++) {
-      if (a.out[0]) st<T>(a.out[0], i * W + c, g * ld<T>(a.in[2], i * W + c));
-      if (a.out[1]) st<T>(a.out[1], i * W + c, g * ld<T>(a.in[1], i * W + c));
+      x[c] = ld<T>(a.in[1], i * W + c);
+      y[c] = ld<T>(a.in[2], i * W + c);
+    }
+#pragma unroll
+    for (int c = 0; c < W; c++) {
+      st<T>(a.out[0], i * W + c, g * y[c]);
+      st<T>(a.out[1], i * W + c, g * x[c]);
     }
   }
 };
@@ -46,14 +52,25 @@ struct dot_double_backward {
   enum { K = 1, NSV = 1, POST = 0 };
   template <typename T, int W>
   __device__ static void visit(const segops_kargs &a, int64_t i, int64_t s, double (&acc)[K]) {
-    if (a.out[0]) acc[0] += dot_row<T, W>(a.in[0], a.in[4], i) + dot_row<T, W>(a.in[1], a.in[3], i);
-    if (a.out[1] || a.out[2]) {
-      double g = ld<T>(a.in[2], s);
+    double ggx[W], ggy[W], g = ld<T>(a.in[2], s);
+#pragma unroll
+    for (int c = 0; c < W; c++) {
+      ggx[c] = ld<T>(a.in[0], i * W + c);
+      ggy[c] = ld<T>(a.in[1], i * W + c);
+    }
+    if (a.out[0]) {
+      double d = 0.0, e = 0.0;
 #pragma unroll
       for (int c = 0; c < W; c++) {
-        if (a.out[1]) st<T>(a.out[1], i * W + c, g * ld<T>(a.in[1], i * W + c));
-        if (a.out[2]) st<T>(a.out[2], i * W + c, g * ld<T>(a.in[0], i * W + c));
+        d += ggx[c] * ld<T>(a.in[4], i * W + c);
+        e += ggy[c] * ld<T>(a.in[3], i * W + c);
       }
+      acc[0] += d + e;
+    }
+#pragma unroll
+    for (int c = 0; c < W; c++) {
+      st<T>(a.out[1], i * W + c, g * ggy[c]);
+      st<T>(a.out[2], i * W + c, g * ggx[c]);
     }
   }
   template <typename T, int W>

@@ -13,19 +13,18 @@
 
 #include "cuda_internal.h"
 
-#define SEGOPS_WB_BITS 40 /* packed work base: low 40 bits chunk base, high 24 bits partial base */
-#define SEGOPS_WB_MASK ((((int64_t)1) << SEGOPS_WB_BITS) - 1)
 #define SEGOPS_SEG_THREADS 256
+#define SEGOPS_SEG_GROUP 16 /* consecutive segments one warp takes per step */
 #define SEGOPS_FULL_MASK 0xffffffffu
 
 /* Device view of the segment layout built by cuda_layout.cu (all device pointers). */
 typedef struct {
   const int64_t *off;   /* S+1: segment s is sorted positions [off[s], off[s+1]) */
   const int64_t *perm;  /* sorted position -> element index; NULL when idx was sorted */
-  const int64_t *wbase; /* S+1, packed: chunk base | partial base << 40 */
+  const int64_t *pbase; /* S+1: exclusive prefix of the chunk counts of multi-chunk segments */
   const int32_t *multi; /* segments with more than one chunk (any order) */
   const int32_t *nmulti;
-  double *partial; /* partial accumulators of multi-chunk segments */
+  double *partial; /* partial accumulators, one row per chunk of a multi-chunk segment */
   double *segval;  /* per segment values that multi-chunk post passes read */
 } segops_seg_layout;
 
@@ -33,6 +32,7 @@ typedef struct {
 typedef struct {
   const void *in[SEGOPS_MAX_INPUTS];
   void *out[SEGOPS_MAX_OUTPUTS];
+  int64_t in_row_bytes[SEGOPS_MAX_INPUTS]; /* bytes per element row of per-element inputs, else 0 */
   const int32_t *idx;
   int64_t n, s;
   segops_seg_layout L;
@@ -49,24 +49,46 @@ __device__ __forceinline__ void st(void *p, int64_t k, double v) {
   if (p) ((T *)p)[k] = (T)v;
 }
 
-__device__ __forceinline__ int64_t wb_chunk(int64_t packed) { return packed & SEGOPS_WB_MASK; }
-__device__ __forceinline__ int64_t wb_part(int64_t packed) { return packed >> SEGOPS_WB_BITS; }
+__device__ __forceinline__ void prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
-/* Segment owning work item w, when chunks are not one per segment: a 32-way search by the warp
- * (each lane probes one position), so about log32(S) dependent loads. Every lane returns s. */
-__device__ __forceinline__ int64_t find_segment(const int64_t *wbase, int64_t nseg, int64_t w) {
+/* Asks L2 for the rows of sorted positions [p0, p1) of every per-element input (or for the
+ * permutation entries when unsorted), all lines at once, so the reductions that follow wait on
+ * L2 rather than on DRAM once per segment. */
+__device__ __forceinline__ void prefetch_rows(const segops_kargs &a, int64_t p0, int64_t p1) {
   const int lane = threadIdx.x & 31;
-  int64_t lo = 0, hi = nseg; /* answer in [lo, hi): largest s with chunk(wbase[s]) <= w */
+  if (p1 <= p0) return;
+  if (a.L.perm) {
+    const char *b = (const char *)(a.L.perm + p0);
+    for (int64_t o = (int64_t)lane * 128; o < (p1 - p0) * 8; o += 32 * 128) prefetch_l2(b + o);
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < SEGOPS_MAX_INPUTS; k++) {
+    const int64_t rb = a.in_row_bytes[k];
+    if (!rb || !a.in[k]) continue;
+    const char *b = (const char *)a.in[k] + p0 * rb;
+    for (int64_t o = (int64_t)lane * 128; o < (p1 - p0) * rb; o += 32 * 128) prefetch_l2(b + o);
+  }
+}
+
+/* Multi-chunk segment owning chunk p: the smallest s with pbase[s+1] > p, by a 32-way search
+ * of the warp (each lane probes one position). Every lane returns the same s. */
+__device__ __forceinline__ int64_t find_chunk_segment(const int64_t *pbase, int64_t nseg, int64_t p) {
+  const int lane = threadIdx.x & 31;
+  int64_t lo = 0, hi = nseg; /* pbase[lo] <= p < pbase[hi] */
   while (hi - lo > 1) {
     int64_t step = (hi - lo + 31) / 32;
     int64_t probe = lo + (int64_t)lane * step;
-    bool le = probe < hi && wb_chunk(wbase[probe]) <= w;
-    unsigned m = __ballot_sync(SEGOPS_FULL_MASK, le);
-    int last = 31 - __clz(m); /* lane 0 always probes lo, which satisfies <= w */
-    int64_t nlo = lo + (int64_t)last * step;
-    int64_t nhi = nlo + step < hi ? nlo + step : hi;
-    lo = nlo;
-    hi = nhi;
+    bool gt = probe >= hi || (lane > 0 && pbase[probe] > p);
+    unsigned m = __ballot_sync(SEGOPS_FULL_MASK, gt);
+    if (m == 0) {
+      lo += 31 * step;
+    } else {
+      int first = __ffs(m) - 1; /* >= 1: lane 0 never sets gt */
+      int64_t nhi = lo + (int64_t)first * step;
+      lo += (int64_t)(first - 1) * step;
+      hi = nhi < hi ? nhi : hi;
+    }
   }
   return lo;
 }
@@ -80,52 +102,75 @@ __device__ __forceinline__ void warp_sum(double (&acc)[K]) {
     for (int o = 16; o > 0; o >>= 1) acc[k] += __shfl_xor_sync(SEGOPS_FULL_MASK, acc[k], o);
 }
 
-/* Segment kernel. OP provides:
+/* Segment kernel: every segment of at most SEGOPS_CUDA_CHUNK elements, one warp per segment,
+ * SEGOPS_SEG_GROUP consecutive segments per warp step. Lane l sums positions l, l+32, ... of the
+ * segment in order, then the butterfly: the order depends only on the segment. OP provides:
  *   enum { K (accumulators), NSV (segment values for post, >= 1), POST (0/1) };
  *   visit<T,W>(a, i, s, acc): add element i's terms; may write element outputs that need no sums
  *   finish<T,W>(a, s, count, acc, sv, writer): segment outputs (writer lane only), fill sv
  *   post<T,W>(a, i, s, sv): element outputs that need the segment's sums */
 template <typename T, int W, typename OP>
-__global__ void __launch_bounds__(SEGOPS_SEG_THREADS) seg_kernel(segops_kargs a) {
+__global__ void __launch_bounds__(SEGOPS_SEG_THREADS, OP::K > 3 ? 3 : 5) seg_kernel(segops_kargs a) {
   const int lane = threadIdx.x & 31;
   const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
-  const int64_t total = wb_chunk(a.L.wbase[a.s]);
-  const bool one_each = total == a.s; /* every segment is a single chunk: work item = segment */
-  for (int64_t w = (((int64_t)blockIdx.x * blockDim.x) + threadIdx.x) >> 5; w < total; w += nwarps) {
-    int64_t s, j, nch, pbase = 0;
-    if (one_each) {
-      s = w;
-      j = 0;
-      nch = 1;
-    } else {
-      s = find_segment(a.L.wbase, a.s, w);
-      int64_t p0 = a.L.wbase[s], p1 = a.L.wbase[s + 1];
-      j = w - wb_chunk(p0);
-      nch = wb_chunk(p1) - wb_chunk(p0);
-      pbase = wb_part(p0);
+  for (int64_t s0 = ((((int64_t)blockIdx.x * blockDim.x) + threadIdx.x) >> 5) * SEGOPS_SEG_GROUP; s0 < a.s;
+       s0 += nwarps * SEGOPS_SEG_GROUP) {
+    const int ng = a.s - s0 < SEGOPS_SEG_GROUP ? (int)(a.s - s0) : SEGOPS_SEG_GROUP;
+    const int64_t o = lane <= ng ? a.L.off[s0 + lane] : 0;
+    {
+      int64_t gb = __shfl_sync(SEGOPS_FULL_MASK, o, 0), ge = __shfl_sync(SEGOPS_FULL_MASK, o, ng);
+      int64_t cap = gb + (int64_t)SEGOPS_SEG_GROUP * 128; /* long segments stream on their own */
+      prefetch_rows(a, gb, ge < cap ? ge : cap);
     }
-    const int64_t beg = a.L.off[s], end = a.L.off[s + 1];
-    const int64_t cb = beg + j * SEGOPS_CUDA_CHUNK;
-    const int64_t ce = end < cb + SEGOPS_CUDA_CHUNK ? end : cb + SEGOPS_CUDA_CHUNK;
-    double acc[OP::K];
+    for (int g = 0; g < ng; g++) {
+      const int64_t s = s0 + g;
+      const int64_t beg = __shfl_sync(SEGOPS_FULL_MASK, o, g), end = __shfl_sync(SEGOPS_FULL_MASK, o, g + 1);
+      if (end - beg > SEGOPS_CUDA_CHUNK) continue; /* chunked: seg_chunk_kernel */
+      double acc[OP::K];
 #pragma unroll
-    for (int k = 0; k < OP::K; k++) acc[k] = 0.0;
-    for (int64_t p = cb + lane; p < ce; p += 32) {
-      int64_t i = a.L.perm ? a.L.perm[p] : p;
-      OP::template visit<T, W>(a, i, s, acc);
-    }
-    warp_sum<OP::K>(acc);
-    if (nch == 1) {
+      for (int k = 0; k < OP::K; k++) acc[k] = 0.0;
+      for (int64_t p = beg + lane; p < end; p += 32) {
+        int64_t i = a.L.perm ? a.L.perm[p] : p;
+        OP::template visit<T, W>(a, i, s, acc);
+      }
+      warp_sum<OP::K>(acc);
       double sv[OP::NSV];
       OP::template finish<T, W>(a, s, end - beg, acc, sv, lane == 0);
       if (OP::POST) {
-        for (int64_t p = cb + lane; p < ce; p += 32) {
+        for (int64_t p = beg + lane; p < end; p += 32) {
           int64_t i = a.L.perm ? a.L.perm[p] : p;
           OP::template post<T, W>(a, i, s, sv);
         }
       }
-    } else if (lane == 0) {
-      double *dst = a.L.partial + (pbase + j) * OP::K;
+    }
+  }
+}
+
+/* Chunks of long segments: one warp per chunk of SEGOPS_CUDA_CHUNK positions counted from the
+ * segment's start; the partial sums go to the chunk's row of L.partial. */
+template <typename T, int W, typename OP>
+__global__ void __launch_bounds__(SEGOPS_SEG_THREADS) seg_chunk_kernel(segops_kargs a) {
+  const int lane = threadIdx.x & 31;
+  const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
+  const int64_t total = a.L.pbase[a.s];
+  for (int64_t p = (((int64_t)blockIdx.x * blockDim.x) + threadIdx.x) >> 5; p < total; p += nwarps) {
+    const int64_t s = find_chunk_segment(a.L.pbase, a.s, p);
+    const int64_t j = p - a.L.pbase[s];
+    const int64_t end = a.L.off[s + 1];
+    const int64_t cb = a.L.off[s] + j * SEGOPS_CUDA_CHUNK;
+    const int64_t ce = end < cb + SEGOPS_CUDA_CHUNK ? end : cb + SEGOPS_CUDA_CHUNK;
+    prefetch_rows(a, cb, ce);
+    double acc[OP::K];
+#pragma unroll
+    for (int k = 0; k < OP::K; k++) acc[k] = 0.0;
+#pragma unroll 4
+    for (int64_t q = cb + lane; q < ce; q += 32) {
+      int64_t i = a.L.perm ? a.L.perm[q] : q;
+      OP::template visit<T, W>(a, i, s, acc);
+    }
+    warp_sum<OP::K>(acc);
+    if (lane == 0) {
+      double *dst = a.L.partial + p * OP::K;
 #pragma unroll
       for (int k = 0; k < OP::K; k++) dst[k] = acc[k];
     }
@@ -141,9 +186,8 @@ __global__ void __launch_bounds__(SEGOPS_SEG_THREADS) seg_multi_kernel(segops_ka
   const int nm = *a.L.nmulti;
   for (int m = blockIdx.x; m < nm; m += gridDim.x) {
     const int64_t s = a.L.multi[m];
-    int64_t p0 = a.L.wbase[s], p1 = a.L.wbase[s + 1];
-    int64_t nch = wb_chunk(p1) - wb_chunk(p0);
-    const double *src = a.L.partial + wb_part(p0) * OP::K;
+    const int64_t p0 = a.L.pbase[s], nch = a.L.pbase[s + 1] - p0;
+    const double *src = a.L.partial + p0 * OP::K;
     double acc[OP::K];
 #pragma unroll
     for (int k = 0; k < OP::K; k++) acc[k] = 0.0;
@@ -171,26 +215,23 @@ __global__ void __launch_bounds__(SEGOPS_SEG_THREADS) seg_multi_kernel(segops_ka
   }
 }
 
-/* Post pass of multi-chunk segments (ops with POST): one warp per chunk, as seg_kernel. */
+/* Post pass of multi-chunk segments (ops with POST): one warp per chunk, as seg_chunk_kernel. */
 template <typename T, int W, typename OP>
 __global__ void __launch_bounds__(SEGOPS_SEG_THREADS) seg_post_kernel(segops_kargs a) {
   const int lane = threadIdx.x & 31;
   const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
-  const int64_t total = wb_chunk(a.L.wbase[a.s]);
-  if (total == a.s) return; /* no multi-chunk segment */
-  for (int64_t w = (((int64_t)blockIdx.x * blockDim.x) + threadIdx.x) >> 5; w < total; w += nwarps) {
-    int64_t s = find_segment(a.L.wbase, a.s, w);
-    int64_t p0 = a.L.wbase[s], p1 = a.L.wbase[s + 1];
-    int64_t nch = wb_chunk(p1) - wb_chunk(p0);
-    if (nch == 1) continue;
-    int64_t j = w - wb_chunk(p0);
+  const int64_t total = a.L.pbase[a.s];
+  for (int64_t p = (((int64_t)blockIdx.x * blockDim.x) + threadIdx.x) >> 5; p < total; p += nwarps) {
+    const int64_t s = find_chunk_segment(a.L.pbase, a.s, p);
+    const int64_t j = p - a.L.pbase[s];
     double sv[OP::NSV];
     for (int k = 0; k < OP::NSV; k++) sv[k] = a.L.segval[s * OP::NSV + k];
     const int64_t end = a.L.off[s + 1];
     const int64_t cb = a.L.off[s] + j * SEGOPS_CUDA_CHUNK;
     const int64_t ce = end < cb + SEGOPS_CUDA_CHUNK ? end : cb + SEGOPS_CUDA_CHUNK;
-    for (int64_t p = cb + lane; p < ce; p += 32) {
-      int64_t i = a.L.perm ? a.L.perm[p] : p;
+    prefetch_rows(a, cb, ce);
+    for (int64_t q = cb + lane; q < ce; q += 32) {
+      int64_t i = a.L.perm ? a.L.perm[q] : q;
       OP::template post<T, W>(a, i, s, sv);
     }
   }
@@ -206,20 +247,21 @@ __global__ void __launch_bounds__(256) gather_kernel(segops_kargs a) {
 
 /* Launch helpers (cuda_layout.cu): grid sizes from the job. */
 int segops_cuda_seg_grid(const segops_cuda_job *job);
+int segops_cuda_chunk_grid(const segops_cuda_job *job);
 int segops_cuda_gather_grid(const segops_cuda_job *job);
 /* Builds the layout for the job on stream (offsets, sort, chunks); fills *L. */
 cudaError_t segops_cuda_build_layout(const segops_cuda_job *job, segops_seg_layout *L, cudaStream_t st);
 
-/* Runs a segment op: the three kernels in order (the last two only when needed). */
+/* Runs a segment op: the segment kernel, then for segments longer than a chunk the chunk,
+ * combine and post kernels (launched only when N allows such a segment). */
 template <typename T, int W, typename OP>
 cudaError_t segops_run_seg(const segops_cuda_job *job, const segops_kargs &a, cudaStream_t st) {
-  int g = segops_cuda_seg_grid(job);
-  seg_kernel<T, W, OP><<<g, SEGOPS_SEG_THREADS, 0, st>>>(a);
-  /* Multi-chunk segments exist only when some segment is longer than one chunk. */
+  seg_kernel<T, W, OP><<<segops_cuda_seg_grid(job), SEGOPS_SEG_THREADS, 0, st>>>(a);
   if (job->n > SEGOPS_CUDA_CHUNK) {
-    int gm = 2 * job->sm_count;
-    seg_multi_kernel<T, W, OP><<<gm, SEGOPS_SEG_THREADS, 0, st>>>(a);
-    if (OP::POST) seg_post_kernel<T, W, OP><<<g, SEGOPS_SEG_THREADS, 0, st>>>(a);
+    int gc = segops_cuda_chunk_grid(job);
+    seg_chunk_kernel<T, W, OP><<<gc, SEGOPS_SEG_THREADS, 0, st>>>(a);
+    seg_multi_kernel<T, W, OP><<<2 * job->sm_count, SEGOPS_SEG_THREADS, 0, st>>>(a);
+    if (OP::POST) seg_post_kernel<T, W, OP><<<gc, SEGOPS_SEG_THREADS, 0, st>>>(a);
   }
   return cudaGetLastError();
 }

@@ -11,7 +11,7 @@ namespace {
 
 /* Scratch carve-up, identical for sizing and for use: every piece 256-byte aligned. */
 typedef struct {
-  size_t off, nch, wbase, multi, nmulti, partial, segval, keys, perm_in, perm, sort_tmp, scan_tmp, total;
+  size_t off, pch, pbase, multi, nmulti, partial, segval, keys, perm_in, perm, sort_tmp, scan_tmp, total;
   size_t sort_tmp_bytes, scan_tmp_bytes;
 } scratch_plan;
 
@@ -33,9 +33,9 @@ cudaError_t plan_scratch(const segops_cuda_job *job, scratch_plan *p) {
   if (s == 0 || !need_layout) return cudaSuccess;
   p->off = at;
   at += align_up((size_t)(s + 1) * 8);
-  p->nch = at;
+  p->pch = at;
   at += align_up((size_t)(s + 1) * 8);
-  p->wbase = at;
+  p->pbase = at;
   at += align_up((size_t)(s + 1) * 8);
   p->multi = at;
   at += align_up((size_t)s * 4);
@@ -74,8 +74,21 @@ __global__ void iota_kernel(int64_t *v, int64_t n) {
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) v[i] = i;
 }
 
-/* off[s] = first sorted position whose key is >= s, for s in [0, S]. */
+/* off[s] = first sorted position whose key is >= s, for s in [0, S]: the thread at each key
+ * boundary (and at the end) writes the offsets of the segments that start there, empty ones
+ * included. Reads the keys once, coalesced. */
 __global__ void offsets_kernel(const int32_t *keys, int64_t n, int64_t nseg, int64_t *off) {
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i <= n; i += stride) {
+    int64_t prev = i == 0 ? -1 : (int64_t)__ldg(keys + i - 1);
+    int64_t cur = i == n ? nseg : (int64_t)__ldg(keys + i);
+    for (int64_t s = prev + 1; s <= cur; s++) off[s] = i;
+  }
+}
+
+/* The same offsets by binary search, one thread per segment: cheaper when S is much smaller
+ * than N (it reads about S log N keys instead of all N). */
+__global__ void offsets_search_kernel(const int32_t *keys, int64_t n, int64_t nseg, int64_t *off) {
   const int64_t stride = (int64_t)gridDim.x * blockDim.x;
   for (int64_t s = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; s <= nseg; s += stride) {
     int64_t lo = 0, hi = n;
@@ -90,23 +103,22 @@ __global__ void offsets_kernel(const int32_t *keys, int64_t n, int64_t nseg, int
   }
 }
 
-/* Chunks per segment, packed with the partial slots it needs (multi-chunk only), and the list
- * of multi-chunk segments. The list's order is irrelevant: each entry is reduced alone. */
-__global__ void chunks_kernel(const int64_t *off, int64_t nseg, int64_t *nch, int32_t *multi, int32_t *nmulti) {
+/* Chunks of each segment longer than one chunk (0 for the others), scanned into pbase, and the
+ * list of those segments. The list's order is irrelevant: each entry is reduced alone. */
+__global__ void chunks_kernel(const int64_t *off, int64_t nseg, int64_t *pch, int32_t *multi, int32_t *nmulti) {
   const int64_t stride = (int64_t)gridDim.x * blockDim.x;
   for (int64_t s = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; s <= nseg; s += stride) {
     if (s == nseg) {
-      nch[s] = 0;
+      pch[s] = 0;
       continue;
     }
     int64_t c = off[s + 1] - off[s];
-    int64_t k = c > SEGOPS_CUDA_CHUNK ? (c + SEGOPS_CUDA_CHUNK - 1) / SEGOPS_CUDA_CHUNK : 1;
-    int64_t v = k;
-    if (k > 1) {
-      v |= k << SEGOPS_WB_BITS;
+    int64_t k = 0;
+    if (c > SEGOPS_CUDA_CHUNK) {
+      k = (c + SEGOPS_CUDA_CHUNK - 1) / SEGOPS_CUDA_CHUNK;
       multi[atomicAdd(nmulti, 1)] = (int32_t)s;
     }
-    nch[s] = v;
+    pch[s] = k;
   }
 }
 
@@ -119,8 +131,13 @@ int blocks_for(int64_t items, int threads, int cap) {
 }  // namespace
 
 int segops_cuda_seg_grid(const segops_cuda_job *job) {
-  int64_t items = job->s + job->n / SEGOPS_CUDA_CHUNK + 1; /* work items, an upper bound */
-  return blocks_for(items * 32, SEGOPS_SEG_THREADS, job->sm_count * 8);
+  int64_t groups = (job->s + SEGOPS_SEG_GROUP - 1) / SEGOPS_SEG_GROUP; /* one warp each */
+  return blocks_for(groups * 32, SEGOPS_SEG_THREADS, job->sm_count * 8);
+}
+
+int segops_cuda_chunk_grid(const segops_cuda_job *job) {
+  int64_t chunks = 2 * (job->n / SEGOPS_CUDA_CHUNK) + 1; /* upper bound of chunks of long segments */
+  return blocks_for(chunks * 32, SEGOPS_SEG_THREADS, job->sm_count * 8);
 }
 
 int segops_cuda_gather_grid(const segops_cuda_job *job) { return blocks_for(job->n, 256, job->sm_count * 64); }
@@ -147,18 +164,21 @@ cudaError_t segops_cuda_build_layout(const segops_cuda_job *job, segops_seg_layo
     L->perm = (const int64_t *)(base + p.perm);
   }
   int64_t *off = (int64_t *)(base + p.off);
-  offsets_kernel<<<blocks_for(s + 1, 256, job->sm_count * 16), 256, 0, st>>>(keys, n, s, off);
+  if ((s + 1) * 256 < n)
+    offsets_search_kernel<<<blocks_for(s + 1, 256, job->sm_count * 16), 256, 0, st>>>(keys, n, s, off);
+  else
+    offsets_kernel<<<blocks_for(n + 1, 256, job->sm_count * 16), 256, 0, st>>>(keys, n, s, off);
   int32_t *nmulti = (int32_t *)(base + p.nmulti);
   e = cudaMemsetAsync(nmulti, 0, sizeof(int32_t), st);
   if (e != cudaSuccess) return e;
-  chunks_kernel<<<blocks_for(s + 1, 256, job->sm_count * 16), 256, 0, st>>>(off, s, (int64_t *)(base + p.nch),
+  chunks_kernel<<<blocks_for(s + 1, 256, job->sm_count * 16), 256, 0, st>>>(off, s, (int64_t *)(base + p.pch),
                                                                             (int32_t *)(base + p.multi), nmulti);
   size_t tmp = p.scan_tmp_bytes;
-  e = cub::DeviceScan::ExclusiveSum(base + p.scan_tmp, tmp, (const int64_t *)(base + p.nch),
-                                    (int64_t *)(base + p.wbase), s + 1, st);
+  e = cub::DeviceScan::ExclusiveSum(base + p.scan_tmp, tmp, (const int64_t *)(base + p.pch),
+                                    (int64_t *)(base + p.pbase), s + 1, st);
   if (e != cudaSuccess) return e;
   L->off = off;
-  L->wbase = (const int64_t *)(base + p.wbase);
+  L->pbase = (const int64_t *)(base + p.pbase);
   L->multi = (const int32_t *)(base + p.multi);
   L->nmulti = nmulti;
   L->partial = (double *)(base + p.partial);
@@ -193,6 +213,12 @@ extern "C" int segops_cuda_launch(const segops_cuda_job *job, cudaStream_t st) {
   memset(&a, 0, sizeof a);
   for (int k = 0; k < SEGOPS_MAX_INPUTS; k++) a.in[k] = job->in[k];
   for (int k = 0; k < SEGOPS_MAX_OUTPUTS; k++) a.out[k] = job->out[k];
+  const size_t isz = job->dtype == SEGOPS_F64 ? 8 : 4;
+  for (int k = 0; k < job->fn->n_in; k++) {
+    segops_shape_kind sh = job->fn->in[k].shape;
+    if (sh == SEGOPS_SH_ELEM) a.in_row_bytes[k] = (int64_t)(isz * job->width);
+    if (sh == SEGOPS_SH_ELEM3) a.in_row_bytes[k] = (int64_t)(isz * 3);
+  }
   a.idx = job->idx;
   a.n = job->n;
   a.s = job->s;

@@ -61,13 +61,12 @@ struct matvec_backward {
   enum { K = 9, NSV = 1, POST = 0 };
   template <typename T, int W>
   __device__ static void visit(const segops_kargs &a, int64_t i, int64_t s, double (&acc)[K]) {
-    if (a.out[0]) {
-      double o[3];
-      m_v<T>(a.in[2], s, a.in[0], i, o);
+    double o[3];
+    if (a.out[0]) m_v<T>(a.in[2], s, a.in[0], i, o);
+    if (a.out[1]) add_outer<T>(a.in[1], a.in[0], i, acc);
+    if (a.out[0])
 #pragma unroll
       for (int j = 0; j < 3; j++) st<T>(a.out[0], i * 3 + j, o[j]);
-    }
-    if (a.out[1]) add_outer<T>(a.in[1], a.in[0], i, acc);
   }
   template <typename T, int W>
   __device__ static void finish(const segops_kargs &a, int64_t s, int64_t, const double (&acc)[K],
@@ -86,20 +85,20 @@ struct matvec_double_backward {
   enum { K = 9, NSV = 1, POST = 0 };
   template <typename T, int W>
   __device__ static void visit(const segops_kargs &a, int64_t i, int64_t s, double (&acc)[K]) {
+    /* all loads first, then the stores */
+    double o1[3], o2[3], o[3];
     if (a.out[0]) {
-      double o1[3], o2[3];
       mt_v<T>(a.in[4], s, a.in[0], i, o1);
       mt_v<T>(a.in[1], s, a.in[3], i, o2);
+    }
+    if (a.out[1]) m_v<T>(a.in[1], s, a.in[2], i, o);
+    if (a.out[2]) add_outer<T>(a.in[0], a.in[2], i, acc);
+    if (a.out[0])
 #pragma unroll
       for (int k = 0; k < 3; k++) st<T>(a.out[0], i * 3 + k, o1[k] + o2[k]);
-    }
-    if (a.out[1]) {
-      double o[3];
-      m_v<T>(a.in[1], s, a.in[2], i, o);
+    if (a.out[1])
 #pragma unroll
       for (int j = 0; j < 3; j++) st<T>(a.out[1], i * 3 + j, o[j]);
-    }
-    if (a.out[2]) add_outer<T>(a.in[0], a.in[2], i, acc);
   }
   template <typename T, int W>
   __device__ static void finish(const segops_kargs &a, int64_t s, int64_t, const double (&acc)[K],

@@ -18,13 +18,19 @@ struct mul_backward {
   enum { K = 1, NSV = 1, POST = 0 };
   template <typename T, int W>
   __device__ static void visit(const segops_kargs &a, int64_t i, int64_t s, double (&acc)[K]) {
-    double y = a.out[0] ? ld<T>(a.in[2], s) : 0.0;
+    double y = a.out[0] ? ld<T>(a.in[2], s) : 0.0, g[W], x[W];
 #pragma unroll
     for (int c = 0; c < W; c++) {
-      double g = ld<T>(a.in[0], i * W + c);
-      if (a.out[0]) st<T>(a.out[0], i * W + c, g * y);
-      if (a.out[1]) acc[0] += g * ld<T>(a.in[1], i * W + c);
+      g[c] = ld<T>(a.in[0], i * W + c);
+      x[c] = a.out[1] ? ld<T>(a.in[1], i * W + c) : 0.0;
     }
+    double d = 0.0;
+#pragma unroll
+    for (int c = 0; c < W; c++) {
+      st<T>(a.out[0], i * W + c, g[c] * y);
+      d += g[c] * x[c];
+    }
+    acc[0] += d;
   }
   template <typename T, int W>
   __device__ static void finish(const segops_kargs &a, int64_t s, int64_t, const double (&acc)[K],
@@ -42,17 +48,21 @@ struct mul_double_backward {
   enum { K = 1, NSV = 1, POST = 0 };
   template <typename T, int W>
   __device__ static void visit(const segops_kargs &a, int64_t i, int64_t s, double (&acc)[K]) {
-    double ggy = ld<T>(a.in[1], s), y = ld<T>(a.in[4], s);
+    double ggy = ld<T>(a.in[1], s), y = ld<T>(a.in[4], s), ggx[W], g[W], x[W];
 #pragma unroll
     for (int c = 0; c < W; c++) {
-      double ggx = ld<T>(a.in[0], i * W + c);
-      if (a.out[0]) st<T>(a.out[0], i * W + c, ggx * y + ggy * ld<T>(a.in[3], i * W + c));
-      if (a.out[1] || a.out[2]) {
-        double g = ld<T>(a.in[2], i * W + c);
-        if (a.out[1]) st<T>(a.out[1], i * W + c, ggy * g);
-        acc[0] += ggx * g;
-      }
+      ggx[c] = ld<T>(a.in[0], i * W + c);
+      g[c] = ld<T>(a.in[2], i * W + c);
+      x[c] = a.out[0] ? ld<T>(a.in[3], i * W + c) : 0.0;
     }
+    double d = 0.0;
+#pragma unroll
+    for (int c = 0; c < W; c++) {
+      st<T>(a.out[0], i * W + c, ggx[c] * y + ggy * x[c]);
+      st<T>(a.out[1], i * W + c, ggy * g[c]);
+      d += ggx[c] * g[c];
+    }
+    acc[0] += d;
   }
   template <typename T, int W>
   __device__ static void finish(const segops_kargs &a, int64_t s, int64_t, const double (&acc)[K],

@@ -149,17 +149,20 @@ static double dotw(const double *a, const double *b, int64_t i, int w) {
   return d;
 }
 
-void tu_reference(const segops_call *c, double *ref[SEGOPS_MAX_OUTPUTS]) {
+void tu_reference(const segops_call *c, double *ref_out[SEGOPS_MAX_OUTPUTS]) {
+  /* long double accumulators: a naive float64 sum over 10^6 elements is itself off by ~1e-11,
+   * more than the SPEC's float64 bound, so the reference must be better than that. */
+  long double *ref[SEGOPS_MAX_OUTPUTS] = {0};
   const segops_fn_desc *fn = c->fn;
   const int64_t n = c->n, s = c->s;
   const int w = c->width;
   double *in[SEGOPS_MAX_INPUTS] = {0};
   for (int k = 0; k < fn->n_in; k++) in[k] = load(c, k, segops_shape_count(fn->in[k].shape, w, n, s));
   for (int k = 0; k < fn->n_out; k++)
-    ref[k] = calloc((size_t)segops_shape_count(fn->out[k].shape, w, n, s) + 1, sizeof(double));
+    ref[k] = calloc((size_t)segops_shape_count(fn->out[k].shape, w, n, s) + 1, sizeof(long double));
   double *cnt = calloc((size_t)s + 1, sizeof *cnt);
   for (int64_t i = 0; i < n; i++) cnt[c->idx[i]] += 1;
-  double *acc = calloc((size_t)s * 2 + 1, sizeof *acc); /* sq and q for rms */
+  long double *acc = calloc((size_t)s * 2 + 1, sizeof *acc); /* sq and q for rms */
   const int op = fn->op, pass = fn->pass;
   for (int64_t i = 0; i < n; i++) {
     int64_t g = c->idx[i];
@@ -242,10 +245,10 @@ void tu_reference(const segops_call *c, double *ref[SEGOPS_MAX_OUTPUTS]) {
   if (op == SEGOPS_OP_RMS_NORM) {
     double *inv = calloc((size_t)s + 1, sizeof *inv);
     for (int64_t g = 0; g < s; g++) {
-      double r = cnt[g] > 0 ? sqrt(acc[g * 2] / cnt[g]) : 0;
+      double r = cnt[g] > 0 ? sqrt((double)(acc[g * 2] / cnt[g])) : 0;
       inv[g] = cnt[g] * r == 0 ? 0 : 1.0 / (cnt[g] * r);
       if (pass == SEGOPS_PASS_FORWARD) ref[0][g] = r;
-      if (pass == SEGOPS_PASS_DOUBLE_BACKWARD) ref[0][g] = acc[g * 2 + 1] * inv[g];
+      if (pass == SEGOPS_PASS_DOUBLE_BACKWARD) ref[0][g] = (double)acc[g * 2 + 1] * inv[g];
     }
     for (int64_t i = 0; i < n && pass != SEGOPS_PASS_FORWARD; i++) {
       int64_t g = c->idx[i];
@@ -254,7 +257,8 @@ void tu_reference(const segops_call *c, double *ref[SEGOPS_MAX_OUTPUTS]) {
           ref[0][i * 3 + q] = in[0][g] * inv[g] * in[1][i * 3 + q];
         } else {
           double gv = in[1][g], iv = inv[g];
-          ref[1][i * 3 + q] = gv * iv * in[0][i * 3 + q] - gv * iv * iv * iv * cnt[g] * acc[g * 2 + 1] * in[2][i * 3 + q];
+          ref[1][i * 3 + q] =
+              gv * iv * in[0][i * 3 + q] - gv * iv * iv * iv * cnt[g] * (double)acc[g * 2 + 1] * in[2][i * 3 + q];
         }
       }
     }
@@ -263,6 +267,12 @@ void tu_reference(const segops_call *c, double *ref[SEGOPS_MAX_OUTPUTS]) {
   free(acc);
   free(cnt);
   for (int k = 0; k < fn->n_in; k++) free(in[k]);
+  for (int k = 0; k < fn->n_out; k++) {
+    int64_t m = segops_shape_count(fn->out[k].shape, w, n, s);
+    ref_out[k] = malloc(((size_t)m + 1) * sizeof(double));
+    for (int64_t e = 0; e < m; e++) ref_out[k][e] = (double)ref[k][e];
+    free(ref[k]);
+  }
 }
 
 int tu_check(const tu_call *tc, const char *label, double *max_err_out) {

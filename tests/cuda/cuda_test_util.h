@@ -39,7 +39,7 @@ void tu_free(tu_call *tc);
 void tu_poison(tu_call *tc);
 
 /* float64 reference of the call: ref[k] (malloc'd, count elements) for each requested output. */
-void tu_reference(const segops_call *c, double *ref[SEGOPS_MAX_OUTPUTS]);
+void tu_reference(const segops_call *c, double *ref_out[SEGOPS_MAX_OUTPUTS]);
 /* Compares outputs with the reference by SPEC §3; prints the first failure with label.
  * Returns the number of failing outputs (0 = pass). */
 int tu_check(const tu_call *tc, const char *label, double *max_err_out);
