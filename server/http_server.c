@@ -146,6 +146,15 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   segops_http_req *r = *con_cls;
   if (!r) return;
   *con_cls = NULL;
+  if (r->status && segops_log_level >= SEGOPS_LOG_DEBUG) {
+    static const char *const ROUTES[SEGOPS_ROUTE_COUNT] = {"op", "/v1/info", "/healthz", "/readyz", "/metrics", "other"};
+    SEGOPS_LOGD("%s%s%s -> %d, %llu bytes in, %llu out, %.3f ms%s",
+                r->route == SEGOPS_ROUTE_OP && r->op >= 0 ? segops_op_name((segops_op)r->op) : ROUTES[r->route],
+                r->route == SEGOPS_ROUTE_OP && r->pass >= 0 ? "/" : "",
+                r->route == SEGOPS_ROUTE_OP && r->pass >= 0 ? segops_pass_name((segops_pass)r->pass) : "", r->status,
+                (unsigned long long)r->bytes_in, (unsigned long long)r->bytes_out, (segops_now() - r->t_start) * 1e3,
+                toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection ended early)");
+  }
   if (r->status) {
     segops_metrics_request(r->route, r->op, r->pass, r->status, r->bytes_in, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? r->bytes_out : 0);
     segops_metrics_observe(SEGOPS_HIST_TOTAL, segops_now() - r->t_start);

@@ -1,6 +1,8 @@
 /* echo_server.c: the floor for the service benchmark: a bare libmicrohttpd server in segopsd's
  * threading mode (epoll, internal thread pool, suspend/resume enabled) that answers every POST with
- * the bytes it received, and nothing else. Prints "echo listening on http://127.0.0.1:PORT". */
+ * the bytes it received, and nothing else. With --sink it answers "{}" instead (a stricter floor
+ * for large bodies: it only takes the bytes in, as segopsd does). Prints
+ * "echo listening on http://127.0.0.1:PORT". */
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -8,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static int sink_mode;
 
 typedef struct {
   char *buf;
@@ -41,7 +45,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     return MHD_YES;
   }
   /* The response borrows the buffer; it is freed in the completion callback. */
-  struct MHD_Response *r = MHD_create_response_from_buffer(b->len, b->buf, MHD_RESPMEM_PERSISTENT);
+  struct MHD_Response *r = sink_mode ? MHD_create_response_from_buffer(2, (void *)"{}", MHD_RESPMEM_PERSISTENT)
+                                      : MHD_create_response_from_buffer(b->len, b->buf, MHD_RESPMEM_PERSISTENT);
   if (!r) return MHD_NO;
   MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/msgpack");
   enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
@@ -61,8 +66,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 int main(int argc, char **argv) {
   unsigned threads = 2;
-  for (int i = 1; i + 1 < argc; i++)
-    if (!strcmp(argv[i], "--threads")) threads = (unsigned)atoi(argv[++i]);
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = (unsigned)atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--sink")) sink_mode = 1;
+  }
   if (threads < 1) threads = 1;
   sigset_t sigs;
   sigemptyset(&sigs);

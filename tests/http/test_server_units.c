@@ -1,0 +1,123 @@
+/* test_server_units.c: unit tests of the daemon's pure helpers: Content-Type and Accept
+ * negotiation, bearer-token comparison, and configuration parsing (flags, environment, limits). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "http.h"
+
+static int failures;
+#define CHECK(cond)                                                  \
+  do {                                                               \
+    if (!(cond)) {                                                   \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+      failures++;                                                    \
+    }                                                                \
+  } while (0)
+
+static void test_content_type(void) {
+  CHECK(segops_http_content_type("application/msgpack") == SEGOPS_ENC_MSGPACK);
+  CHECK(segops_http_content_type("Application/X-MsgPack") == SEGOPS_ENC_MSGPACK);
+  CHECK(segops_http_content_type("application/vnd.msgpack; v=1") == SEGOPS_ENC_MSGPACK);
+  CHECK(segops_http_content_type("application/json") == SEGOPS_ENC_JSON);
+  CHECK(segops_http_content_type(" application/json ; charset=UTF-8") == SEGOPS_ENC_JSON);
+  CHECK(segops_http_content_type("application/json; charset=\"utf-8\"") == SEGOPS_ENC_JSON);
+  CHECK(segops_http_content_type("application/json; charset=latin-1") == -1);
+  CHECK(segops_http_content_type("application/jsonx") == -1);
+  CHECK(segops_http_content_type("text/plain") == -1);
+  CHECK(segops_http_content_type("*/*") == -1);
+  CHECK(segops_http_content_type("") == -1);
+  CHECK(segops_http_content_type(NULL) == -1);
+}
+
+static void test_accept(void) {
+  const char *t = NULL;
+  CHECK(segops_http_accept(NULL, SEGOPS_ENC_JSON, &t) == SEGOPS_ENC_JSON && !strcmp(t, "application/json"));
+  CHECK(segops_http_accept("", SEGOPS_ENC_MSGPACK, &t) == SEGOPS_ENC_MSGPACK && !strcmp(t, "application/msgpack"));
+  CHECK(segops_http_accept("*/*", SEGOPS_ENC_MSGPACK, &t) == SEGOPS_ENC_MSGPACK);
+  CHECK(segops_http_accept("application/*", SEGOPS_ENC_JSON, &t) == SEGOPS_ENC_JSON);
+  CHECK(segops_http_accept("application/json", SEGOPS_ENC_MSGPACK, &t) == SEGOPS_ENC_JSON);
+  CHECK(segops_http_accept("application/x-msgpack", SEGOPS_ENC_JSON, &t) == SEGOPS_ENC_MSGPACK &&
+        !strcmp(t, "application/x-msgpack"));
+  CHECK(segops_http_accept("application/json;q=0.4, application/msgpack;q=0.9", SEGOPS_ENC_JSON, &t) ==
+        SEGOPS_ENC_MSGPACK);
+  CHECK(segops_http_accept("application/json, application/msgpack", SEGOPS_ENC_MSGPACK, &t) == SEGOPS_ENC_MSGPACK);
+  CHECK(segops_http_accept("text/html", SEGOPS_ENC_JSON, &t) == -1);
+  CHECK(segops_http_accept("application/json;q=0, */*;q=0.1", SEGOPS_ENC_JSON, &t) == SEGOPS_ENC_MSGPACK);
+  CHECK(segops_http_accept("*/*;q=0", SEGOPS_ENC_JSON, &t) == -1);
+  CHECK(segops_http_accept("application/json;q=bogus", SEGOPS_ENC_JSON, &t) == -1);
+}
+
+static void test_auth(void) {
+  CHECK(segops_http_auth_ok(NULL, NULL));
+  CHECK(segops_http_auth_ok("anything", NULL));
+  CHECK(!segops_http_auth_ok(NULL, "tok"));
+  CHECK(segops_http_auth_ok("Bearer tok", "tok"));
+  CHECK(segops_http_auth_ok("bearer  tok ", "tok"));
+  CHECK(!segops_http_auth_ok("Bearer to", "tok"));
+  CHECK(!segops_http_auth_ok("Bearer tokk", "tok"));
+  CHECK(!segops_http_auth_ok("Bearer tol", "tok"));
+  CHECK(!segops_http_auth_ok("Basic tok", "tok"));
+  CHECK(!segops_http_auth_ok("Bearer ", "tok"));
+}
+
+static int load(segops_config *c, int argc, char **argv) {
+  char err[256] = "";
+  int rc = segops_config_load(c, argc, argv, err, sizeof err);
+  if (rc == SEGOPS_CONFIG_ERROR) CHECK(err[0] != 0);
+  return rc;
+}
+
+static void test_config(void) {
+  segops_config c;
+  char *a0[] = {"segopsd"};
+  unsetenv("SEGOPS_LISTEN");
+  unsetenv("SEGOPS_MAX_BODY_BYTES");
+  CHECK(load(&c, 1, a0) == SEGOPS_CONFIG_OK);
+  CHECK(!strcmp(c.listen_host, "127.0.0.1") && c.listen_port == 8080);
+  CHECK(c.max_body_bytes == 256LL << 20 && c.max_elements == 1LL << 26 && c.max_segments == c.max_elements);
+  CHECK(c.max_connections == 1024 && c.idle_timeout_s == 30 && c.request_timeout_s == 60);
+  CHECK(!strcmp(c.backend, "auto") && c.token == NULL);
+  segops_config_free(&c);
+
+  char *a1[] = {"segopsd", "--listen", "[::1]:0", "--max-body-bytes=4k", "--devices", "0,2", "--backend", "cpu"};
+  CHECK(load(&c, 8, a1) == SEGOPS_CONFIG_OK);
+  CHECK(!strcmp(c.listen_host, "::1") && c.listen_port == 0 && c.max_body_bytes == 4096);
+  CHECK(c.n_devices == 2 && c.devices[1] == 2 && !strcmp(c.backend, "cpu"));
+  segops_config_free(&c);
+
+  setenv("SEGOPS_MAX_BODY_BYTES", "1M", 1);
+  setenv("SEGOPS_TOKEN", "envtok", 1);
+  CHECK(load(&c, 1, a0) == SEGOPS_CONFIG_OK);
+  CHECK(c.max_body_bytes == 1 << 20 && c.token && !strcmp(c.token, "envtok"));
+  segops_config_free(&c);
+  char *a2[] = {"segopsd", "--max-body-bytes", "2M"};
+  CHECK(load(&c, 3, a2) == SEGOPS_CONFIG_OK && c.max_body_bytes == 2 << 20); /* the flag wins */
+  segops_config_free(&c);
+  unsetenv("SEGOPS_MAX_BODY_BYTES");
+  unsetenv("SEGOPS_TOKEN");
+
+  char *bad[][3] = {{"segopsd", "--listen", "nocolon"},     {"segopsd", "--listen", "h:70000"},
+                    {"segopsd", "--backend", "tpu"},         {"segopsd", "--max-body-bytes", "-1"},
+                    {"segopsd", "--max-elements", "9999999999"}, {"segopsd", "--request-timeout", "0"},
+                    {"segopsd", "--log-level", "loud"},      {"segopsd", "--nope", "1"},
+                    {"segopsd", "--token-file", "/nonexistent/token"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    CHECK(load(&c, 3, bad[i]) == SEGOPS_CONFIG_ERROR);
+    segops_config_free(&c);
+  }
+  char *missing[] = {"segopsd", "--listen"};
+  CHECK(load(&c, 2, missing) == SEGOPS_CONFIG_ERROR);
+  segops_config_free(&c);
+}
+
+int main(void) {
+  test_content_type();
+  test_accept();
+  test_auth();
+  test_config();
+  if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
+  else printf("server units: ok\n");
+  return failures ? 1 : 0;
+}
