@@ -1,9 +1,11 @@
 /* loadgen.c: the service benchmark's client: raw sockets, HTTP/1.1 keep-alive, one thread per
- * connection, each sending the same msgpack request (segmented_sum forward) back to back.
+ * connection, each sending the same msgpack request back to back.
  * Reports requests/s, p50/p99 latency and request-body bytes/s of the requests that complete in
  * a measured window after a warm-up. Usage:
- *   loadgen HOST PORT [--path P] [--n N] [--vec3] [--segments S] [--connections C]
+ *   loadgen HOST PORT [--fn OP/PASS] [--path P] [--n N] [--vec3] [--segments S] [--connections C]
  *                     [--duration SEC] [--warmup SEC] [--token T]
+ * --fn: segmented_sum or segmented_rms_norm, forward / backward / double_backward (default
+ * segmented_sum/forward); --path overrides the URL path (e.g. for the echo floor).
  * Output (one line): rps=.. p50_ms=.. p99_ms=.. body_MBps=.. resp_MBps=.. requests=.. errors=.. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -73,22 +75,46 @@ static void put_tensor(buf *b, const char *dtype, const uint32_t *shape, int nd,
   put(b, data, n);
 }
 
-static buf make_body(uint32_t n, int vec3, uint32_t s) {
+/* Inputs of the functions the benchmarks drive: name and kind (E3: (N,3), E: (N,) or (N,3) by
+ * --vec3, G: (S,) or (S,3) by --vec3, G1: (S,)). */
+typedef struct {
+  const char *fn;
+  int nin;
+  struct {
+    const char *name;
+    char kind; /* 'E', 'G', '1' (S,), '3' (N,3) */
+  } in[3];
+} fn_inputs;
+static const fn_inputs FNS[] = {
+    {"segmented_sum/forward", 1, {{"x", 'E'}}},
+    {"segmented_sum/backward", 1, {{"g_out", 'G'}}},
+    {"segmented_sum/double_backward", 1, {{"gg_x", 'E'}}},
+    {"segmented_rms_norm/forward", 1, {{"x", '3'}}},
+    {"segmented_rms_norm/backward", 2, {{"g_out", '1'}, {"x", '3'}}},
+    {"segmented_rms_norm/double_backward", 3, {{"gg_x", '3'}, {"g_out", '1'}, {"x", '3'}}},
+};
+
+static buf make_body(const fn_inputs *f, uint32_t n, int vec3, uint32_t s) {
   buf b = {0};
-  size_t cnt = (size_t)n * (vec3 ? 3 : 1);
-  float *x = malloc(cnt * sizeof *x + 1);
+  put1(&b, 0x80 | (unsigned)(f->nin + 2));
+  for (int k = 0; k < f->nin; k++) {
+    char kind = f->in[k].kind;
+    uint32_t rows = (kind == 'E' || kind == '3') ? n : s;
+    int w3 = kind == '3' || ((kind == 'E' || kind == 'G') && vec3);
+    size_t cnt = (size_t)rows * (w3 ? 3 : 1);
+    float *x = malloc(cnt * sizeof *x + 1);
+    for (size_t i = 0; i < cnt; i++) x[i] = (float)((i * 7 + (size_t)k) % 17) * 0.25f - 1.0f;
+    uint32_t shape[2] = {rows, 3};
+    put_str(&b, f->in[k].name);
+    put_tensor(&b, "float32", shape, w3 ? 2 : 1, x, cnt * sizeof *x);
+    free(x);
+  }
   int32_t *idx = malloc((size_t)n * sizeof *idx + 1);
-  for (size_t i = 0; i < cnt; i++) x[i] = (float)(i % 17) * 0.25f;
   for (uint32_t i = 0; i < n; i++) idx[i] = (int32_t)((uint64_t)i * s / n);
-  put1(&b, 0x83);
-  put_str(&b, "x");
-  uint32_t xs[2] = {n, 3};
-  put_tensor(&b, "float32", xs, vec3 ? 2 : 1, x, cnt * sizeof *x);
   put_str(&b, "idx");
   put_tensor(&b, "int32", &n, 1, idx, (size_t)n * sizeof *idx);
   put_str(&b, "num_segments");
   put_uint(&b, s);
-  free(x);
   free(idx);
   return b;
 }
@@ -234,11 +260,11 @@ static int cmp_d(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: loadgen HOST PORT [--path P] [--n N] [--vec3] [--segments S] [--connections C] "
+    fprintf(stderr, "usage: loadgen HOST PORT [--fn OP/PASS] [--path P] [--n N] [--vec3] [--segments S] [--connections C] "
                     "[--duration SEC] [--warmup SEC] [--token T]\n");
     return 2;
   }
-  const char *host = argv[1], *port = argv[2], *path = "/v1/segmented_sum/forward", *token = NULL;
+  const char *host = argv[1], *port = argv[2], *path = NULL, *fn = "segmented_sum/forward", *token = NULL;
   uint32_t n = 64, s = 8;
   int vec3 = 0, conns = 1;
   double duration = 2, warmup = 0.3;
@@ -246,6 +272,7 @@ int main(int argc, char **argv) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
     if (!strcmp(a, "--vec3")) { vec3 = 1; continue; }
     if (!strcmp(a, "--path")) path = v;
+    else if (!strcmp(a, "--fn")) fn = v;
     else if (!strcmp(a, "--n")) n = (uint32_t)strtoul(v, NULL, 10);
     else if (!strcmp(a, "--segments")) s = (uint32_t)strtoul(v, NULL, 10);
     else if (!strcmp(a, "--connections")) conns = atoi(v);
@@ -267,7 +294,18 @@ int main(int argc, char **argv) {
   memcpy(&sh.addr, ai->ai_addr, ai->ai_addrlen);
   sh.addrlen = ai->ai_addrlen;
   freeaddrinfo(ai);
-  buf body = make_body(n, vec3, s);
+  const fn_inputs *f = NULL;
+  for (size_t k = 0; k < sizeof FNS / sizeof FNS[0]; k++)
+    if (!strcmp(FNS[k].fn, fn)) f = &FNS[k];
+  if (!f) {
+    fprintf(stderr, "loadgen: --fn must be segmented_sum/... or segmented_rms_norm/... (forward, backward, "
+                    "double_backward)\n");
+    return 2;
+  }
+  char defpath[96];
+  snprintf(defpath, sizeof defpath, "/v1/%s", fn);
+  if (!path) path = defpath;
+  buf body = make_body(f, n, vec3, s);
   char head[1024];
   char auth[600] = "";
   if (token) snprintf(auth, sizeof auth, "Authorization: Bearer %s\r\n", token);
