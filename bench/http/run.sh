@@ -34,7 +34,7 @@ for b in "$SEGOPSD" "$ECHO" "$LOADGEN"; do
 done
 LARGE_N=1048576 CONNS="1 64"
 LDURATION=$(awk -v d="$DURATION" 'BEGIN { print (d * 3 > 6 ? d * 3 : 6) }') LWARMUP=2
-if [ "$SMOKE" = 1 ]; then DURATION=0.3 WARMUP=0.1 LARGE_N=16384 CONNS="1 8" REPEAT=1 LDURATION=0.3 LWARMUP=0.1; fi
+if [ "$SMOKE" = 1 ]; then DURATION=0.5 WARMUP=0.1 LARGE_N=16384 CONNS="1 8" REPEAT=1 LDURATION=0.5 LWARMUP=0.1; fi
 
 tmp=$(mktemp -d)
 pids=()
