@@ -17,7 +17,7 @@ extern "C" {
 /* Elements per chunk of a segment: one warp reduces one chunk. A segment of at most this many
  * elements is reduced by one warp in one pass; longer ones are split into chunks whose partials
  * are combined in chunk order, so the reduction order depends only on the segment itself. */
-#define SEGOPS_CUDA_CHUNK 2048
+#define SEGOPS_CUDA_CHUNK 1024
 
 /* One function call on device memory. Every pointer is a DEVICE pointer (borrowed), aligned to
  * at least 16 bytes. in[k] NULL: an omitted cotangent (zeros) or an input the formula does not

@@ -102,16 +102,27 @@ __device__ __forceinline__ void warp_sum(double (&acc)[K]) {
     for (int o = 16; o > 0; o >>= 1) acc[k] += __shfl_xor_sync(SEGOPS_FULL_MASK, acc[k], o);
 }
 
-/* Segment kernel: every segment of at most SEGOPS_CUDA_CHUNK elements, one warp per segment,
- * SEGOPS_SEG_GROUP consecutive segments per warp step. Lane l sums positions l, l+32, ... of the
- * segment in order, then the butterfly: the order depends only on the segment. OP provides:
+template <int K>
+__device__ __forceinline__ void sub8_sum(double (&acc)[K]) {
+  /* Butterfly inside each group of 8 lanes (same bits on the 8 lanes). */
+#pragma unroll
+  for (int k = 0; k < K; k++)
+#pragma unroll
+    for (int o = 4; o > 0; o >>= 1) acc[k] += __shfl_xor_sync(SEGOPS_FULL_MASK, acc[k], o, 8);
+}
+
+/* Segment kernel: every segment of at most SEGOPS_CUDA_CHUNK elements. A warp takes
+ * SEGOPS_SEG_GROUP consecutive segments per step and works on four at a time, one per group of
+ * 8 lanes: lane l of the group sums positions l, l+8, ... of its segment in order, then a
+ * butterfly over the 8 lanes. That order depends only on the segment (not on where it sits in
+ * the request), and four segments share each shuffle. OP provides:
  *   enum { K (accumulators), NSV (segment values for post, >= 1), POST (0/1) };
  *   visit<T,W>(a, i, s, acc): add element i's terms; may write element outputs that need no sums
  *   finish<T,W>(a, s, count, acc, sv, writer): segment outputs (writer lane only), fill sv
  *   post<T,W>(a, i, s, sv): element outputs that need the segment's sums */
 template <typename T, int W, typename OP>
 __global__ void __launch_bounds__(SEGOPS_SEG_THREADS, OP::K > 3 ? 3 : 5) seg_kernel(segops_kargs a) {
-  const int lane = threadIdx.x & 31;
+  const int lane = threadIdx.x & 31, sub = lane >> 3, sl = lane & 7;
   const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
   for (int64_t s0 = ((((int64_t)blockIdx.x * blockDim.x) + threadIdx.x) >> 5) * SEGOPS_SEG_GROUP; s0 < a.s;
        s0 += nwarps * SEGOPS_SEG_GROUP) {
@@ -122,24 +133,31 @@ __global__ void __launch_bounds__(SEGOPS_SEG_THREADS, OP::K > 3 ? 3 : 5) seg_ker
       int64_t cap = gb + (int64_t)SEGOPS_SEG_GROUP * 128; /* long segments stream on their own */
       prefetch_rows(a, gb, ge < cap ? ge : cap);
     }
-    for (int g = 0; g < ng; g++) {
+    for (int r = 0; r < ng; r += 4) {
+      const int g = r + sub;
+      const bool valid = g < ng;
+      int64_t beg = __shfl_sync(SEGOPS_FULL_MASK, o, valid ? g : 0);
+      int64_t end = __shfl_sync(SEGOPS_FULL_MASK, o, valid ? g + 1 : 0);
+      const bool mine = valid && end - beg <= SEGOPS_CUDA_CHUNK; /* longer: seg_chunk_kernel */
+      if (!mine) beg = end = 0;
       const int64_t s = s0 + g;
-      const int64_t beg = __shfl_sync(SEGOPS_FULL_MASK, o, g), end = __shfl_sync(SEGOPS_FULL_MASK, o, g + 1);
-      if (end - beg > SEGOPS_CUDA_CHUNK) continue; /* chunked: seg_chunk_kernel */
       double acc[OP::K];
 #pragma unroll
       for (int k = 0; k < OP::K; k++) acc[k] = 0.0;
-      for (int64_t p = beg + lane; p < end; p += 32) {
+#pragma unroll 2
+      for (int64_t p = beg + sl; p < end; p += 8) {
         int64_t i = a.L.perm ? a.L.perm[p] : p;
         OP::template visit<T, W>(a, i, s, acc);
       }
-      warp_sum<OP::K>(acc);
-      double sv[OP::NSV];
-      OP::template finish<T, W>(a, s, end - beg, acc, sv, lane == 0);
-      if (OP::POST) {
-        for (int64_t p = beg + lane; p < end; p += 32) {
-          int64_t i = a.L.perm ? a.L.perm[p] : p;
-          OP::template post<T, W>(a, i, s, sv);
+      sub8_sum<OP::K>(acc);
+      if (mine) {
+        double sv[OP::NSV];
+        OP::template finish<T, W>(a, s, end - beg, acc, sv, sl == 0);
+        if (OP::POST) {
+          for (int64_t p = beg + sl; p < end; p += 8) {
+            int64_t i = a.L.perm ? a.L.perm[p] : p;
+            OP::template post<T, W>(a, i, s, sv);
+          }
         }
       }
     }
