@@ -195,11 +195,15 @@ static void random_lengths(tu_rng *rng, int64_t n, int64_t s, int64_t *lens) {
 static void run_layouts(void) {
   tu_rng rng = {12345};
   tu_layout L;
-#define RUN(expr, variants)          \
-  do {                               \
-    L = (expr);                      \
-    check_layout(&L, variants, &rng); \
-    tu_layout_free(&L);              \
+#define RUN(expr, variants)                                                                       \
+  do {                                                                                            \
+    L = (expr);                                                                                   \
+    long before = tu_failures;                                                                    \
+    double t0 = tu_seconds();                                                                     \
+    check_layout(&L, variants, &rng);                                                             \
+    printf("  %-48s N=%-7lld S=%-6lld %s %.2f s\n", L.name, (long long)L.n, (long long)L.s,        \
+           tu_failures == before ? "ok  " : "FAIL", tu_seconds() - t0);                            \
+    tu_layout_free(&L);                                                                           \
   } while (0)
 
   const int64_t golden_lens[] = {500, 1, 3, 200, 2, 1, 50, 1, 1, 100};

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define GUARD 64
 #define GUARD_BYTE 0xA5
@@ -148,4 +149,10 @@ double tu_relerr(double got, double ref) {
   if (isnan(got) || isnan(ref)) return INFINITY;
   double d = fabs(got - ref), m = fabs(ref) > 1.0 ? fabs(ref) : 1.0;
   return d / m;
+}
+
+double tu_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }

@@ -63,6 +63,9 @@ double tu_get(segops_dtype dt, const void *p, int64_t k);
 /* Rounds a double to what dtype can hold (float32 rounding, or unchanged). */
 double tu_round(segops_dtype dt, double v);
 
+/* Monotonic clock in seconds, for progress lines. */
+double tu_seconds(void);
+
 /* Relative error of got against ref, relative to max(|ref|, 1) (SPEC §3). NaN counts as huge. */
 double tu_relerr(double got, double ref);
 
