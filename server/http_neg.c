@@ -160,18 +160,47 @@ bool segops_http_auth_ok(const char *h, const char *token) {
   return diff == 0;
 }
 
-/* Appends s JSON-escaped (quotes, backslash, control bytes; bytes >= 0x80 as they are). */
+/* Length of the valid UTF-8 sequence at s (1-4), or 0 when the bytes there are not one. */
+static int utf8_len(const unsigned char *s) {
+  unsigned c = s[0];
+  int n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+  if (n == 0 || (n == 2 && c < 0xc2) || (n == 4 && c > 0xf4)) return 0;
+  for (int i = 1; i < n; i++)
+    if ((s[i] & 0xc0) != 0x80) return 0;
+  if (n == 3 && ((c == 0xe0 && s[1] < 0xa0) || (c == 0xed && s[1] >= 0xa0))) return 0; /* overlong, surrogate */
+  if (n == 4 && ((c == 0xf0 && s[1] < 0x90) || (c == 0xf4 && s[1] >= 0x90))) return 0;
+  return n;
+}
+
+/* Writes s JSON-escaped into out: quotes, backslash and control bytes escaped, valid UTF-8 kept,
+ * any other byte (messages may quote names from a hostile body) replaced by U+FFFD, so the
+ * error body is always valid JSON. */
 static size_t json_escape(char *out, size_t cap, const char *s) {
   size_t o = 0;
-  for (; *s && o + 7 < cap; s++) {
-    unsigned char c = (unsigned char)*s;
+  const unsigned char *p = (const unsigned char *)s;
+  while (*p && o + 8 < cap) {
+    unsigned char c = *p;
     if (c == '"' || c == '\\') {
       out[o++] = '\\';
       out[o++] = (char)c;
+      p++;
     } else if (c < 0x20 || c == 0x7f) {
       o += (size_t)snprintf(out + o, cap - o, "\\u%04x", c);
-    } else {
+      p++;
+    } else if (c < 0x80) {
       out[o++] = (char)c;
+      p++;
+    } else {
+      int n = utf8_len(p);
+      if (n) {
+        memcpy(out + o, p, (size_t)n);
+        o += (size_t)n;
+        p += n;
+      } else {
+        memcpy(out + o, "\\ufffd", 6);
+        o += 6;
+        p++;
+      }
     }
   }
   out[o] = 0;

@@ -38,6 +38,19 @@ def test_400_invalid_argument(shared_daemon):
     assert st == 400 and "num_segments (4) must equal y.shape[0] (3)" in data["error"]["message"]
 
 
+def test_400_error_body_is_valid_json_for_hostile_names(shared_daemon):
+    """An argument name that is not UTF-8 is quoted in the message, and the body stays valid JSON."""
+    x = {"dtype": "float64", "shape": [2], "data": np.ones(2).tobytes()}
+    body = (b"\x83\xa2\xff\xfe" + msgpack.packb(x) + msgpack.packb("idx") +
+            msgpack.packb({"dtype": "int32", "shape": [2], "data": np.zeros(2, np.int32).tobytes()}) +
+            msgpack.packb("num_segments") + msgpack.packb(1))
+    st, _, data = post(shared_daemon.url, body, MSGPACK)
+    assert st == 400
+    code, msg = err_of(data)  # json.loads decodes strict UTF-8
+    assert code in ("invalid_argument", "malformed_body"), msg
+    data.decode("utf-8")
+
+
 def test_400_malformed_body(shared_daemon):
     for body, ctype in [(b'{"x":[1,2,3', JSON), (b"\xc1\xc1", MSGPACK), (b"", JSON),
                         (msgpack.packb({"x": 1})[:-1], MSGPACK), (b"[" * 100000, JSON)]:
