@@ -33,6 +33,8 @@ static const opt_desc OPTS[] = {
     {"max-elements", "SEGOPS_MAX_ELEMENTS", "N", "64M", "most elements per tensor (N*3 for vec3)"},
     {"max-segments", "SEGOPS_MAX_SEGMENTS", "N", "", "largest num_segments (default: max-elements)"},
     {"max-connections", "SEGOPS_MAX_CONNECTIONS", "N", "1024", "most concurrent connections"},
+    {"max-inflight-bytes", "SEGOPS_MAX_INFLIGHT_BYTES", "BYTES", "2G",
+     "request bodies held at once over all connections; beyond it 503 + Retry-After"},
     {"idle-timeout", "SEGOPS_IDLE_TIMEOUT", "SECONDS", "30", "close connections idle (or trickling) this long"},
     {"request-timeout", "SEGOPS_REQUEST_TIMEOUT", "SECONDS", "60",
      "a request still queued after this long fails with 504"},
@@ -158,6 +160,7 @@ static int apply(segops_config *c, const opt_desc *o, const char *v, bool *segs_
   } else if (!strcmp(f, "max-segments")) {
     if (*v) { bad = parse_i64(v, true, &i) || i > INT32_MAX; c->max_segments = i; *segs_set = true; }
   } else if (!strcmp(f, "max-connections")) { bad = parse_i64(v, false, &i) || i < 1 || i > 1000000; c->max_connections = i; }
+  else if (!strcmp(f, "max-inflight-bytes")) { bad = parse_i64(v, true, &i) || i < 1; c->max_inflight_bytes = i; }
   else if (!strcmp(f, "idle-timeout")) { bad = parse_i64(v, false, &i) || i > 86400; c->idle_timeout_s = i; }
   else if (!strcmp(f, "request-timeout")) {
     char *end;
@@ -259,6 +262,9 @@ int segops_config_load(segops_config *c, int argc, char **argv, char *err, size_
     if (apply(c, o, v, &segs_set, err, errlen)) return SEGOPS_CONFIG_ERROR;
   }
   if (!segs_set) c->max_segments = c->max_elements;
+  /* A body of the largest allowed size must fit in the in-flight budget (+1: the buffer holds
+   * one spare byte). */
+  if (c->max_inflight_bytes < c->max_body_bytes + 1) c->max_inflight_bytes = c->max_body_bytes + 1;
   if (c->http_threads <= 0) {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     c->http_threads = c->threads > 0 ? c->threads : (int)(cpus < 2 ? 2 : cpus > 64 ? 64 : cpus);

@@ -21,6 +21,7 @@ typedef struct {
   int64_t max_elements; /* per tensor */
   int64_t max_segments; /* bound on num_segments */
   int64_t max_connections;
+  int64_t max_inflight_bytes; /* request bodies held at once, all connections together */
   int64_t idle_timeout_s;
   double request_timeout_s;
   int64_t max_queue;          /* requests waiting for a worker */

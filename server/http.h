@@ -24,6 +24,7 @@ typedef struct segops_server {
   struct MHD_Daemon *mhd;
   atomic_int state;
   atomic_long active; /* request states alive: created on the first callback, freed on completion */
+  atomic_int_fast64_t body_bytes; /* request-body buffers held now (bounded by max_inflight_bytes) */
   atomic_long busy;   /* of those, the ones accepted for work or being answered (see segops_http_busy) */
   segops_limits limits;
   segops_codec_limits codec_limits;
@@ -51,6 +52,7 @@ typedef struct {
   bool busy;           /* counted in srv->busy */
   bool raw_answered;    /* the 413 of an overflow was written to the socket directly */
   uint64_t dropped;     /* bytes discarded after the overflow */
+  size_t reserved;      /* bytes of srv->body_bytes this request holds */
   int req_enc, resp_enc;
   const char *resp_type; /* static Content-Type of a successful op response */
   double t_start;

@@ -15,6 +15,27 @@ static const char *header(segops_http_req *r, const char *name) {
   return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
 }
 
+/* Request bodies held at once are bounded by --max-inflight-bytes: beyond it, 503 + Retry-After
+ * rather than memory exhaustion under many concurrent large uploads. */
+static bool reserve_body(segops_http_req *r, size_t bytes) {
+  segops_server *srv = r->srv;
+  int64_t after = atomic_fetch_add(&srv->body_bytes, (int64_t)bytes) + (int64_t)bytes;
+  if (after > srv->cfg->max_inflight_bytes) {
+    atomic_fetch_sub(&srv->body_bytes, (int64_t)bytes);
+    return false;
+  }
+  r->reserved += bytes;
+  return true;
+}
+
+static void release_body(segops_http_req *r) {
+  free(r->body);
+  r->body = NULL;
+  r->len = r->cap = 0;
+  if (r->reserved) atomic_fetch_sub(&r->srv->body_bytes, (int64_t)r->reserved);
+  r->reserved = 0;
+}
+
 enum MHD_Result segops_http_op_begin(segops_http_req *r) {
   segops_server *srv = r->srv;
   int enc = segops_http_content_type(header(r, MHD_HTTP_HEADER_CONTENT_TYPE));
@@ -43,6 +64,10 @@ enum MHD_Result segops_http_op_begin(segops_http_req *r) {
   } else if ((int64_t)initial > srv->cfg->max_body_bytes) {
     initial = (size_t)srv->cfg->max_body_bytes + 1;
   }
+  if (!reserve_body(r, initial))
+    return segops_http_error(r, SEGOPS_E_RESOURCE_EXHAUSTED, 0,
+                             "the server holds too many request bodies (--max-inflight-bytes); retry later", NULL,
+                             true);
   r->body = malloc(initial);
   if (!r->body) return segops_http_error(r, SEGOPS_E_NOMEM, 0, "out of memory for the request body", NULL, true);
   r->cap = initial;
@@ -91,9 +116,7 @@ enum MHD_Result segops_http_op_body(segops_http_req *r, const char *data, size_t
     /* Only a chunked upload gets here (a Content-Length over the cap was refused up front):
      * libmicrohttpd cannot answer mid-upload, so stop storing now and answer 413 at its end. */
     r->overflow = true;
-    free(r->body);
-    r->body = NULL;
-    r->len = r->cap = 0;
+    release_body(r);
     overflow_now(r);
     return MHD_YES;
   }
@@ -101,6 +124,9 @@ enum MHD_Result segops_http_op_body(segops_http_req *r, const char *data, size_t
     size_t ncap = r->cap * 2;
     if (ncap < r->len + n) ncap = r->len + n;
     if (ncap > max + 1) ncap = max + 1;
+    /* Over the in-flight budget in the middle of a chunked upload: no answer can be queued
+     * now, so the connection is dropped (the client may retry). */
+    if (!reserve_body(r, ncap - r->cap)) return MHD_NO;
     char *nb = realloc(r->body, ncap);
     if (!nb) return MHD_NO; /* out of memory: drop the connection rather than abort */
     r->body = nb;
@@ -190,8 +216,7 @@ enum MHD_Result segops_http_op_respond(segops_http_req *r) {
   /* The inputs are no longer needed: give their memory back before encoding. */
   segops_decoded_free(&r->dec);
   memset(&r->dec, 0, sizeof r->dec);
-  free(r->body);
-  r->body = NULL;
+  release_body(r);
   char *timing = r->timing;
   snprintf(timing, sizeof r->timing, "queue;dur=%.3f, compute;dur=%.3f", queue_s * 1e3, compute_s * 1e3);
   if (j->status != SEGOPS_OK) {
@@ -258,6 +283,5 @@ enum MHD_Result segops_http_op_respond(segops_http_req *r) {
 void segops_http_op_free(segops_http_req *r) {
   segops_decoded_free(&r->dec);
   segops_prepared_free(&r->prep);
-  free(r->body);
-  r->body = NULL;
+  release_body(r);
 }

@@ -8,7 +8,7 @@ import msgpack
 import numpy as np
 import pytest
 
-from client import JSON, MSGPACK, call, encode, request
+from client import JSON, MSGPACK, call, encode, info, request
 
 SUM = "/v1/segmented_sum/forward"
 GOOD = b'{"x":[1,2,3,4,5,6],"idx":[0,0,1,1,1,2],"num_segments":3}'
@@ -149,6 +149,25 @@ def test_aborted_uploads_do_not_hold_shutdown(daemon_factory):
     assert time.time() - t0 < 15
 
 
+def test_503_when_request_bodies_exceed_the_inflight_budget(daemon_factory):
+    d = daemon_factory("--max-body-bytes", "1000", "--max-inflight-bytes", "1500")
+    assert info(d.url)["limits"]["max_inflight_bytes"] == 1500
+    body = GOOD + b" " * (900 - len(GOOD))
+    hold = socket.create_connection((d.host, d.port), timeout=10)  # announces 900 bytes, sends half
+    hold.sendall(b"POST " + SUM.encode() + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: 900\r\n\r\n" + body[:450])
+    import time
+    time.sleep(0.2)
+    st, hd, data = post(d.url, body)
+    assert st == 503 and hd["retry-after"] and err_of(data)[0] == "resource_exhausted", (st, data)
+    hold.sendall(body[450:])
+    head = hold.recv(65536)
+    hold.close()
+    assert head.startswith(b"HTTP/1.1 200"), head[:100]
+    st, _, data = post(d.url, body)  # the budget was given back
+    assert st == 200, data
+
+
 def test_413_num_segments_and_elements_bounded(daemon_factory):
     d = daemon_factory("--max-elements", "1000")
     st, _, data = post(d.url, b'{"x":[1],"idx":[0],"num_segments":1099511627776}')
@@ -209,7 +228,8 @@ def _concurrent(n, fn):
 
 
 def test_503_queue_full_with_retry_after(daemon_factory):
-    d = daemon_factory("--max-queue", "1", env={"SEGOPS_TEST_DELAY_MS": "400"}, test_build=True)
+    d = daemon_factory("--max-queue", "1", "--max-batch-elements", "0", env={"SEGOPS_TEST_DELAY_MS": "400"},
+                       test_build=True)
     res = _concurrent(12, lambda i: post(d.url, GOOD))
     codes = sorted(r[0] for r in res)
     assert 200 in codes and 503 in codes, codes
@@ -223,7 +243,9 @@ def test_503_queue_full_with_retry_after(daemon_factory):
 
 
 def test_504_deadline_frees_the_worker(daemon_factory):
-    d = daemon_factory("--request-timeout", "0.3", env={"SEGOPS_TEST_DELAY_MS": "700"}, test_build=True)
+    # Unbatched: a worker that takes one request must leave the others queued until they expire.
+    d = daemon_factory("--request-timeout", "0.3", "--max-batch-elements", "0", env={"SEGOPS_TEST_DELAY_MS": "700"},
+                       test_build=True)
     res = _concurrent(6, lambda i: post(d.url, GOOD))
     codes = [r[0] for r in res]
     assert 504 in codes, codes
