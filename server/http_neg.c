@@ -77,6 +77,7 @@ static double parse_q(const char *p, const char *end) {
   double q = 1.0;
   while (p < end) {
     p = skip_ws(p, end);
+    if (p >= end) break; /* also tells gcc 13 the memchr bound below is not negative */
     const char *semi = memchr(p, ';', (size_t)(end - p));
     const char *pe = semi ? semi : end;
     if (pe - p >= 2 && (p[0] == 'q' || p[0] == 'Q') && p[1] == '=') {
