@@ -63,8 +63,10 @@ static void parallel_copy(char *dst, const char *src, size_t len, int threads) {
   for (int t = 1; t < threads; t++) running[t] = pthread_create(&th[t], NULL, copy_main, &parts[t]) == 0;
   copy_main(&parts[0]);
   for (int t = 1; t < threads; t++) {
-    if (running[t]) pthread_join(th[t], NULL);
-    else copy_main(&parts[t]); /* could not start a thread: copy here */
+    if (running[t])
+      pthread_join(th[t], NULL);
+    else
+      copy_main(&parts[t]); /* could not start a thread: copy here */
   }
 }
 
@@ -87,7 +89,7 @@ static double memcpy_time(size_t traffic, int reps, int threads) {
     double t0 = now();
     parallel_copy(dst, src, half, threads);
     double t = now() - t0;
-    if (r > 0 && t < best) best = t; /* run 0 warms up */
+    if (r > 0 && t < best) best = t;      /* run 0 warms up */
     src[r % half] ^= dst[(r * 7) % half]; /* keep the copies observable */
   }
   free(src);
@@ -149,8 +151,8 @@ static int bench_fn(segops_backend *be, const segops_fn_desc *fn, segops_dtype d
     printf("%s,%s,%lld,%zu,%.6e,%.3f,%.3f,%.3f\n", name, segops_dtype_name(dt), (long long)n, traffic, best, gbs, mgbs,
            mgbs > 0 ? gbs / mgbs : 0);
   else
-    printf("%-36s %-8s %9.1f %9.3f %8.2f %8.2f %7.2f\n", name, segops_dtype_name(dt), (double)traffic / 1e6,
-           best * 1e3, gbs, mgbs, mgbs > 0 ? gbs / mgbs : 0);
+    printf("%-36s %-8s %9.1f %9.3f %8.2f %8.2f %7.2f\n", name, segops_dtype_name(dt), (double)traffic / 1e6, best * 1e3,
+           gbs, mgbs, mgbs > 0 ? gbs / mgbs : 0);
   fflush(stdout);
   goto done;
 oom:
@@ -174,17 +176,22 @@ int main(int argc, char **argv) {
   options o = {.n = (int64_t)1 << 22, .reps = 5, .threads = 0, .seg_min = 16, .seg_max = 48, .dtypes = 3};
   for (int a = 1; a < argc; a++) {
     const char *f = argv[a];
-    if (!strcmp(f, "--n") && a + 1 < argc) o.n = strtoll(argv[++a], NULL, 0);
-    else if (!strcmp(f, "--reps") && a + 1 < argc) o.reps = atoi(argv[++a]);
-    else if (!strcmp(f, "--threads") && a + 1 < argc) o.threads = atoi(argv[++a]);
+    if (!strcmp(f, "--n") && a + 1 < argc)
+      o.n = strtoll(argv[++a], NULL, 0);
+    else if (!strcmp(f, "--reps") && a + 1 < argc)
+      o.reps = atoi(argv[++a]);
+    else if (!strcmp(f, "--threads") && a + 1 < argc)
+      o.threads = atoi(argv[++a]);
     else if (!strcmp(f, "--seg-len") && a + 2 < argc) {
       o.seg_min = atoi(argv[++a]);
       o.seg_max = atoi(argv[++a]);
     } else if (!strcmp(f, "--dtype") && a + 1 < argc) {
       const char *d = argv[++a];
       o.dtypes = !strcmp(d, "f32") ? 1 : !strcmp(d, "f64") ? 2 : 3;
-    } else if (!strcmp(f, "--only") && a + 1 < argc) o.only = argv[++a];
-    else if (!strcmp(f, "--csv")) o.csv = true;
+    } else if (!strcmp(f, "--only") && a + 1 < argc)
+      o.only = argv[++a];
+    else if (!strcmp(f, "--csv"))
+      o.csv = true;
     else {
       usage(argv[0]);
       return 2;
@@ -210,12 +217,13 @@ int main(int argc, char **argv) {
   if (o.csv)
     printf("function,dtype,n,bytes,seconds,gbps,memcpy_gbps,ratio\n");
   else
-    printf("segops_bench_cpu: %s, N=%lld vec3, S=%lld (%.1f per segment), best of %d\n"
-           "traffic = inputs read once + outputs written once + idx; memcpy: the same traffic (read + written)\n"
-           "copied by %d threads; ratio = GB/s / memcpy GB/s\n"
-           "%-36s %-8s %9s %9s %8s %8s %7s\n",
-           info.name, (long long)o.n, (long long)s, (double)o.n / (double)s, o.reps, o.threads, "function", "dtype", "MB", "ms",
-           "GB/s", "memcpy", "ratio");
+    printf(
+        "segops_bench_cpu: %s, N=%lld vec3, S=%lld (%.1f per segment), best of %d\n"
+        "traffic = inputs read once + outputs written once + idx; memcpy: the same traffic (read + written)\n"
+        "copied by %d threads; ratio = GB/s / memcpy GB/s\n"
+        "%-36s %-8s %9s %9s %8s %8s %7s\n",
+        info.name, (long long)o.n, (long long)s, (double)o.n / (double)s, o.reps, o.threads, "function", "dtype", "MB",
+        "ms", "GB/s", "memcpy", "ratio");
   int rc = 0;
   for (int d = 0; d < 2; d++) {
     if (!((o.dtypes >> d) & 1)) continue;

@@ -74,17 +74,15 @@ static int cpu_run(void *vctx, int device, const segops_call *call, char *err, s
   if (!call || !call->fn || (call->dtype != SEGOPS_F32 && call->dtype != SEGOPS_F64) ||
       (call->width != 1 && call->width != 3) || call->n < 0 || call->s < 0 || (call->n > 0 && !call->idx))
     return segops_errf(SEGOPS_E_INTERNAL, err, errlen, "cpu backend: call was not prepared");
-  const segops_cpu_kernel *k =
-      call->dtype == SEGOPS_F32 ? &segops_cpu_kernels_f32[call->fn->op][call->fn->pass]
-                                : &segops_cpu_kernels_f64[call->fn->op][call->fn->pass];
+  const segops_cpu_kernel *k = call->dtype == SEGOPS_F32 ? &segops_cpu_kernels_f32[call->fn->op][call->fn->pass]
+                                                         : &segops_cpu_kernels_f64[call->fn->op][call->fn->pass];
   const int64_t n = call->n, s = call->s;
 
   unsigned requested = 0;
   for (int o = 0; o < call->fn->n_out; o++)
     if (call->out[o]) requested |= 1u << o;
   bool run_elem = k->elem && (requested & k->elem_outs) && n > 0;
-  bool run_seg = k->seg && s > 0 &&
-                 ((requested & k->seg_outs) || (run_elem && (k->needs & SEGOPS_CPU_NEED_SCRATCH)));
+  bool run_seg = k->seg && s > 0 && ((requested & k->seg_outs) || (run_elem && (k->needs & SEGOPS_CPU_NEED_SCRATCH)));
   bool need_off = run_seg || (run_elem && (k->needs & SEGOPS_CPU_NEED_COUNTS));
   bool need_perm = run_seg && !call->idx_sorted && n > 0;
   bool need_scratch = run_seg && (k->needs & SEGOPS_CPU_NEED_SCRATCH);

@@ -45,8 +45,10 @@ void segops_cpu_segment_bounds(const int64_t *off, int64_t s, int64_t k, int64_t
     int64_t lo = bounds[c - 1], hi = s;
     while (lo < hi) {
       int64_t mid = lo + (hi - lo) / 2;
-      if (off[mid] + mid < target) lo = mid + 1;
-      else hi = mid;
+      if (off[mid] + mid < target)
+        lo = mid + 1;
+      else
+        hi = mid;
     }
     bounds[c] = lo;
   }

@@ -43,18 +43,18 @@ void segops_cpu_segment_bounds(const int64_t *off, int64_t s, int64_t k, int64_t
 /* ---- Kernels (cpu_ops_impl.h, instantiated in cpu_ops.c) ---- */
 typedef struct {
   const segops_call *c;
-  int w;                /* row width: 1 or 3 */
-  const int64_t *off;   /* s+1 entries, or NULL when the function does not need it */
-  const int64_t *perm;  /* n entries, or NULL: identity */
-  double *sa, *sb;      /* per-segment scratch (s entries each) for functions that need it */
+  int w;               /* row width: 1 or 3 */
+  const int64_t *off;  /* s+1 entries, or NULL when the function does not need it */
+  const int64_t *perm; /* n entries, or NULL: identity */
+  double *sa, *sb;     /* per-segment scratch (s entries each) for functions that need it */
 } segops_cpu_job;
 
 /* A kernel handles segments [begin, end) (segment phase) or elements [begin, end) (element phase). */
 typedef void (*segops_cpu_range_fn)(const segops_cpu_job *j, int64_t begin, int64_t end);
 
 enum {
-  SEGOPS_CPU_NEED_COUNTS = 1,  /* the element phase reads c_s from off */
-  SEGOPS_CPU_NEED_SCRATCH = 2  /* the segment phase fills sa/sb for the element phase */
+  SEGOPS_CPU_NEED_COUNTS = 1, /* the element phase reads c_s from off */
+  SEGOPS_CPU_NEED_SCRATCH = 2 /* the segment phase fills sa/sb for the element phase */
 };
 
 /* One function: a segment phase (reductions, one writer per segment) and an element phase

@@ -36,21 +36,21 @@ static inline void FN(st)(void *p, int64_t k, double v) {
 #define INLINE static inline __attribute__((always_inline))
 /* Defines kernel `name` for rows of width w (1 or 3). The body gets w as a compile-time constant,
  * so its loops over components unroll; the kernel picks the instance for the call's width. */
-#define WIDTH_KERNEL(name, lo, hi)                                                                 \
-  INLINE void FN(name##_w)(const segops_cpu_job *J, int64_t lo, int64_t hi, const int w);         \
-  static void FN(name)(const segops_cpu_job *J, int64_t lo, int64_t hi) {                          \
-    if (J->w == 3)                                                                                 \
-      FN(name##_w)(J, lo, hi, 3);                                                                  \
-    else                                                                                           \
-      FN(name##_w)(J, lo, hi, 1);                                                                  \
-  }                                                                                                \
+#define WIDTH_KERNEL(name, lo, hi)                                                        \
+  INLINE void FN(name##_w)(const segops_cpu_job *J, int64_t lo, int64_t hi, const int w); \
+  static void FN(name)(const segops_cpu_job *J, int64_t lo, int64_t hi) {                 \
+    if (J->w == 3)                                                                        \
+      FN(name##_w)(J, lo, hi, 3);                                                         \
+    else                                                                                  \
+      FN(name##_w)(J, lo, hi, 1);                                                         \
+  }                                                                                       \
   INLINE void FN(name##_w)(const segops_cpu_job *J, int64_t lo, int64_t hi, const int w)
 
 /* ---- segmented_sum and segmented_mean ---- */
 
 /* dst[s] = sum of src over segment s (divided by c_s when mean; 0 for an empty segment). */
 INLINE void FN(seg_sum)(const segops_cpu_job *J, int64_t s0, int64_t s1, const void *src, void *dst, bool mean,
-                         const int w) {
+                        const int w) {
   if (!dst) return;
   for (int64_t s = s0; s < s1; s++) {
     double acc[3] = {0, 0, 0};
@@ -158,7 +158,7 @@ WIDTH_KERNEL(mul_fwd_elem, i0, i1) {
 
 /* dst[s] = sum_i dot(a[i], b[i]); a NULL reads as zeros. Used for grad_y of mul's passes. */
 INLINE void FN(seg_dot)(const segops_cpu_job *J, int64_t s0, int64_t s1, const void *a, const void *b, void *dst,
-                         const int w) {
+                        const int w) {
   if (!dst) return;
   for (int64_t s = s0; s < s1; s++) {
     double acc = 0;
@@ -373,7 +373,8 @@ static void FN(matvec_dbl_seg)(const segops_cpu_job *J, int64_t s0, int64_t s1) 
 }
 
 /* ---- The table: [op][pass] = {segment phase, element phase, seg_outs, elem_outs, needs} ---- */
-#define K(seg, elem, so, eo, needs) {seg, elem, so, eo, needs}
+#define K(seg, elem, so, eo, needs) \
+  { seg, elem, so, eo, needs }
 const segops_cpu_kernel CAT(segops_cpu_kernels, SFX)[SEGOPS_OP_COUNT][SEGOPS_PASS_COUNT] = {
     [SEGOPS_OP_SUM] = {K(FN(sum_seg), NULL, 1, 0, 0), K(NULL, FN(sum_bwd_elem), 0, 1, 0),
                        K(FN(sum_seg), NULL, 1, 0, 0)},
@@ -386,8 +387,7 @@ const segops_cpu_kernel CAT(segops_cpu_kernels, SFX)[SEGOPS_OP_COUNT][SEGOPS_PAS
     [SEGOPS_OP_RMS_NORM] = {K(FN(rms_fwd_seg), NULL, 1, 0, 0),
                             K(FN(rms_bwd_seg), FN(rms_bwd_elem), 0, 1, SEGOPS_CPU_NEED_SCRATCH),
                             K(FN(rms_dbl_seg), FN(rms_dbl_elem), 1, 2, SEGOPS_CPU_NEED_SCRATCH)},
-    [SEGOPS_OP_MATVEC] = {K(NULL, FN(matvec_fwd_elem), 0, 1, 0),
-                          K(FN(matvec_bwd_seg), FN(matvec_bwd_elem), 2, 1, 0),
+    [SEGOPS_OP_MATVEC] = {K(NULL, FN(matvec_fwd_elem), 0, 1, 0), K(FN(matvec_bwd_seg), FN(matvec_bwd_elem), 2, 1, 0),
                           K(FN(matvec_dbl_seg), FN(matvec_dbl_elem), 4, 3, 0)},
 };
 #undef K

@@ -22,8 +22,8 @@ struct segops_cpu_pool {
   segops_cpu_task_fn fn;
   void *arg;
   int64_t nchunks;
-  _Atomic uint64_t claim;   /* generation << 32 | next chunk to hand out */
-  _Atomic int64_t done;     /* chunks of the current job finished */
+  _Atomic uint64_t claim; /* generation << 32 | next chunk to hand out */
+  _Atomic int64_t done;   /* chunks of the current job finished */
 };
 
 /* Claims and runs chunks of job `gen` until none is left (or the job is no longer current). */

@@ -133,7 +133,8 @@ static void check_case(const tu_layout *L, const segops_fn_desc *fn, segops_dtyp
             double e = tu_relerr(tu_get(dt, outs[o].data, j), tu_get(dt, outs_cpu[o].data, j));
             if (e > worst) worst = e;
           }
-          TU_CHECK(worst <= 2 * tol, "%s: %s differs from the CPU backend (rel err %.3g)", what, fn->out[o].name, worst);
+          TU_CHECK(worst <= 2 * tol, "%s: %s differs from the CPU backend (rel err %.3g)", what, fn->out[o].name,
+                   worst);
         }
     }
   }
@@ -195,15 +196,15 @@ static void random_lengths(tu_rng *rng, int64_t n, int64_t s, int64_t *lens) {
 static void run_layouts(void) {
   tu_rng rng = {12345};
   tu_layout L;
-#define RUN(expr, variants)                                                                       \
-  do {                                                                                            \
-    L = (expr);                                                                                   \
-    long before = tu_failures;                                                                    \
-    double t0 = tu_seconds();                                                                     \
-    check_layout(&L, variants, &rng);                                                             \
-    printf("  %-48s N=%-7lld S=%-6lld %s %.2f s\n", L.name, (long long)L.n, (long long)L.s,        \
-           tu_failures == before ? "ok  " : "FAIL", tu_seconds() - t0);                            \
-    tu_layout_free(&L);                                                                           \
+#define RUN(expr, variants)                                                                 \
+  do {                                                                                      \
+    L = (expr);                                                                             \
+    long before = tu_failures;                                                              \
+    double t0 = tu_seconds();                                                               \
+    check_layout(&L, variants, &rng);                                                       \
+    printf("  %-48s N=%-7lld S=%-6lld %s %.2f s\n", L.name, (long long)L.n, (long long)L.s, \
+           tu_failures == before ? "ok  " : "FAIL", tu_seconds() - t0);                     \
+    tu_layout_free(&L);                                                                     \
   } while (0)
 
   const int64_t golden_lens[] = {500, 1, 3, 200, 2, 1, 50, 1, 1, 100};
@@ -263,8 +264,8 @@ static void golden(const char *name, segops_op op, segops_pass pass, int w, int6
     char what[160];
     snprintf(what, sizeof what, "golden %s (%s)", name, segops_dtype_name(dt));
     tu_buf ins[SEGOPS_MAX_INPUTS] = {0}, outs[SEGOPS_MAX_OUTPUTS] = {0};
-    segops_call call = {.fn = fn, .dtype = dt, .width = w, .n = n, .s = s, .idx = idx,
-                        .idx_sorted = tu_is_sorted(idx, n)};
+    segops_call call = {
+        .fn = fn, .dtype = dt, .width = w, .n = n, .s = s, .idx = idx, .idx_sorted = tu_is_sorted(idx, n)};
     for (int k = 0; k < fn->n_in; k++)
       if (in[k]) {
         ins[k] = tu_input(dt, in[k], segops_shape_count(fn->in[k].shape, w, n, s), 1);
@@ -353,7 +354,7 @@ static void run_golden(void) {
   }
   { /* 11: every function with N = 0, S = 5: zero-filled outputs (segment outputs all zeros). */
     const double segv[5 * 9] = {1, -2, 3, 4, 5, 6, 7, 8, 9, 1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 2, 3, 4, 5,
-                                6, 7, 8, 9, 1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+                                6, 7,  8, 9, 1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 2, 3, 4, 5, 6, 7, 8, 9};
     const double zeros[5 * 9] = {0}, none[1] = {0};
     const int32_t idx[1] = {0};
     for (int op = 0; op < SEGOPS_OP_COUNT; op++)
@@ -380,8 +381,15 @@ static void run_golden(void) {
     for (int d = 0; d < 2; d++) {
       segops_dtype dt = DTYPES[d];
       tu_buf g = tu_input(dt, ones, 10, 2), a = tu_output(dt, L.n), b = tu_output(dt, L.n);
-      segops_call c1 = {.fn = segops_fn(SEGOPS_OP_SUM, SEGOPS_PASS_BACKWARD), .dtype = dt, .width = 1, .n = L.n,
-                        .s = 10, .idx = L.idx, .idx_sorted = L.sorted, .in = {g.data}, .out = {a.data}};
+      segops_call c1 = {.fn = segops_fn(SEGOPS_OP_SUM, SEGOPS_PASS_BACKWARD),
+                        .dtype = dt,
+                        .width = 1,
+                        .n = L.n,
+                        .s = 10,
+                        .idx = L.idx,
+                        .idx_sorted = L.sorted,
+                        .in = {g.data},
+                        .out = {a.data}};
       segops_call c2 = c1;
       c2.fn = segops_fn(SEGOPS_OP_MEAN, SEGOPS_PASS_BACKWARD);
       c2.out[0] = b.data;
@@ -404,7 +412,8 @@ static void run_golden(void) {
 int main(int argc, char **argv) {
   const char *which = "cpu";
   for (int a = 1; a < argc; a++) {
-    if (strcmp(argv[a], "--backend") == 0 && a + 1 < argc) which = argv[++a];
+    if (strcmp(argv[a], "--backend") == 0 && a + 1 < argc)
+      which = argv[++a];
     else {
       fprintf(stderr, "usage: %s --backend cpu|cuda\n", argv[0]);
       return 2;

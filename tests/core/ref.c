@@ -47,7 +47,7 @@ void ref_run(segops_op op, segops_pass pass, int w, int64_t n, int64_t s, const 
   const double *a0 = in[0], *a1 = in[1], *a2 = in[2], *a3 = in[3], *a4 = in[4];
 
   switch (op * 3 + pass) {
-    case SEGOPS_OP_SUM * 3 + SEGOPS_PASS_FORWARD: /* x */
+    case SEGOPS_OP_SUM * 3 + SEGOPS_PASS_FORWARD:         /* x */
     case SEGOPS_OP_SUM * 3 + SEGOPS_PASS_DOUBLE_BACKWARD: /* gg_x */
       ref_sum_like(w, n, s, idx, c, a0, out[0], 0);
       break;
@@ -155,7 +155,8 @@ void ref_run(segops_op op, segops_pass pass, int w, int64_t n, int64_t s, const 
         int64_t g = idx[i];
         for (int k = 0; k < 3; k++) {
           double acc = 0;
-          for (int j = 0; j < 3; j++) acc += a4[g * 9 + j * 3 + k] * at(a0, i * 3 + j) + at(a1, g * 9 + j * 3 + k) * a3[i * 3 + j];
+          for (int j = 0; j < 3; j++)
+            acc += a4[g * 9 + j * 3 + k] * at(a0, i * 3 + j) + at(a1, g * 9 + j * 3 + k) * a3[i * 3 + j];
           out[0][i * 3 + k] = acc;
         }
         for (int j = 0; j < 3; j++) {

@@ -52,8 +52,8 @@ static void make_vars(const segops_fn_desc *fn, tu_rng *rng) {
 
 /* Runs fn on the backend with the current variables; outs[o] receives output o. */
 static void eval(const segops_fn_desc *fn, double *outs[SEGOPS_MAX_OUTPUTS]) {
-  segops_call call = {.fn = fn, .dtype = SEGOPS_F64, .width = W, .n = N, .s = S, .idx = IDX,
-                      .idx_sorted = tu_is_sorted(IDX, N)};
+  segops_call call = {
+      .fn = fn, .dtype = SEGOPS_F64, .width = W, .n = N, .s = S, .idx = IDX, .idx_sorted = tu_is_sorted(IDX, N)};
   for (int k = 0; k < fn->n_in; k++) call.in[k] = find(fn->in[k].name)->v;
   for (int o = 0; o < fn->n_out; o++) call.out[o] = outs[o];
   char err[256];
@@ -117,8 +117,8 @@ static void check_pair(segops_op op, segops_pass pf, const char *layout) {
       double fd = (lp - lm) / (2 * H), e = tu_relerr(an[o][j], fd);
       if (e > worst) worst = e, worst_at = j, worst_fd = fd;
     }
-    TU_CHECK(worst <= TOL, "%s: %s[%lld] = %.12g, finite difference %.12g", what, g->out[o].name,
-             (long long)worst_at, an[o][worst_at], worst_fd);
+    TU_CHECK(worst <= TOL, "%s: %s[%lld] = %.12g, finite difference %.12g", what, g->out[o].name, (long long)worst_at,
+             an[o][worst_at], worst_fd);
   }
   for (int o = 0; o < g->n_out; o++) free(an[o]);
 }

@@ -211,7 +211,8 @@ static void test_rules(void) {
   r.n_outputs = 0;
   expect_error("empty outputs list", &r, SEGOPS_E_INVALID_ARGUMENT, NAMES("outputs"));
 
-  segops_request sd = {.op = SEGOPS_OP_SUM, .pass = SEGOPS_PASS_DOUBLE_BACKWARD, .ns_kind = SEGOPS_NS_INT, .ns_value = 2};
+  segops_request sd = {
+      .op = SEGOPS_OP_SUM, .pass = SEGOPS_PASS_DOUBLE_BACKWARD, .ns_kind = SEGOPS_NS_INT, .ns_value = 2};
   add_arg(&sd, "idx", tensor(SEGOPS_I32, 1, 5, 0, 0));
   expect_error("no float tensor at all", &sd, SEGOPS_E_INVALID_ARGUMENT, NAMES("gg_x"));
 
@@ -263,7 +264,8 @@ static void test_valid(void) {
   }
 
   /* mul double backward without cotangents, asking only for grad_y. */
-  segops_request d = {.op = SEGOPS_OP_MUL, .pass = SEGOPS_PASS_DOUBLE_BACKWARD, .ns_kind = SEGOPS_NS_INT, .ns_value = 4};
+  segops_request d = {
+      .op = SEGOPS_OP_MUL, .pass = SEGOPS_PASS_DOUBLE_BACKWARD, .ns_kind = SEGOPS_NS_INT, .ns_value = 4};
   add_arg(&d, "g_out", tensor(SEGOPS_F32, 1, 5, 0, 0));
   add_arg(&d, "x", tensor(SEGOPS_F32, 1, 5, 0, 0));
   add_arg(&d, "y", tensor(SEGOPS_F32, 1, 4, 0, 0));

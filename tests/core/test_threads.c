@@ -36,8 +36,8 @@ static void check_layout(const tu_layout *L, tu_rng *rng) {
         for (int w = fn->vec3_only ? 3 : 1; w <= 3; w += 2) {
           segops_dtype dt = d ? SEGOPS_F64 : SEGOPS_F32;
           tu_buf ins[SEGOPS_MAX_INPUTS] = {0};
-          segops_call call = {.fn = fn, .dtype = dt, .width = w, .n = L->n, .s = L->s, .idx = L->idx,
-                              .idx_sorted = L->sorted};
+          segops_call call = {
+              .fn = fn, .dtype = dt, .width = w, .n = L->n, .s = L->s, .idx = L->idx, .idx_sorted = L->sorted};
           for (int k = 0; k < fn->n_in; k++) {
             int64_t count = segops_shape_count(fn->in[k].shape, w, L->n, L->s);
             double *v = malloc((size_t)(count ? count : 1) * sizeof(double));

@@ -13,9 +13,9 @@
 extern long tu_checks, tu_failures;
 /* Records a failed check with a printf-style message (first 50 failures are printed). */
 void tu_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-#define TU_CHECK(cond, ...)      \
-  do {                           \
-    tu_checks++;                 \
+#define TU_CHECK(cond, ...)            \
+  do {                                 \
+    tu_checks++;                       \
     if (!(cond)) tu_fail(__VA_ARGS__); \
   } while (0)
 /* Prints "name: checks, failures" and returns the process exit status (0 or 1). */
