@@ -52,6 +52,7 @@ typedef struct {
   bool busy;           /* counted in srv->busy */
   bool raw_answered;    /* the 413 of an overflow was written to the socket directly */
   uint64_t dropped;     /* bytes discarded after the overflow */
+  bool counted;         /* already in the request metrics */
   size_t reserved;      /* bytes of srv->body_bytes this request holds */
   int req_enc, resp_enc;
   const char *resp_type; /* static Content-Type of a successful op response */

@@ -100,6 +100,9 @@ static void overflow_now(segops_http_req *r) {
     r->raw_answered = true;
     r->status = 413;
     r->bytes_out = (uint64_t)bl;
+    /* Counted now: the connection may linger until the client's close is noticed. */
+    segops_metrics_request(r->route, r->op, r->pass, 413, r->bytes_in, r->bytes_out);
+    r->counted = true;
   }
 }
 

@@ -155,7 +155,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                 (unsigned long long)r->bytes_in, (unsigned long long)r->bytes_out, (segops_now() - r->t_start) * 1e3,
                 toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection ended early)");
   }
-  if (r->status) {
+  if (r->status && !r->counted) {
     segops_metrics_request(r->route, r->op, r->pass, r->status, r->bytes_in, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? r->bytes_out : 0);
     segops_metrics_observe(SEGOPS_HIST_TOTAL, segops_now() - r->t_start);
   }
