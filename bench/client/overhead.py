@@ -50,7 +50,7 @@ def timed(fn, calls):
 
 def case(url, name, x, idx, s, calls, rounds):
     body, length = _wire.encode_request({"x": x, "idx": idx, "num_segments": s})
-    body = body if isinstance(body, bytes) else b"".join(bytes(p) for p in body)
+    body = bytes(body) if isinstance(body, (bytes, bytearray)) else b"".join(bytes(p) for p in body)
     u = urllib.parse.urlsplit(url)
     raw = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
     hdrs = {"Content-Type": "application/msgpack", "Accept": "application/msgpack"}
@@ -84,6 +84,21 @@ def case(url, name, x, idx, s, calls, rounds):
     print(f"{name:<40} bytes/req {len(body):>8}  raw http.client {raw_us:8.1f} us/call  "
           f"segops.Client {cli_us:8.1f} us/call  ratio {cli_us / raw_us:5.2f} (median {med:4.2f})  "
           f"overhead {cli_us - raw_us:+7.1f} us")
+    # The client's own CPU work, without the network: encoding the request, decoding a response.
+    resp_body = c._roundtrip("POST", "/v1/segmented_sum/forward", body, len(body), read=lambda r: r.read())
+    n_cpu = max(calls, 100)
+    t0 = time.perf_counter()
+    for _ in range(n_cpu):
+        _wire.encode_request({"x": x, "idx": idx, "num_segments": s})
+    enc_us = (time.perf_counter() - t0) / n_cpu * 1e6
+    if len(resp_body) <= _wire.JOIN_BELOW:
+        t0 = time.perf_counter()
+        for _ in range(n_cpu):
+            _wire.decode_msgpack_bytes(resp_body)
+        dec_us = (time.perf_counter() - t0) / n_cpu * 1e6
+        print(f"{'':<40} client CPU alone: encode {enc_us:.1f} us + decode {dec_us:.1f} us per call")
+    else:
+        print(f"{'':<40} client CPU alone: encode {enc_us:.1f} us per call (response streamed from the socket)")
     raw.close()
     c.close()
     return cli_us / raw_us

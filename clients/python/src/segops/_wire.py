@@ -57,19 +57,25 @@ def wire_array(a, name):
     return arr
 
 
-def _tensor_pieces(arr, pieces):
-    nbytes = arr.nbytes
-    pieces.append(
-        _MAP3
-        + _K_DTYPE
-        + _packb(arr.dtype.name)
-        + _K_SHAPE
-        + _packb([int(d) for d in arr.shape])
-        + _K_DATA
-        + _bin_header(nbytes)
-    )
-    if nbytes:
-        pieces.append(memoryview(arr).cast("B") if arr.ndim else memoryview(arr.reshape(1)).cast("B"))
+_DTYPE_NAMES = {}  # np.dtype -> packed name (dtype.name is slow to compute every call)
+_KEYS = {}  # argument name -> packed name
+
+
+def _key(name):
+    k = _KEYS.get(name)
+    if k is None:
+        k = _packb(name)
+        if len(_KEYS) < 256:
+            _KEYS[name] = k
+    return k
+
+
+def _tensor_head(arr):
+    """msgpack of {"dtype": ..., "shape": [...], "data": <bin header>}: the tensor minus its bytes."""
+    dn = _DTYPE_NAMES.get(arr.dtype)
+    if dn is None:
+        dn = _DTYPE_NAMES[arr.dtype] = _packb(arr.dtype.name)
+    return b"".join((_MAP3, _K_DTYPE, dn, _K_SHAPE, _packb(arr.shape), _K_DATA, _bin_header(arr.nbytes)))
 
 
 def _scalar(v, name):
@@ -86,24 +92,47 @@ def _scalar(v, name):
 
 
 def encode_request(args, outputs=None):
-    """Body of POST /v1/{op}/{pass} as (pieces, total_length).
+    """Body of POST /v1/{op}/{pass} as (body, total_length).
 
     args: name -> array-like, or for num_segments an int; None values are left out.
-    pieces is a bytes object for small bodies, else a list of bytes/memoryview pieces that
-    borrow the arrays' buffers (the arrays must stay alive until the body is sent)."""
-    items = [(k, v) for k, v in args.items() if v is not None]
-    if outputs is not None:
-        items.append(("outputs", list(outputs)))
-    pieces = [_map_header(len(items))]
-    for name, v in items:
-        pieces.append(_packb(name))
-        if name == "num_segments" or name == "outputs" or isinstance(v, (int, np.integer, float)):
-            pieces.append(_packb(_scalar(v, name)))
+    body is one bytes-like object for small bodies, else a list of bytes pieces and memoryviews
+    that borrow the arrays' buffers (the arrays must stay alive until the body is sent)."""
+    items = []
+    data_bytes = 0
+    for name, v in args.items():
+        if v is None:
+            continue
+        if name == "num_segments" or isinstance(v, (int, np.integer, float)):
+            items.append((name, None, _packb(_scalar(v, name))))
         else:
-            _tensor_pieces(wire_array(v, name), pieces)
-    total = sum(len(p) if isinstance(p, bytes) else p.nbytes for p in pieces)
-    if total < JOIN_BELOW:
-        return b"".join(pieces), total
+            arr = wire_array(v, name)
+            data_bytes += arr.nbytes
+            items.append((name, arr, _tensor_head(arr)))
+    if outputs is not None:
+        items.append(("outputs", None, _packb(list(outputs))))
+    head = bytearray(_map_header(len(items)))
+    if data_bytes < JOIN_BELOW:  # one buffer: the small copy costs less than another send
+        for name, arr, packed in items:
+            head += _key(name)
+            head += packed
+            if arr is not None:
+                head += arr.tobytes()
+        return head, len(head)
+    pieces = []
+    total = 0
+    for name, arr, packed in items:
+        head += _key(name)
+        head += packed
+        if arr is not None and arr.nbytes:
+            pieces.append(bytes(head))
+            total += len(head)
+            head = bytearray()
+            mv = memoryview(arr.reshape(-1)).cast("B")
+            pieces.append(mv)
+            total += mv.nbytes
+    if head:
+        pieces.append(bytes(head))
+        total += len(head)
     return pieces, total
 
 

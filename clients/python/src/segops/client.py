@@ -37,7 +37,7 @@ class _BodyMixin:
         body, self.pending_body = self.pending_body, None
         if body is None:
             return super().send(data)
-        if isinstance(body, bytes):
+        if isinstance(body, (bytes, bytearray)):
             return super().send(data + body)
         super().send(data)
         for piece in body:
