@@ -156,13 +156,15 @@ int segops_prepare(const segops_request *req, const segops_limits *lim, segops_p
   if (!req->ns_overflow && req->ns_value < 0)
     return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: num_segments (%" PRId64 ") must be >= 0", op,
                        req->ns_value);
-  if (req->ns_overflow || req->ns_value > lim->max_segments) {
+  /* idx is narrowed to int32 below, so no limit may let num_segments past INT32_MAX. */
+  const int64_t max_segments = lim->max_segments < INT32_MAX ? lim->max_segments : INT32_MAX;
+  if (req->ns_overflow || req->ns_value > max_segments) {
     if (req->ns_overflow)
       return segops_errf(SEGOPS_E_TOO_LARGE, err, errlen, "%s: num_segments exceeds the limit (%" PRId64 ")", op,
-                         lim->max_segments);
+                         max_segments);
     return segops_errf(SEGOPS_E_TOO_LARGE, err, errlen,
                        "%s: num_segments (%" PRId64 ") exceeds the limit (%" PRId64 ")", op, req->ns_value,
-                       lim->max_segments);
+                       max_segments);
   }
   const int64_t s = req->ns_value;
 
