@@ -16,8 +16,8 @@ typedef enum { OPT_STR, OPT_BYTES, OPT_INT, OPT_SECONDS, OPT_FLAG } opt_kind;
 typedef struct {
   const char *flag; /* without the leading "--" */
   const char *env;
-  const char *arg;  /* metavariable for --help; NULL for flags without a value */
-  const char *def;  /* default as text (applied through the same parser) */
+  const char *arg; /* metavariable for --help; NULL for flags without a value */
+  const char *def; /* default as text (applied through the same parser) */
   const char *help;
 } opt_desc;
 
@@ -61,15 +61,30 @@ static int parse_i64(const char *s, bool allow_suffix, int64_t *out) {
   int shift = 0;
   if (allow_suffix && *end) {
     switch (*end) {
-      case 'k': case 'K': shift = 10; break;
-      case 'm': case 'M': shift = 20; break;
-      case 'g': case 'G': shift = 30; break;
-      case 't': case 'T': shift = 40; break;
-      default: return -1;
+      case 'k':
+      case 'K':
+        shift = 10;
+        break;
+      case 'm':
+      case 'M':
+        shift = 20;
+        break;
+      case 'g':
+      case 'G':
+        shift = 30;
+        break;
+      case 't':
+      case 'T':
+        shift = 40;
+        break;
+      default:
+        return -1;
     }
     end++;
-    if (*end == 'i' && end[1] == 'B') end += 2;
-    else if (*end == 'B') end++;
+    if (*end == 'i' && end[1] == 'B')
+      end += 2;
+    else if (*end == 'B')
+      end++;
   }
   if (*end) return -1;
   if (shift && v > (INT64_MAX >> shift)) return -1;
@@ -111,8 +126,10 @@ static int parse_devices(segops_config *c, const char *s) {
     long v = strtol(p, &end, 10);
     if (errno || end == p || v < 0 || v > 1024 || c->n_devices >= SEGOPS_MAX_DEVICE_LIST) return -1;
     c->devices[c->n_devices++] = (int)v;
-    if (*end == ',') end++;
-    else if (*end) return -1;
+    if (*end == ',')
+      end++;
+    else if (*end)
+      return -1;
     p = end;
   }
   return 0;
@@ -144,35 +161,66 @@ static int apply(segops_config *c, const opt_desc *o, const char *v, bool *segs_
   const char *f = o->flag;
   int64_t i = 0;
   int bad = 0;
-  if (!strcmp(f, "listen")) bad = parse_listen(c, v);
+  if (!strcmp(f, "listen"))
+    bad = parse_listen(c, v);
   else if (!strcmp(f, "backend")) {
-    if (strcmp(v, "auto") && strcmp(v, "cpu") && strcmp(v, "cuda")) bad = 1;
-    else snprintf(c->backend, sizeof c->backend, "%s", v);
-  } else if (!strcmp(f, "devices")) bad = parse_devices(c, v);
-  else if (!strcmp(f, "threads")) { bad = parse_i64(v, false, &i) || i > 4096; c->threads = (int)i; }
-  else if (!strcmp(f, "http-threads")) { bad = parse_i64(v, false, &i) || i > 1024; c->http_threads = (int)i; }
-  else if (!strcmp(f, "token-file")) {
+    if (strcmp(v, "auto") && strcmp(v, "cpu") && strcmp(v, "cuda"))
+      bad = 1;
+    else
+      snprintf(c->backend, sizeof c->backend, "%s", v);
+  } else if (!strcmp(f, "devices"))
+    bad = parse_devices(c, v);
+  else if (!strcmp(f, "threads")) {
+    bad = parse_i64(v, false, &i) || i > 4096;
+    c->threads = (int)i;
+  } else if (!strcmp(f, "http-threads")) {
+    bad = parse_i64(v, false, &i) || i > 1024;
+    c->http_threads = (int)i;
+  } else if (!strcmp(f, "token-file")) {
     if (*v) return read_token_file(c, v, err, errlen);
-  } else if (!strcmp(f, "max-body-bytes")) { bad = parse_i64(v, true, &i) || i < 1; c->max_body_bytes = i; }
-  else if (!strcmp(f, "max-elements")) {
+  } else if (!strcmp(f, "max-body-bytes")) {
+    bad = parse_i64(v, true, &i) || i < 1;
+    c->max_body_bytes = i;
+  } else if (!strcmp(f, "max-elements")) {
     bad = parse_i64(v, true, &i) || i < 1 || i > INT32_MAX; /* idx is int32 on the device */
     c->max_elements = i;
   } else if (!strcmp(f, "max-segments")) {
-    if (*v) { bad = parse_i64(v, true, &i) || i > INT32_MAX; c->max_segments = i; *segs_set = true; }
-  } else if (!strcmp(f, "max-connections")) { bad = parse_i64(v, false, &i) || i < 1 || i > 1000000; c->max_connections = i; }
-  else if (!strcmp(f, "max-inflight-bytes")) { bad = parse_i64(v, true, &i) || i < 1; c->max_inflight_bytes = i; }
-  else if (!strcmp(f, "idle-timeout")) { bad = parse_i64(v, false, &i) || i > 86400; c->idle_timeout_s = i; }
-  else if (!strcmp(f, "request-timeout")) {
+    if (*v) {
+      bad = parse_i64(v, true, &i) || i > INT32_MAX;
+      c->max_segments = i;
+      *segs_set = true;
+    }
+  } else if (!strcmp(f, "max-connections")) {
+    bad = parse_i64(v, false, &i) || i < 1 || i > 1000000;
+    c->max_connections = i;
+  } else if (!strcmp(f, "max-inflight-bytes")) {
+    bad = parse_i64(v, true, &i) || i < 1;
+    c->max_inflight_bytes = i;
+  } else if (!strcmp(f, "idle-timeout")) {
+    bad = parse_i64(v, false, &i) || i > 86400;
+    c->idle_timeout_s = i;
+  } else if (!strcmp(f, "request-timeout")) {
     char *end;
     errno = 0;
     double d = strtod(v, &end);
     bad = errno || end == v || *end || !(d > 0) || d > 86400;
     c->request_timeout_s = d;
-  } else if (!strcmp(f, "max-queue")) { bad = parse_i64(v, false, &i) || i < 1 || i > 1000000; c->max_queue = i; }
-  else if (!strcmp(f, "max-batch-elements")) { bad = parse_i64(v, true, &i); c->max_batch_elements = i; }
-  else if (!strcmp(f, "max-queue-delay-us")) { bad = parse_i64(v, false, &i) || i > 10000000; c->max_queue_delay_us = i; }
-  else if (!strcmp(f, "worker-spin-us")) { bad = parse_i64(v, false, &i) || i > 100000; c->worker_spin_us = i; }
-  else if (!strcmp(f, "log-level")) { c->log_level = segops_log_parse(v); bad = c->log_level < 0; }
+  } else if (!strcmp(f, "max-queue")) {
+    bad = parse_i64(v, false, &i) || i < 1 || i > 1000000;
+    c->max_queue = i;
+  } else if (!strcmp(f, "max-batch-elements")) {
+    bad = parse_i64(v, true, &i);
+    c->max_batch_elements = i;
+  } else if (!strcmp(f, "max-queue-delay-us")) {
+    bad = parse_i64(v, false, &i) || i > 10000000;
+    c->max_queue_delay_us = i;
+  } else if (!strcmp(f, "worker-spin-us")) {
+    bad = parse_i64(v, false, &i) || i > 100000;
+    c->worker_spin_us = i;
+  } else if (!strcmp(f, "log-level")) {
+    c->log_level = segops_log_parse(v);
+    bad = c->log_level < 0;
+  }
   if (bad) {
     snprintf(err, errlen, "invalid value '%s' for --%s (expected %s)", v, f, o->arg ? o->arg : "no value");
     return -1;
@@ -181,9 +229,10 @@ static int apply(segops_config *c, const opt_desc *o, const char *v, bool *segs_
 }
 
 static void print_help(void) {
-  printf("usage: segopsd [options]\n\n"
-         "segopsd serves the segops segment operations over HTTP (API v1).\n"
-         "Every option can also be set by the environment variable shown; flags win.\n\n");
+  printf(
+      "usage: segopsd [options]\n\n"
+      "segopsd serves the segops segment operations over HTTP (API v1).\n"
+      "Every option can also be set by the environment variable shown; flags win.\n\n");
   for (size_t k = 0; k < N_OPTS; k++) {
     const opt_desc *o = &OPTS[k];
     char left[64];
@@ -194,8 +243,9 @@ static void print_help(void) {
              o->def && *o->def ? o->def : (!strcmp(o->flag, "max-segments") ? "max-elements" : "(none)"));
   }
   printf("  %-36s [env SEGOPS_TOKEN] the bearer token itself (prefer a file)\n\n", "");
-  printf("With a token configured, every path but /healthz and /readyz needs\n"
-         "'Authorization: Bearer <token>'. SIGTERM or SIGINT drains and exits 0.\n");
+  printf(
+      "With a token configured, every path but /healthz and /readyz needs\n"
+      "'Authorization: Bearer <token>'. SIGTERM or SIGINT drains and exits 0.\n");
 }
 
 static const opt_desc *find_opt(const char *name, size_t len) {

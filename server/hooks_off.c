@@ -1,7 +1,7 @@
 /* hooks_off.c: the test hooks of a production segopsd: none. */
-#include "scheduler.h"
-
 #include <stddef.h>
+
+#include "scheduler.h"
 
 int segops_test_hook_before_run(const segops_call *call, char *err, size_t errlen) {
   (void)call, (void)err, (void)errlen;

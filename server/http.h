@@ -23,9 +23,9 @@ typedef struct segops_server {
   segops_sched *sched;      /* borrowed */
   struct MHD_Daemon *mhd;
   atomic_int state;
-  atomic_long active; /* request states alive: created on the first callback, freed on completion */
+  atomic_long active;             /* request states alive: created on the first callback, freed on completion */
   atomic_int_fast64_t body_bytes; /* request-body buffers held now (bounded by max_inflight_bytes) */
-  atomic_long busy;   /* of those, the ones accepted for work or being answered (see segops_http_busy) */
+  atomic_long busy;               /* of those, the ones accepted for work or being answered (see segops_http_busy) */
   segops_limits limits;
   segops_codec_limits codec_limits;
   int port; /* the bound port */
@@ -48,26 +48,26 @@ typedef struct {
   int phase;
   char *body; /* owned */
   size_t len, cap;
-  bool overflow;        /* body over the limit (chunked upload): the rest is discarded */
-  bool busy;           /* counted in srv->busy */
-  bool raw_answered;    /* the 413 of an overflow was written to the socket directly */
-  uint64_t dropped;     /* bytes discarded after the overflow */
-  bool counted;         /* already in the request metrics */
-  size_t reserved;      /* bytes of srv->body_bytes this request holds */
+  bool overflow;     /* body over the limit (chunked upload): the rest is discarded */
+  bool busy;         /* counted in srv->busy */
+  bool raw_answered; /* the 413 of an overflow was written to the socket directly */
+  uint64_t dropped;  /* bytes discarded after the overflow */
+  bool counted;      /* already in the request metrics */
+  size_t reserved;   /* bytes of srv->body_bytes this request holds */
   int req_enc, resp_enc;
   const char *resp_type; /* static Content-Type of a successful op response */
   double t_start;
-  segops_decoded dec;  /* owned until the job finished */
+  segops_decoded dec;   /* owned until the job finished */
   segops_prepared prep; /* owned; out_buf moves to the response on success */
   segops_job job;
-  bool defer_errors;    /* set during the first callback when the body is small or absent */
+  bool defer_errors; /* set during the first callback when the body is small or absent */
   struct {
     int err, http_status;
     const char *allow;
     char message[512];
   } deferred;
-  char timing[96];     /* Server-Timing value once the scheduler answered; "" before */
-  int status;          /* HTTP status queued; 0 before */
+  char timing[96]; /* Server-Timing value once the scheduler answered; "" before */
+  int status;      /* HTTP status queued; 0 before */
   uint64_t bytes_in, bytes_out;
 } segops_http_req;
 
@@ -93,16 +93,16 @@ bool segops_http_auth_ok(const char *authorization, const char *token);
 /* Queues a JSON error {"error":{"code","message"}} with the status of the error table (or
  * http_status when > 0). Adds Allow / WWW-Authenticate / Retry-After where the status needs
  * them; close=true adds Connection: close. */
-enum MHD_Result segops_http_error(segops_http_req *r, int err, int http_status, const char *message,
-                                  const char *allow, bool close);
+enum MHD_Result segops_http_error(segops_http_req *r, int err, int http_status, const char *message, const char *allow,
+                                  bool close);
 /* Queues a response built from a malloc'd buffer (taken over: freed by libmicrohttpd). */
 enum MHD_Result segops_http_send_buffer(segops_http_req *r, int status, const char *ctype, char *buf, size_t len);
 
 /* --- routes --- */
-enum MHD_Result segops_http_info(segops_http_req *r);      /* http_routes.c */
-enum MHD_Result segops_http_metrics(segops_http_req *r);   /* http_routes.c */
-enum MHD_Result segops_http_healthz(segops_http_req *r);   /* http_routes.c */
-enum MHD_Result segops_http_readyz(segops_http_req *r);    /* http_routes.c */
+enum MHD_Result segops_http_info(segops_http_req *r);    /* http_routes.c */
+enum MHD_Result segops_http_metrics(segops_http_req *r); /* http_routes.c */
+enum MHD_Result segops_http_healthz(segops_http_req *r); /* http_routes.c */
+enum MHD_Result segops_http_readyz(segops_http_req *r);  /* http_routes.c */
 /* http_ops.c: the op route in its three phases. */
 enum MHD_Result segops_http_op_begin(segops_http_req *r);
 enum MHD_Result segops_http_op_body(segops_http_req *r, const char *data, size_t *size);

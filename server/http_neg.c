@@ -231,8 +231,8 @@ enum MHD_Result segops_http_send_buffer(segops_http_req *r, int status, const ch
   return ret;
 }
 
-enum MHD_Result segops_http_error(segops_http_req *r, int err, int http_status, const char *message,
-                                  const char *allow, bool close) {
+enum MHD_Result segops_http_error(segops_http_req *r, int err, int http_status, const char *message, const char *allow,
+                                  bool close) {
   if (r->defer_errors && !close) {
     r->deferred.err = err;
     r->deferred.http_status = http_status;

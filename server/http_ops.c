@@ -2,10 +2,10 @@
  * validation, hand-off to the scheduler with the connection suspended, and the response
  * (msgpack payloads sent from the output buffers themselves through an iovec response). */
 #include <inttypes.h>
-#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "errors.h"
 #include "http.h"
@@ -85,10 +85,10 @@ enum MHD_Result segops_http_op_begin(segops_http_req *r) {
 #define OVERFLOW_DRAIN_BYTES ((uint64_t)1 << 20)
 static void overflow_now(segops_http_req *r) {
   char body[256], msg[1024];
-  int bl = snprintf(body, sizeof body,
-                    "{\"error\":{\"code\":\"%s\",\"message\":\"the request body exceeds the limit of %" PRId64
-                    " bytes\"}}",
-                    segops_err_code(SEGOPS_E_TOO_LARGE), r->srv->cfg->max_body_bytes);
+  int bl =
+      snprintf(body, sizeof body,
+               "{\"error\":{\"code\":\"%s\",\"message\":\"the request body exceeds the limit of %" PRId64 " bytes\"}}",
+               segops_err_code(SEGOPS_E_TOO_LARGE), r->srv->cfg->max_body_bytes);
   int ml = snprintf(msg, sizeof msg,
                     "HTTP/1.1 413 Payload Too Large\r\nConnection: close\r\nContent-Type: application/json\r\n"
                     "Content-Length: %d\r\n\r\n%s",
@@ -224,8 +224,7 @@ enum MHD_Result segops_http_op_respond(segops_http_req *r) {
   snprintf(timing, sizeof r->timing, "queue;dur=%.3f, compute;dur=%.3f", queue_s * 1e3, compute_s * 1e3);
   if (j->status != SEGOPS_OK) {
     if (j->status == SEGOPS_E_INTERNAL || j->status == SEGOPS_E_DEVICE)
-      SEGOPS_LOGE("%s/%s failed: %s", segops_op_name((segops_op)r->op), segops_pass_name((segops_pass)r->pass),
-                  j->err);
+      SEGOPS_LOGE("%s/%s failed: %s", segops_op_name((segops_op)r->op), segops_pass_name((segops_pass)r->pass), j->err);
     return segops_http_error(r, j->status, 0, j->err, NULL, false);
   }
 
@@ -265,8 +264,7 @@ enum MHD_Result segops_http_op_respond(segops_http_req *r) {
   }
   size_t total = p->enc.total;
   /* libmicrohttpd copies the iovec array (not the data) and calls free_payload when done. */
-  struct MHD_Response *resp =
-      MHD_create_response_from_iovec(iov, (unsigned int)p->enc.iovcnt, free_payload, p);
+  struct MHD_Response *resp = MHD_create_response_from_iovec(iov, (unsigned int)p->enc.iovcnt, free_payload, p);
   if (iov != stack_iov) free(iov);
   if (!resp) {
     free_payload(p);

@@ -139,15 +139,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   }
 }
 
-static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
-                         enum MHD_RequestTerminationCode toe) {
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
   (void)conn;
   segops_server *srv = cls;
   segops_http_req *r = *con_cls;
   if (!r) return;
   *con_cls = NULL;
   if (r->status && segops_log_level >= SEGOPS_LOG_DEBUG) {
-    static const char *const ROUTES[SEGOPS_ROUTE_COUNT] = {"op", "/v1/info", "/healthz", "/readyz", "/metrics", "other"};
+    static const char *const ROUTES[SEGOPS_ROUTE_COUNT] = {"op",      "/v1/info", "/healthz",
+                                                           "/readyz", "/metrics", "other"};
     SEGOPS_LOGD("%s%s%s -> %d, %llu bytes in, %llu out, %.3f ms%s",
                 r->route == SEGOPS_ROUTE_OP && r->op >= 0 ? segops_op_name((segops_op)r->op) : ROUTES[r->route],
                 r->route == SEGOPS_ROUTE_OP && r->pass >= 0 ? "/" : "",
@@ -156,7 +156,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                 toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection ended early)");
   }
   if (r->status && !r->counted) {
-    segops_metrics_request(r->route, r->op, r->pass, r->status, r->bytes_in, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? r->bytes_out : 0);
+    segops_metrics_request(r->route, r->op, r->pass, r->status, r->bytes_in,
+                           toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? r->bytes_out : 0);
     segops_metrics_observe(SEGOPS_HIST_TOTAL, segops_now() - r->t_start);
   }
   if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && toe != MHD_REQUEST_TERMINATED_CLIENT_ABORT)
@@ -199,11 +200,11 @@ int segops_server_start(segops_server *srv) {
    * already bounds the count; the codecs still check counts against the bytes left. */
   srv->codec_limits.max_items = (size_t)c->max_body_bytes;
   srv->mhd = MHD_start_daemon(
-      flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_THREAD_POOL_SIZE,
-      (unsigned int)c->http_threads, MHD_OPTION_CONNECTION_LIMIT, (unsigned int)c->max_connections,
-      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)c->idle_timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-      srv, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024), MHD_OPTION_LISTEN_BACKLOG_SIZE,
-      (unsigned int)1024, MHD_OPTION_END);
+      flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_SOCK_ADDR,
+      ai->ai_addr, MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)c->http_threads, MHD_OPTION_CONNECTION_LIMIT,
+      (unsigned int)c->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)c->idle_timeout_s,
+      MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024),
+      MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)1024, MHD_OPTION_END);
   freeaddrinfo(ai);
   if (!srv->mhd) {
     SEGOPS_LOGE("cannot listen on %s:%d (address in use, or not permitted)", c->listen_host, c->listen_port);

@@ -28,9 +28,9 @@ void segops_log(int level, const char *fmt, ...) {
   clock_gettime(CLOCK_REALTIME, &ts);
   struct tm tm;
   gmtime_r(&ts.tv_sec, &tm);
-  int o = snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ segopsd %s: ", tm.tm_year + 1900,
-                   tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000L,
-                   segops_log_name(level));
+  int o =
+      snprintf(line, sizeof line, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ segopsd %s: ", tm.tm_year + 1900, tm.tm_mon + 1,
+               tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000L, segops_log_name(level));
   va_list ap;
   va_start(ap, fmt);
   int n = vsnprintf(line + o, sizeof line - (size_t)o - 1, fmt, ap);

@@ -16,8 +16,8 @@ void segops_log(int level, const char *fmt, ...) __attribute__((format(printf, 2
 #define SEGOPS_LOGE(...) segops_log(SEGOPS_LOG_ERROR, __VA_ARGS__)
 #define SEGOPS_LOGW(...) segops_log(SEGOPS_LOG_WARN, __VA_ARGS__)
 #define SEGOPS_LOGI(...) segops_log(SEGOPS_LOG_INFO, __VA_ARGS__)
-#define SEGOPS_LOGD(...)                                                  \
-  do {                                                                    \
+#define SEGOPS_LOGD(...)                                                                 \
+  do {                                                                                   \
     if (segops_log_level >= SEGOPS_LOG_DEBUG) segops_log(SEGOPS_LOG_DEBUG, __VA_ARGS__); \
   } while (0)
 

@@ -43,7 +43,8 @@ int main(int argc, char **argv) {
     return 2;
   }
   segops_log_level = cfg.log_level;
-  if (segops_test_hooks_enabled()) SEGOPS_LOGW("TEST BUILD: fault-injection hooks are enabled; never deploy this binary");
+  if (segops_test_hooks_enabled())
+    SEGOPS_LOGW("TEST BUILD: fault-injection hooks are enabled; never deploy this binary");
 
   /* Block the shutdown signals in every thread (inherited by the ones created below); this
    * thread takes them synchronously with sigwait. */

@@ -14,14 +14,13 @@ static const int STATUSES[] = {200, 400, 401, 404, 405, 406, 413, 415, 500, 503,
 static const char *const ROUTE_NAMES[SEGOPS_ROUTE_COUNT] = {"op", "info", "healthz", "readyz", "metrics", "other"};
 
 /* Seconds; spans a tiny CPU request (tens of microseconds) to the request timeout. */
-static const double BUCKETS[] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
-                                 0.025,   0.05,   0.1,     0.25,   0.5,   1,      2.5,    5,
-                                 10,      30,     60};
+static const double BUCKETS[] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                 0.1,     0.25,   0.5,     1,      2.5,   5,      10,    30,   60};
 #define N_BUCKETS (sizeof BUCKETS / sizeof BUCKETS[0])
 static const char *const HIST_NAMES[SEGOPS_HIST_COUNT] = {"queue", "compute", "total"};
-static const char *const HIST_HELP[SEGOPS_HIST_COUNT] = {
-    "Time a request waited in the scheduler queue", "Time of the backend call that ran a request",
-    "Time from the request's headers to its completion"};
+static const char *const HIST_HELP[SEGOPS_HIST_COUNT] = {"Time a request waited in the scheduler queue",
+                                                         "Time of the backend call that ran a request",
+                                                         "Time from the request's headers to its completion"};
 
 /* Requests per backend call: powers of two. */
 static const int BATCH_BUCKETS[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};

@@ -22,15 +22,15 @@ struct segops_sched {
   segops_backend *backend;
   segops_sched_opts opts;
   pthread_mutex_t mu;
-  pthread_cond_t work;    /* queue gained a job, or stopping */
-  pthread_cond_t idle;    /* queue empty and nothing running */
-  pthread_cond_t reaper;  /* stopping */
-  double tick;            /* the reaper's longest sleep, seconds */
+  pthread_cond_t work;   /* queue gained a job, or stopping */
+  pthread_cond_t idle;   /* queue empty and nothing running */
+  pthread_cond_t reaper; /* stopping */
+  double tick;           /* the reaper's longest sleep, seconds */
   segops_job *head, *tail;
   int64_t depth;
   atomic_long depth_hint; /* depth, readable without the lock (for spinning workers) */
   atomic_bool spinning;   /* a worker is polling for work */
-  int running; /* jobs taken by workers and not yet done */
+  int running;            /* jobs taken by workers and not yet done */
   bool closed, stopping;
   int n_workers;
   pthread_t *workers;
@@ -63,8 +63,10 @@ static void cond_init_mono(pthread_cond_t *c) {
 
 /* Removes job (whose predecessor is prev, NULL for the head) from the queue. Lock held. */
 static void unlink_job(segops_sched *s, segops_job *prev, segops_job *job) {
-  if (prev) prev->next = job->next;
-  else s->head = job->next;
+  if (prev)
+    prev->next = job->next;
+  else
+    s->head = job->next;
   if (s->tail == job) s->tail = prev;
   job->next = NULL;
   s->depth--;
@@ -93,15 +95,19 @@ int segops_sched_submit(segops_sched *s, segops_job *job) {
     pthread_mutex_unlock(&s->mu);
     return SEGOPS_E_RESOURCE_EXHAUSTED;
   }
-  if (s->tail) s->tail->next = job;
-  else s->head = job;
+  if (s->tail)
+    s->tail->next = job;
+  else
+    s->head = job;
   s->tail = job;
   s->depth++;
   atomic_store_explicit(&s->depth_hint, s->depth, memory_order_relaxed);
   /* Broadcast: a worker filling a batch (max-queue-delay) also waits on `work`. */
   /* A spinning worker takes the job without being woken. */
-  if (s->opts.max_queue_delay_us > 0) pthread_cond_broadcast(&s->work);
-  else if (!atomic_load(&s->spinning)) pthread_cond_signal(&s->work);
+  if (s->opts.max_queue_delay_us > 0)
+    pthread_cond_broadcast(&s->work);
+  else if (!atomic_load(&s->spinning))
+    pthread_cond_signal(&s->work);
   pthread_mutex_unlock(&s->mu);
   return SEGOPS_OK;
 }
@@ -166,8 +172,10 @@ static void run_jobs(segops_sched *s, int device, segops_job **jobs, int n) {
   char err[256] = "";
   int rc = segops_test_hook_before_run(jobs[0]->call, err, sizeof err);
   if (rc == SEGOPS_OK) {
-    if (live == 1) rc = s->backend->run(s->backend->ctx, device, jobs[0]->call, err, sizeof err);
-    else rc = segops_batch_run(s->backend, device, jobs, live, err, sizeof err);
+    if (live == 1)
+      rc = s->backend->run(s->backend->ctx, device, jobs[0]->call, err, sizeof err);
+    else
+      rc = segops_batch_run(s->backend, device, jobs, live, err, sizeof err);
   }
   double t1 = segops_now();
   segops_metrics_backend_busy(t1 - t0);

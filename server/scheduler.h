@@ -24,10 +24,10 @@ struct segops_job {
   segops_job_done_fn done;
   void *user;
   /* Set by the scheduler before done(). */
-  int status;     /* SEGOPS_OK or a negative SEGOPS_E_* code */
-  char err[256];  /* detail when status != OK */
+  int status;                               /* SEGOPS_OK or a negative SEGOPS_E_* code */
+  char err[256];                            /* detail when status != OK */
   double t_enqueued, t_started, t_finished; /* t_started = t_finished when never run */
-  int batch_size; /* requests in the backend call that computed it (1 = alone) */
+  int batch_size;                           /* requests in the backend call that computed it (1 = alone) */
   /* Private to the scheduler. */
   segops_job *next;
 };

@@ -46,7 +46,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   }
   /* The response borrows the buffer; it is freed in the completion callback. */
   struct MHD_Response *r = sink_mode ? MHD_create_response_from_buffer(2, (void *)"{}", MHD_RESPMEM_PERSISTENT)
-                                      : MHD_create_response_from_buffer(b->len, b->buf, MHD_RESPMEM_PERSISTENT);
+                                     : MHD_create_response_from_buffer(b->len, b->buf, MHD_RESPMEM_PERSISTENT);
   if (!r) return MHD_NO;
   MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/msgpack");
   enum MHD_Result ret = MHD_queue_response(conn, MHD_HTTP_OK, r);
@@ -67,8 +67,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 int main(int argc, char **argv) {
   unsigned threads = 2;
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = (unsigned)atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--sink")) sink_mode = 1;
+    if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+      threads = (unsigned)atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--sink"))
+      sink_mode = 1;
   }
   if (threads < 1) threads = 1;
   sigset_t sigs;
@@ -83,9 +85,9 @@ int main(int argc, char **argv) {
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   struct MHD_Daemon *d = MHD_start_daemon(
       MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC, 0, NULL, NULL, on_request, NULL,
-      MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT, 1024u, MHD_OPTION_CONNECTION_TIMEOUT, 30u,
-      MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024),
-      MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_END);
+      MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT,
+      1024u, MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+      MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024), MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_END);
   if (!d) {
     fprintf(stderr, "echo_server: cannot start\n");
     return 1;

@@ -50,8 +50,7 @@ static void put1(buf *b, unsigned c) {
   put(b, &x, 1);
 }
 static void put_be32(buf *b, uint32_t v) {
-  unsigned char x[4] = {(unsigned char)(v >> 24), (unsigned char)(v >> 16), (unsigned char)(v >> 8),
-                        (unsigned char)v};
+  unsigned char x[4] = {(unsigned char)(v >> 24), (unsigned char)(v >> 16), (unsigned char)(v >> 8), (unsigned char)v};
   put(b, x, 4);
 }
 static void put_str(buf *b, const char *s) {
@@ -260,8 +259,9 @@ static int cmp_d(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: loadgen HOST PORT [--fn OP/PASS] [--path P] [--n N] [--vec3] [--segments S] [--connections C] "
-                    "[--duration SEC] [--warmup SEC] [--token T]\n");
+    fprintf(stderr,
+            "usage: loadgen HOST PORT [--fn OP/PASS] [--path P] [--n N] [--vec3] [--segments S] [--connections C] "
+            "[--duration SEC] [--warmup SEC] [--token T]\n");
     return 2;
   }
   const char *host = argv[1], *port = argv[2], *path = NULL, *fn = "segmented_sum/forward", *token = NULL;
@@ -270,16 +270,30 @@ int main(int argc, char **argv) {
   double duration = 2, warmup = 0.3;
   for (int i = 3; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
-    if (!strcmp(a, "--vec3")) { vec3 = 1; continue; }
-    if (!strcmp(a, "--path")) path = v;
-    else if (!strcmp(a, "--fn")) fn = v;
-    else if (!strcmp(a, "--n")) n = (uint32_t)strtoul(v, NULL, 10);
-    else if (!strcmp(a, "--segments")) s = (uint32_t)strtoul(v, NULL, 10);
-    else if (!strcmp(a, "--connections")) conns = atoi(v);
-    else if (!strcmp(a, "--duration")) duration = atof(v);
-    else if (!strcmp(a, "--warmup")) warmup = atof(v);
-    else if (!strcmp(a, "--token")) token = v;
-    else { fprintf(stderr, "loadgen: unknown option %s\n", a); return 2; }
+    if (!strcmp(a, "--vec3")) {
+      vec3 = 1;
+      continue;
+    }
+    if (!strcmp(a, "--path"))
+      path = v;
+    else if (!strcmp(a, "--fn"))
+      fn = v;
+    else if (!strcmp(a, "--n"))
+      n = (uint32_t)strtoul(v, NULL, 10);
+    else if (!strcmp(a, "--segments"))
+      s = (uint32_t)strtoul(v, NULL, 10);
+    else if (!strcmp(a, "--connections"))
+      conns = atoi(v);
+    else if (!strcmp(a, "--duration"))
+      duration = atof(v);
+    else if (!strcmp(a, "--warmup"))
+      warmup = atof(v);
+    else if (!strcmp(a, "--token"))
+      token = v;
+    else {
+      fprintf(stderr, "loadgen: unknown option %s\n", a);
+      return 2;
+    }
     i++;
   }
   if (conns < 1 || n < 1 || s < 1 || duration <= 0) return 2;
@@ -298,8 +312,9 @@ int main(int argc, char **argv) {
   for (size_t k = 0; k < sizeof FNS / sizeof FNS[0]; k++)
     if (!strcmp(FNS[k].fn, fn)) f = &FNS[k];
   if (!f) {
-    fprintf(stderr, "loadgen: --fn must be segmented_sum/... or segmented_rms_norm/... (forward, backward, "
-                    "double_backward)\n");
+    fprintf(stderr,
+            "loadgen: --fn must be segmented_sum/... or segmented_rms_norm/... (forward, backward, "
+            "double_backward)\n");
     return 2;
   }
   char defpath[96];
@@ -327,7 +342,8 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
-  struct timespec ts = {(time_t)(warmup + duration), (long)((warmup + duration - (double)(time_t)(warmup + duration)) * 1e9)};
+  struct timespec ts = {(time_t)(warmup + duration),
+                        (long)((warmup + duration - (double)(time_t)(warmup + duration)) * 1e9)};
   nanosleep(&ts, NULL);
   atomic_store(&sh.stop, 1);
   uint64_t reqs = 0, errs = 0, resp = 0;

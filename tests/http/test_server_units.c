@@ -8,12 +8,12 @@
 #include "http.h"
 
 static int failures;
-#define CHECK(cond)                                                  \
-  do {                                                               \
-    if (!(cond)) {                                                   \
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
       fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      failures++;                                                    \
-    }                                                                \
+      failures++;                                                              \
+    }                                                                          \
   } while (0)
 
 static void test_content_type(void) {
@@ -98,10 +98,14 @@ static void test_config(void) {
   unsetenv("SEGOPS_MAX_BODY_BYTES");
   unsetenv("SEGOPS_TOKEN");
 
-  char *bad[][3] = {{"segopsd", "--listen", "nocolon"},     {"segopsd", "--listen", "h:70000"},
-                    {"segopsd", "--backend", "tpu"},         {"segopsd", "--max-body-bytes", "-1"},
-                    {"segopsd", "--max-elements", "9999999999"}, {"segopsd", "--request-timeout", "0"},
-                    {"segopsd", "--log-level", "loud"},      {"segopsd", "--nope", "1"},
+  char *bad[][3] = {{"segopsd", "--listen", "nocolon"},
+                    {"segopsd", "--listen", "h:70000"},
+                    {"segopsd", "--backend", "tpu"},
+                    {"segopsd", "--max-body-bytes", "-1"},
+                    {"segopsd", "--max-elements", "9999999999"},
+                    {"segopsd", "--request-timeout", "0"},
+                    {"segopsd", "--log-level", "loud"},
+                    {"segopsd", "--nope", "1"},
                     {"segopsd", "--token-file", "/nonexistent/token"}};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     CHECK(load(&c, 3, bad[i]) == SEGOPS_CONFIG_ERROR);
@@ -117,7 +121,9 @@ int main(void) {
   test_accept();
   test_auth();
   test_config();
-  if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
-  else printf("server units: ok\n");
+  if (failures)
+    fprintf(stderr, "%d check(s) failed\n", failures);
+  else
+    printf("server units: ok\n");
   return failures ? 1 : 0;
 }
