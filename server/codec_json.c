@@ -16,8 +16,7 @@
  * its own depth cap is 2048. This linear walk over the raw bytes enforces our depth and item
  * limits first, so an over-limit body is refused before any tree is allocated. Items are the
  * elements of arrays plus the pairs of objects. Syntax is left to jansson. */
-static int prescan(const char *b, size_t len, const segops_codec_limits *lim, segops_op op, char *err,
-                   size_t errlen) {
+static int prescan(const char *b, size_t len, const segops_codec_limits *lim, segops_op op, char *err, size_t errlen) {
   int depth = 0;
   size_t items = 0;
   bool opened = false; /* just after '[' or '{': the next token decides if the container is empty */
@@ -51,12 +50,12 @@ static int prescan(const char *b, size_t len, const segops_codec_limits *lim, se
 typedef struct {
   const char *name; /* jansson's key (tree-owned until copied into the arena) */
   size_t nlen;
-  json_t *data;     /* map form: the flat data list; bare form: the nested list itself */
+  json_t *data; /* map form: the flat data list; bare form: the nested list itself */
   bool bare;
   segops_dtype dt;
   int ndim;
   int64_t shape[SEGOPS_MAX_NDIM];
-  size_t count;     /* numbers to materialise */
+  size_t count; /* numbers to materialise */
 } jtensor;
 
 typedef struct {
@@ -78,7 +77,8 @@ static const char *where(char *buf, size_t len, const char *an, const jtensor *t
     flat = dim ? flat / dim : 0;
   }
   int o = snprintf(buf, len, "%s", an);
-  for (int d = 0; d < t->ndim && o >= 0 && (size_t)o < len; d++) o += snprintf(buf + o, len - (size_t)o, "[%zu]", ix[d]);
+  for (int d = 0; d < t->ndim && o >= 0 && (size_t)o < len; d++)
+    o += snprintf(buf + o, len - (size_t)o, "[%zu]", ix[d]);
   return buf;
 }
 
@@ -143,9 +143,12 @@ static int store(const jctx *c, const char *an, const jtensor *t, json_t *v, siz
   char wb[128];
   if (t->dt == SEGOPS_F32 || t->dt == SEGOPS_F64) {
     double x;
-    if (json_is_real(v)) x = json_real_value(v);
-    else if (json_is_integer(v)) x = (double)json_integer_value(v);
-    else return not_number(c, an, t, i);
+    if (json_is_real(v))
+      x = json_real_value(v);
+    else if (json_is_integer(v))
+      x = (double)json_integer_value(v);
+    else
+      return not_number(c, an, t, i);
     if (t->dt == SEGOPS_F64) {
       ((double *)dst)[i] = x;
     } else {
@@ -207,16 +210,19 @@ static int tensor_shape(const jctx *c, const char *an, json_t *v, segops_dtype t
     return SEGOPS_OK;
   }
   if (!json_is_object(v))
-    return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, c->err, c->errlen, c->op,
-                             "%s must be a tensor: a (nested) list of numbers or a map {\"dtype\", \"shape\", \"data\"}",
-                             an);
+    return segops_codec_fail(
+        SEGOPS_E_MALFORMED_BODY, c->err, c->errlen, c->op,
+        "%s must be a tensor: a (nested) list of numbers or a map {\"dtype\", \"shape\", \"data\"}", an);
   json_t *dtype = NULL, *shape = NULL, *data = NULL;
   const char *k;
   json_t *kv;
   json_object_foreach(v, k, kv) {
-    if (!strcmp(k, "dtype")) dtype = kv;
-    else if (!strcmp(k, "shape")) shape = kv;
-    else if (!strcmp(k, "data")) data = kv;
+    if (!strcmp(k, "dtype"))
+      dtype = kv;
+    else if (!strcmp(k, "shape"))
+      shape = kv;
+    else if (!strcmp(k, "data"))
+      data = kv;
     else {
       char kb[64];
       return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, c->err, c->errlen, c->op,
@@ -227,11 +233,13 @@ static int tensor_shape(const jctx *c, const char *an, json_t *v, segops_dtype t
   if (!dtype || !shape || !data)
     return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, c->err, c->errlen, c->op,
                              "%s is missing \"%s\" (a tensor map has \"dtype\", \"shape\" and \"data\")", an,
-                             !dtype ? "dtype" : !shape ? "shape" : "data");
+                             !dtype   ? "dtype"
+                             : !shape ? "shape"
+                                      : "data");
   if (!json_is_string(dtype))
     return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, c->err, c->errlen, c->op, "%s.dtype must be a string", an);
-  int rc = segops_codec_dtype(c->op, an, json_string_value(dtype), json_string_length(dtype), &t->dt, c->err,
-                              c->errlen);
+  int rc =
+      segops_codec_dtype(c->op, an, json_string_value(dtype), json_string_length(dtype), &t->dt, c->err, c->errlen);
   if (rc) return rc;
   if (!json_is_array(shape))
     return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, c->err, c->errlen, c->op,
@@ -249,8 +257,8 @@ static int tensor_shape(const jctx *c, const char *an, json_t *v, segops_dtype t
     t->shape[d] = (int64_t)json_integer_value(e); /* negatives are refused by prepare, by value */
   }
   if (!json_is_array(data))
-    return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, c->err, c->errlen, c->op, "%s.data must be a flat list of numbers",
-                             an);
+    return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, c->err, c->errlen, c->op,
+                             "%s.data must be a flat list of numbers", an);
   for (size_t i = 0; i < json_array_size(data); i++)
     if (!json_is_number(json_array_get(data, i))) {
       char wb[128];
@@ -281,10 +289,9 @@ static int json_syntax_error(const json_error_t *je, size_t len, segops_op op, c
   }
   if (len == 0)
     return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, err, errlen, op, "body is not valid JSON (empty body)");
-  return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, err, errlen, op,
-                           "body is not valid JSON (%s; line %d, column %d, byte %d)",
-                           segops_codec_printable(tb, sizeof tb, text, strlen(text)), je->line, je->column,
-                           je->position);
+  return segops_codec_fail(
+      SEGOPS_E_MALFORMED_BODY, err, errlen, op, "body is not valid JSON (%s; line %d, column %d, byte %d)",
+      segops_codec_printable(tb, sizeof tb, text, strlen(text)), je->line, je->column, je->position);
 }
 
 static int decode_tree(json_t *root, segops_op op, segops_pass pass, segops_decoded *out, char *err, size_t errlen) {
@@ -338,7 +345,8 @@ static int decode_tree(json_t *root, segops_op op, segops_pass pass, segops_deco
         for (size_t i = 0; i < json_array_size(v); i++) {
           json_t *e = json_array_get(v, i);
           if (!json_is_string(e))
-            return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, err, errlen, op, "outputs must be a list of output names");
+            return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, err, errlen, op,
+                                     "outputs must be a list of output names");
           names_bytes += json_string_length(e) + 1;
         }
         outputs = v;

@@ -14,10 +14,14 @@
  * "-1.17549435e-38," for float32, "-9223372036854775808," for int64, "-Infinity,". */
 static size_t max_chars(segops_dtype dt) {
   switch (dt) {
-    case SEGOPS_F64: return 26;
-    case SEGOPS_F32: return 18;
-    case SEGOPS_I32: return 12;
-    default: return 21;
+    case SEGOPS_F64:
+      return 26;
+    case SEGOPS_F32:
+      return 18;
+    case SEGOPS_I32:
+      return 12;
+    default:
+      return 21;
   }
 }
 
@@ -108,9 +112,12 @@ static char *put_g(char *p, double v, int digits) {
   for (tries = 0; tries < 3; tries++) { /* log10 may be one off near powers of ten */
     int k = digits - 1 - e10;
     if (k < 0 || k > 27 || !scale10(a, k, &t, &d)) return NULL;
-    if (t < lo) e10--;
-    else if (t >= hi) e10++;
-    else break;
+    if (t < lo)
+      e10--;
+    else if (t >= hi)
+      e10++;
+    else
+      break;
   }
   if (tries == 3) return NULL;
   if (d == hi) d = lo, e10++; /* rounding carried into a new digit */
@@ -134,8 +141,10 @@ static char *put_g(char *p, double v, int digits) {
   } else if (e10 >= 0) {
     memcpy(p, ds, (size_t)e10 + 1), p += e10 + 1;
     *p++ = '.';
-    if (nd > e10 + 1) memcpy(p, ds + e10 + 1, (size_t)(nd - e10 - 1)), p += nd - e10 - 1;
-    else *p++ = '0'; /* integral after rounding: SPEC's ".0" */
+    if (nd > e10 + 1)
+      memcpy(p, ds + e10 + 1, (size_t)(nd - e10 - 1)), p += nd - e10 - 1;
+    else
+      *p++ = '0'; /* integral after rounding: SPEC's ".0" */
   } else {
     *p++ = '0';
     *p++ = '.';

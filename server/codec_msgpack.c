@@ -40,9 +40,9 @@ static int scan(const unsigned char *b, size_t len, const segops_codec_limits *l
                                "body is not valid msgpack (truncated at byte %zu)", pos);
     size_t start = pos;
     unsigned c = b[pos++];
-    int lenbytes = 0;    /* size of a length field that follows */
-    uint64_t skip = 0;   /* fixed payload bytes to skip */
-    int kind = 0;        /* 0 scalar, 1 raw with length, 2 array, 3 map, 4 ext with length */
+    int lenbytes = 0;  /* size of a length field that follows */
+    uint64_t skip = 0; /* fixed payload bytes to skip */
+    int kind = 0;      /* 0 scalar, 1 raw with length, 2 array, 3 map, 4 ext with length */
     uint64_t count = 0;
     if (c <= 0x7f || c >= 0xe0 || c == 0xc0 || c == 0xc2 || c == 0xc3) {
       /* fixint, nil, bool */
@@ -54,27 +54,76 @@ static int scan(const unsigned char *b, size_t len, const segops_codec_limits *l
       skip = c & 0x1f;
     } else {
       switch (c) {
-        case 0xc4: case 0xd9: kind = 1, lenbytes = 1; break;
-        case 0xc5: case 0xda: kind = 1, lenbytes = 2; break;
-        case 0xc6: case 0xdb: kind = 1, lenbytes = 4; break;
-        case 0xc7: kind = 4, lenbytes = 1; break;
-        case 0xc8: kind = 4, lenbytes = 2; break;
-        case 0xc9: kind = 4, lenbytes = 4; break;
-        case 0xca: skip = 4; break;
-        case 0xcb: skip = 8; break;
-        case 0xcc: case 0xd0: skip = 1; break;
-        case 0xcd: case 0xd1: skip = 2; break;
-        case 0xce: case 0xd2: skip = 4; break;
-        case 0xcf: case 0xd3: skip = 8; break;
-        case 0xd4: skip = 2; break;
-        case 0xd5: skip = 3; break;
-        case 0xd6: skip = 5; break;
-        case 0xd7: skip = 9; break;
-        case 0xd8: skip = 17; break;
-        case 0xdc: kind = 2, lenbytes = 2; break;
-        case 0xdd: kind = 2, lenbytes = 4; break;
-        case 0xde: kind = 3, lenbytes = 2; break;
-        case 0xdf: kind = 3, lenbytes = 4; break;
+        case 0xc4:
+        case 0xd9:
+          kind = 1, lenbytes = 1;
+          break;
+        case 0xc5:
+        case 0xda:
+          kind = 1, lenbytes = 2;
+          break;
+        case 0xc6:
+        case 0xdb:
+          kind = 1, lenbytes = 4;
+          break;
+        case 0xc7:
+          kind = 4, lenbytes = 1;
+          break;
+        case 0xc8:
+          kind = 4, lenbytes = 2;
+          break;
+        case 0xc9:
+          kind = 4, lenbytes = 4;
+          break;
+        case 0xca:
+          skip = 4;
+          break;
+        case 0xcb:
+          skip = 8;
+          break;
+        case 0xcc:
+        case 0xd0:
+          skip = 1;
+          break;
+        case 0xcd:
+        case 0xd1:
+          skip = 2;
+          break;
+        case 0xce:
+        case 0xd2:
+          skip = 4;
+          break;
+        case 0xcf:
+        case 0xd3:
+          skip = 8;
+          break;
+        case 0xd4:
+          skip = 2;
+          break;
+        case 0xd5:
+          skip = 3;
+          break;
+        case 0xd6:
+          skip = 5;
+          break;
+        case 0xd7:
+          skip = 9;
+          break;
+        case 0xd8:
+          skip = 17;
+          break;
+        case 0xdc:
+          kind = 2, lenbytes = 2;
+          break;
+        case 0xdd:
+          kind = 2, lenbytes = 4;
+          break;
+        case 0xde:
+          kind = 3, lenbytes = 2;
+          break;
+        case 0xdf:
+          kind = 3, lenbytes = 4;
+          break;
         default: /* 0xc1 is never used */
           return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, err, errlen, op,
                                    "body is not valid msgpack (byte 0x%02x at byte %zu is not a type)", c, start);
@@ -86,9 +135,12 @@ static int scan(const unsigned char *b, size_t len, const segops_codec_limits *l
                                  "body is not valid msgpack (truncated at byte %zu)", len);
       uint64_t v = be(b + pos, lenbytes);
       pos += (size_t)lenbytes;
-      if (kind == 1) skip = v;
-      else if (kind == 4) skip = v + 1; /* type byte */
-      else count = v;
+      if (kind == 1)
+        skip = v;
+      else if (kind == 4)
+        skip = v + 1; /* type byte */
+      else
+        count = v;
     }
     if (skip > len - pos)
       return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, err, errlen, op,
@@ -123,7 +175,8 @@ static int scan(const unsigned char *b, size_t len, const segops_codec_limits *l
 /* ---- object tree -> request -------------------------------------------------------------- */
 
 static bool is_str(const msgpack_object *o, const char *lit) {
-  return o->type == MSGPACK_OBJECT_STR && o->via.str.size == strlen(lit) && memcmp(o->via.str.ptr, lit, o->via.str.size) == 0;
+  return o->type == MSGPACK_OBJECT_STR && o->via.str.size == strlen(lit) &&
+         memcmp(o->via.str.ptr, lit, o->via.str.size) == 0;
 }
 
 /* Fills one tensor from {"dtype": str, "shape": [ints], "data": bin}. */
@@ -135,7 +188,8 @@ static int tensor_from(const msgpack_object *v, const char *an, segops_op op, se
   const msgpack_object *dtype = NULL, *shape = NULL, *data = NULL;
   for (uint32_t i = 0; i < v->via.map.size; i++) {
     const msgpack_object *k = &v->via.map.ptr[i].key;
-    const msgpack_object **slot = is_str(k, "dtype") ? &dtype : is_str(k, "shape") ? &shape
+    const msgpack_object **slot = is_str(k, "dtype")   ? &dtype
+                                  : is_str(k, "shape") ? &shape
                                   : is_str(k, "data")  ? &data
                                                        : NULL;
     if (!slot) {
@@ -152,8 +206,13 @@ static int tensor_from(const msgpack_object *v, const char *an, segops_op op, se
     *slot = &v->via.map.ptr[i].val;
   }
   if (!dtype || !shape || !data)
-    return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, err, errlen, op, "%s is missing \"%s\" (a tensor is a map "
-                             "{\"dtype\", \"shape\", \"data\"})", an, !dtype ? "dtype" : !shape ? "shape" : "data");
+    return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, err, errlen, op,
+                             "%s is missing \"%s\" (a tensor is a map "
+                             "{\"dtype\", \"shape\", \"data\"})",
+                             an,
+                             !dtype   ? "dtype"
+                             : !shape ? "shape"
+                                      : "data");
   if (dtype->type != MSGPACK_OBJECT_STR)
     return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, err, errlen, op, "%s.dtype must be a string", an);
   int rc = segops_codec_dtype(op, an, dtype->via.str.ptr, dtype->via.str.size, &t->dtype, err, errlen);
@@ -162,9 +221,8 @@ static int tensor_from(const msgpack_object *v, const char *an, segops_op op, se
     return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, err, errlen, op,
                              "%s.shape must be a list of non-negative integers", an);
   if (shape->via.array.size > SEGOPS_MAX_NDIM)
-    return segops_codec_fail(SEGOPS_E_INVALID_ARGUMENT, err, errlen, op,
-                             "%s has %u dimensions; at most %d are allowed", an, shape->via.array.size,
-                             SEGOPS_MAX_NDIM);
+    return segops_codec_fail(SEGOPS_E_INVALID_ARGUMENT, err, errlen, op, "%s has %u dimensions; at most %d are allowed",
+                             an, shape->via.array.size, SEGOPS_MAX_NDIM);
   t->ndim = (int)shape->via.array.size;
   for (int d = 0; d < t->ndim; d++) {
     const msgpack_object *e = &shape->via.array.ptr[d];
@@ -190,8 +248,9 @@ static int outputs_from(const msgpack_object *v, segops_op op, segops_request *r
   if (v->type != MSGPACK_OBJECT_ARRAY)
     return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, err, errlen, op, "outputs must be a list of output names");
   if (v->via.array.size > SEGOPS_MAX_OUTPUTS * 2)
-    return segops_codec_fail(SEGOPS_E_INVALID_ARGUMENT, err, errlen, op, "outputs lists %u names; at most %d are allowed",
-                             v->via.array.size, SEGOPS_MAX_OUTPUTS * 2);
+    return segops_codec_fail(SEGOPS_E_INVALID_ARGUMENT, err, errlen, op,
+                             "outputs lists %u names; at most %d are allowed", v->via.array.size,
+                             SEGOPS_MAX_OUTPUTS * 2);
   req->has_outputs = true;
   req->n_outputs = (int)v->via.array.size;
   for (uint32_t i = 0; i < v->via.array.size; i++) {
@@ -225,8 +284,10 @@ static int request_from(const msgpack_object *root, segops_op op, segops_pass pa
           return segops_codec_fail(SEGOPS_E_INVALID_ARGUMENT, err, errlen, op, "num_segments is given more than once");
         if (v->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
           req->ns_kind = SEGOPS_NS_INT;
-          if (v->via.u64 > (uint64_t)INT64_MAX) req->ns_overflow = true;
-          else req->ns_value = (int64_t)v->via.u64;
+          if (v->via.u64 > (uint64_t)INT64_MAX)
+            req->ns_overflow = true;
+          else
+            req->ns_value = (int64_t)v->via.u64;
         } else if (v->type == MSGPACK_OBJECT_NEGATIVE_INTEGER) {
           req->ns_kind = SEGOPS_NS_INT;
           req->ns_value = v->via.i64;
@@ -263,8 +324,8 @@ static int request_from(const msgpack_object *root, segops_op op, segops_pass pa
   return SEGOPS_OK;
 }
 
-int segops_decode_msgpack(const char *body, size_t len, segops_op op, segops_pass pass,
-                          const segops_codec_limits *lim, segops_decoded *out, char *err, size_t errlen) {
+int segops_decode_msgpack(const char *body, size_t len, segops_op op, segops_pass pass, const segops_codec_limits *lim,
+                          segops_decoded *out, char *err, size_t errlen) {
   memset(out, 0, sizeof *out);
   out->req.op = op;
   out->req.pass = pass;

@@ -12,20 +12,28 @@
 
 static const char *shape_text(segops_shape_kind k, bool vec3_only) {
   switch (k) {
-    case SEGOPS_SH_ELEM: return vec3_only ? "(N,3)" : "(N,) or (N,3)";
-    case SEGOPS_SH_ELEM3: return "(N,3)";
-    case SEGOPS_SH_SEG: return vec3_only ? "(S,3)" : "(S,) or (S,3)";
-    case SEGOPS_SH_SEG1: return "(S,)";
-    case SEGOPS_SH_MAT: return "(S,3,3)";
+    case SEGOPS_SH_ELEM:
+      return vec3_only ? "(N,3)" : "(N,) or (N,3)";
+    case SEGOPS_SH_ELEM3:
+      return "(N,3)";
+    case SEGOPS_SH_SEG:
+      return vec3_only ? "(S,3)" : "(S,) or (S,3)";
+    case SEGOPS_SH_SEG1:
+      return "(S,)";
+    case SEGOPS_SH_MAT:
+      return "(S,3,3)";
   }
   return "?";
 }
 
 static const char *use_text(segops_arg_use u) {
   switch (u) {
-    case SEGOPS_ARG_REQ: return "required";
-    case SEGOPS_ARG_COTAN: return "optional: zeros when omitted";
-    case SEGOPS_ARG_UNREAD: return "optional: not read, validated when given";
+    case SEGOPS_ARG_REQ:
+      return "required";
+    case SEGOPS_ARG_COTAN:
+      return "optional: zeros when omitted";
+    case SEGOPS_ARG_UNREAD:
+      return "optional: not read, validated when given";
   }
   return "?";
 }
@@ -100,7 +108,8 @@ int main(int argc, char **argv) {
     }
   } else if (!strcmp(argv[1], "--update")) {
     FILE *f = fopen(argv[2], "wb");
-    if (!f) rc = 1;
+    if (!f)
+      rc = 1;
     else {
       fwrite(doc, 1, (size_t)(b - doc), f);
       fwrite(table, 1, tlen, f);

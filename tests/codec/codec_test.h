@@ -11,23 +11,23 @@
 
 static int g_failures;
 
-#define CHECK(cond)                                                          \
-  do {                                                                       \
-    if (!(cond)) {                                                           \
+#define CHECK(cond)                                                            \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
       fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      g_failures++;                                                          \
-    }                                                                        \
+      g_failures++;                                                            \
+    }                                                                          \
   } while (0)
 
 /* Checks an error: the code and a substring of the message. */
-#define CHECK_ERR(rc, code, err, sub)                                                                       \
-  do {                                                                                                    \
-    int rc_ = (rc);                                                                                       \
-    if (rc_ != (code) || !strstr((err), (sub))) {                                                         \
-      fprintf(stderr, "%s:%d: expected %s containing \"%s\", got %s: \"%s\"\n", __FILE__, __LINE__,        \
-              segops_err_code(code), (sub), segops_err_code(rc_), (err));                                 \
-      g_failures++;                                                                                       \
-    }                                                                                                     \
+#define CHECK_ERR(rc, code, err, sub)                                                               \
+  do {                                                                                              \
+    int rc_ = (rc);                                                                                 \
+    if (rc_ != (code) || !strstr((err), (sub))) {                                                   \
+      fprintf(stderr, "%s:%d: expected %s containing \"%s\", got %s: \"%s\"\n", __FILE__, __LINE__, \
+              segops_err_code(code), (sub), segops_err_code(rc_), (err));                           \
+      g_failures++;                                                                                 \
+    }                                                                                               \
   } while (0)
 
 static inline int test_result(const char *name) {

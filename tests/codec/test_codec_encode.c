@@ -89,7 +89,8 @@ static void test_json_format(void) {
   segops_out_tensor os[4] = {
       {.name = "grad_g_out", .dtype = SEGOPS_F64, .ndim = 3, .shape = {1, 3, 3}, .data = m, .nbytes = sizeof m},
       {.name = "grad_v", .dtype = SEGOPS_F64, .ndim = 2, .shape = {0, 3}, .data = m, .nbytes = 0},
-      vec("a", SEGOPS_I32, i32, 2), vec("b", SEGOPS_I64, i64, 1)};
+      vec("a", SEGOPS_I32, i32, 2),
+      vec("b", SEGOPS_I64, i64, 1)};
   check_json(os, 4,
              "{\"grad_g_out\":{\"dtype\":\"float64\",\"shape\":[1,3,3],\"data\":[1.0,2.0,0.0,0.0,1.0,0.0,0.0,0.0,1.0]},"
              "\"grad_v\":{\"dtype\":\"float64\",\"shape\":[0,3],\"data\":[]},"
@@ -113,9 +114,14 @@ static void test_json_format(void) {
       double mant = (double)(b >> 11) / 9007199254740992.0;
       double v = mant * pow(10.0, (double)((int)(b % 41) - 21));
       switch (b % 7) {
-        case 0: v = nextafter(pow(10.0, (double)((int)(b % 41) - 21)), (b & 8) ? 0.0 : INFINITY); break;
-        case 1: v = ldexp((double)(2 * (b % 4096) + 1), -(int)(20 + b % 40)); break;
-        default: break;
+        case 0:
+          v = nextafter(pow(10.0, (double)((int)(b % 41) - 21)), (b & 8) ? 0.0 : INFINITY);
+          break;
+        case 1:
+          v = ldexp((double)(2 * (b % 4096) + 1), -(int)(20 + b % 40));
+          break;
+        default:
+          break;
       }
       rd[i] = (b & 16) ? -v : v;
       rf[i] = (float)rd[i];
@@ -135,7 +141,8 @@ static void test_json_format(void) {
     char want[48];
     ref_number(want, rd[i], 17);
     size_t n = strlen(want);
-    if (strncmp(p, want, n) || (p[n] != ',' && p[n] != ']')) bad++, fprintf(stderr, "f64 %d: want %s at %.30s\n", i, want, p);
+    if (strncmp(p, want, n) || (p[n] != ',' && p[n] != ']'))
+      bad++, fprintf(stderr, "f64 %d: want %s at %.30s\n", i, want, p);
     p += n + 1;
     ref_number(want, (double)rf[i], 9);
     n = strlen(want);
@@ -232,8 +239,8 @@ static void test_msgpack(void) {
   /* Large payloads: no copy, header + payload pieces only. */
   size_t nbig = 1 << 20;
   double *big = calloc(nbig, 8);
-  segops_out_tensor ob = {.name = "out", .dtype = SEGOPS_F64, .ndim = 1, .shape = {(int64_t)nbig}, .data = big,
-                          .nbytes = nbig * 8};
+  segops_out_tensor ob = {
+      .name = "out", .dtype = SEGOPS_F64, .ndim = 1, .shape = {(int64_t)nbig}, .data = big, .nbytes = nbig * 8};
   CHECK(segops_encode_msgpack(&ob, 1, &e) == 0);
   CHECK(e.iovcnt == 2 && e.iov[1].iov_base == big && e.iov[1].iov_len == nbig * 8 && e.iov[0].iov_len < 64);
   segops_encoded_free(&e);

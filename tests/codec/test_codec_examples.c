@@ -41,8 +41,11 @@ static char *run_body(segops_backend *be, const char *path, segops_op op, segops
     int n = 0;
     for (int o = 0; o < p.call.fn->n_out; o++) {
       if (!p.requested[o]) continue;
-      outs[n] = (segops_out_tensor){.name = p.call.fn->out[o].name, .dtype = p.call.dtype, .ndim = p.out_ndim[o],
-                                    .data = p.call.out[o], .nbytes = p.out_nbytes[o]};
+      outs[n] = (segops_out_tensor){.name = p.call.fn->out[o].name,
+                                    .dtype = p.call.dtype,
+                                    .ndim = p.out_ndim[o],
+                                    .data = p.call.out[o],
+                                    .nbytes = p.out_nbytes[o]};
       memcpy(outs[n].shape, p.out_shape[o], sizeof outs[n].shape);
       n++;
     }

@@ -77,9 +77,10 @@ static void test_forms(void) {
     segops_decoded_free(&d);
   }
   /* Map form: data flat, dtype per tensor; ints and reals in float data. */
-  rc = dec("{\"x\":{\"dtype\":\"float32\",\"shape\":[2,3],\"data\":[1,2.5,3,4,5,6]},"
-           "\"idx\":{\"dtype\":\"int64\",\"shape\":[2],\"data\":[0,1]},\"num_segments\":2}",
-           &d, err);
+  rc =
+      dec("{\"x\":{\"dtype\":\"float32\",\"shape\":[2,3],\"data\":[1,2.5,3,4,5,6]},"
+          "\"idx\":{\"dtype\":\"int64\",\"shape\":[2],\"data\":[0,1]},\"num_segments\":2}",
+          &d, err);
   CHECK(rc == 0);
   if (!rc) {
     const segops_tensor *x = arg(&d, "x"), *idx = arg(&d, "idx");
@@ -150,8 +151,8 @@ static void test_errors(void) {
             SEGOPS_E_INVALID_ARGUMENT, err, "idx.data[0] (2147483648) is out of int32 range");
   CHECK_ERR(dec("{\"dtype\":\"float32\",\"x\":[1,1e39]}", &d, err), SEGOPS_E_INVALID_ARGUMENT, err,
             "x[1] (9.9999999999999994e+38) is out of float32 range");
-  CHECK_ERR(dec("{\"x\":{\"dtype\":\"float32\",\"shape\":[1],\"data\":[-1e300]}}", &d, err),
-            SEGOPS_E_INVALID_ARGUMENT, err, "x.data[0] (-1.0000000000000001e+300) is out of float32 range");
+  CHECK_ERR(dec("{\"x\":{\"dtype\":\"float32\",\"shape\":[1],\"data\":[-1e300]}}", &d, err), SEGOPS_E_INVALID_ARGUMENT,
+            err, "x.data[0] (-1.0000000000000001e+300) is out of float32 range");
   CHECK_ERR(dec("{\"x\":{\"dtype\":3,\"shape\":[1],\"data\":[1]}}", &d, err), SEGOPS_E_MALFORMED_BODY, err,
             "x.dtype must be a string");
   CHECK_ERR(dec("{\"x\":{\"dtype\":\"float16\",\"shape\":[1],\"data\":[1]}}", &d, err), SEGOPS_E_INVALID_ARGUMENT, err,
@@ -160,8 +161,8 @@ static void test_errors(void) {
             "x.shape must be a list of non-negative integers");
   CHECK_ERR(dec("{\"x\":{\"dtype\":\"float64\",\"shape\":3,\"data\":[1]}}", &d, err), SEGOPS_E_MALFORMED_BODY, err,
             "x.shape must be a list of non-negative integers");
-  CHECK_ERR(dec("{\"x\":{\"dtype\":\"float64\",\"shape\":[1,1,1,1],\"data\":[1]}}", &d, err),
-            SEGOPS_E_INVALID_ARGUMENT, err, "x has 4 dimensions; at most 3 are allowed");
+  CHECK_ERR(dec("{\"x\":{\"dtype\":\"float64\",\"shape\":[1,1,1,1],\"data\":[1]}}", &d, err), SEGOPS_E_INVALID_ARGUMENT,
+            err, "x has 4 dimensions; at most 3 are allowed");
   CHECK_ERR(dec("{\"x\":{\"dtype\":\"float64\",\"shape\":[1],\"data\":[[1]]}}", &d, err), SEGOPS_E_MALFORMED_BODY, err,
             "x.data must be a flat list of numbers");
   CHECK_ERR(dec("{\"x\":{\"dtype\":\"float64\",\"shape\":[1],\"data\":\"AAAA\"}}", &d, err), SEGOPS_E_MALFORMED_BODY,
@@ -170,9 +171,9 @@ static void test_errors(void) {
             "x is missing \"data\"");
   CHECK_ERR(dec("{\"x\":{\"dtype\":\"float64\",\"shape\":[1],\"data\":[1],\"order\":\"C\"}}", &d, err),
             SEGOPS_E_MALFORMED_BODY, err, "x has unknown key 'order'");
-  CHECK_ERR(dec_prep("{\"x\":{\"dtype\":\"float64\",\"shape\":[3],\"data\":[1,2]},\"idx\":[0,0,0],\"num_segments\":1}",
-                     err),
-            SEGOPS_E_INVALID_ARGUMENT, err, "x data has 16 bytes but shape (3,) x float64 needs 24");
+  CHECK_ERR(
+      dec_prep("{\"x\":{\"dtype\":\"float64\",\"shape\":[3],\"data\":[1,2]},\"idx\":[0,0,0],\"num_segments\":1}", err),
+      SEGOPS_E_INVALID_ARGUMENT, err, "x data has 16 bytes but shape (3,) x float64 needs 24");
   CHECK_ERR(dec_prep("{\"x\":{\"dtype\":\"float64\",\"shape\":[-1],\"data\":[]},\"idx\":[],\"num_segments\":1}", err),
             SEGOPS_E_INVALID_ARGUMENT, err, "x.shape[0] (-1) must be >= 0");
   CHECK_ERR(dec("{\"dtype\":\"float16\",\"x\":[1]}", &d, err), SEGOPS_E_INVALID_ARGUMENT, err,
@@ -180,7 +181,8 @@ static void test_errors(void) {
   CHECK_ERR(dec("{\"dtype\":\"int32\",\"x\":[1]}", &d, err), SEGOPS_E_INVALID_ARGUMENT, err,
             "dtype must be float32 or float64");
   CHECK_ERR(dec("{\"dtype\":64,\"x\":[1]}", &d, err), SEGOPS_E_MALFORMED_BODY, err, "dtype must be a string");
-  CHECK_ERR(dec("{\"outputs\":\"out\"}", &d, err), SEGOPS_E_MALFORMED_BODY, err, "outputs must be a list of output names");
+  CHECK_ERR(dec("{\"outputs\":\"out\"}", &d, err), SEGOPS_E_MALFORMED_BODY, err,
+            "outputs must be a list of output names");
   CHECK_ERR(dec("{\"outputs\":[1]}", &d, err), SEGOPS_E_MALFORMED_BODY, err, "outputs must be a list of output names");
   CHECK_ERR(dec("{\"outputs\":[\"a\",\"a\",\"a\",\"a\",\"a\",\"a\",\"a\"]}", &d, err), SEGOPS_E_INVALID_ARGUMENT, err,
             "outputs lists 7 names");

@@ -168,8 +168,10 @@ static void test_limits(void) {
     for (int i = 0; i < depth - 1; i++) nest[n++] = (char)0x91;
     nest[n++] = 0;
     int rc = segops_decode_msgpack(nest, (size_t)n, SEGOPS_OP_SUM, SEGOPS_PASS_FORWARD, &lim, &d, err, 512);
-    if (depth == 32) CHECK_ERR(rc, SEGOPS_E_MALFORMED_BODY, err, "x must be a tensor map");
-    else CHECK_ERR(rc, SEGOPS_E_MALFORMED_BODY, err, "nested too deeply (more than 32 levels");
+    if (depth == 32)
+      CHECK_ERR(rc, SEGOPS_E_MALFORMED_BODY, err, "x must be a tensor map");
+    else
+      CHECK_ERR(rc, SEGOPS_E_MALFORMED_BODY, err, "nested too deeply (more than 32 levels");
   }
 }
 
@@ -249,7 +251,8 @@ static void test_tensor_errors(void) {
             "x: unknown dtype 'float16' (expected float32, float64, int32, int64)");
   CHECK_ERR(dec_with(x_shape_float, err), SEGOPS_E_MALFORMED_BODY, err,
             "segmented_sum: x.shape must be a list of non-negative integers");
-  CHECK_ERR(dec_with(x_shape_str, err), SEGOPS_E_MALFORMED_BODY, err, "x.shape must be a list of non-negative integers");
+  CHECK_ERR(dec_with(x_shape_str, err), SEGOPS_E_MALFORMED_BODY, err,
+            "x.shape must be a list of non-negative integers");
   CHECK_ERR(dec_with(x_shape_huge, err), SEGOPS_E_TOO_LARGE, err, "x.shape[0] is too large");
   CHECK_ERR(dec_with(x_shape_neg, err), SEGOPS_E_INVALID_ARGUMENT, err, "x.shape[0] (-6) must be >= 0");
   CHECK_ERR(dec_with(x_4d, err), SEGOPS_E_INVALID_ARGUMENT, err, "x has 4 dimensions; at most 3 are allowed");
@@ -268,7 +271,10 @@ static void test_body_shape_errors(void) {
   CHECK_ERR(dec("\x93\x01\x02\x03", 4, &d, err), SEGOPS_E_MALFORMED_BODY, err,
             "segmented_sum: body must be a map of argument names");
   CHECK_ERR(dec("\x81\x01\x02", 3, &d, err), SEGOPS_E_MALFORMED_BODY, err, "key 0 is not a string");
-  CHECK_ERR(dec("\xa3" "abc", 4, &d, err), SEGOPS_E_MALFORMED_BODY, err, "body must be a map");
+  CHECK_ERR(dec("\xa3"
+                "abc",
+                4, &d, err),
+            SEGOPS_E_MALFORMED_BODY, err, "body must be a map");
   /* A key with raw bytes is echoed only as printable text. */
   CHECK_ERR(dec("\x81\xa3\x01\xff\x00\x03", 6, &d, err), SEGOPS_E_INVALID_ARGUMENT, err, "unknown argument '\?\?\?'");
 
@@ -341,21 +347,25 @@ static void test_top_keys(void) {
   segops_decoded d;
   segops_prepared p;
   CHECK(dec_top(1, ns_neg, &d, err) == 0 && d.req.ns_kind == SEGOPS_NS_INT && d.req.ns_value == -2);
-  CHECK_ERR(segops_prepare(&d.req, &LIM, &p, err, 512), SEGOPS_E_INVALID_ARGUMENT, err, "num_segments (-2) must be >= 0");
+  CHECK_ERR(segops_prepare(&d.req, &LIM, &p, err, 512), SEGOPS_E_INVALID_ARGUMENT, err,
+            "num_segments (-2) must be >= 0");
   CHECK(dec_top(1, ns_float, &d, err) == 0 && d.req.ns_kind == SEGOPS_NS_NOT_INT);
-  CHECK_ERR(segops_prepare(&d.req, &LIM, &p, err, 512), SEGOPS_E_INVALID_ARGUMENT, err, "num_segments must be an integer");
+  CHECK_ERR(segops_prepare(&d.req, &LIM, &p, err, 512), SEGOPS_E_INVALID_ARGUMENT, err,
+            "num_segments must be an integer");
   CHECK(dec_top(1, ns_str, &d, err) == 0 && d.req.ns_kind == SEGOPS_NS_NOT_INT);
   CHECK(dec_top(1, ns_u64max, &d, err) == 0 && d.req.ns_kind == SEGOPS_NS_INT && d.req.ns_overflow);
   CHECK_ERR(segops_prepare(&d.req, &LIM, &p, err, 512), SEGOPS_E_TOO_LARGE, err, "num_segments exceeds the limit");
   CHECK(dec_top(1, ns_2p40, &d, err) == 0 && d.req.ns_value == (int64_t)1 << 40);
-  CHECK_ERR(segops_prepare(&d.req, &LIM, &p, err, 512), SEGOPS_E_TOO_LARGE, err, "num_segments (1099511627776) exceeds");
+  CHECK_ERR(segops_prepare(&d.req, &LIM, &p, err, 512), SEGOPS_E_TOO_LARGE, err,
+            "num_segments (1099511627776) exceeds");
   CHECK_ERR(dec_top(2, ns_twice, &d, err), SEGOPS_E_INVALID_ARGUMENT, err, "num_segments is given more than once");
   CHECK(dec_top(2, ns_and_dtype, &d, err) == 0 && d.req.ns_value == 3 && !d.req.has_outputs);
   CHECK(dec_top(2, ns_outputs, &d, err) == 0 && d.req.has_outputs && d.req.n_outputs == 1 &&
         d.req.outputs[0].len == 3 && !memcmp(d.req.outputs[0].name, "out", 3));
   CHECK(segops_prepare(&d.req, &LIM, &p, err, 512) == 0 && p.requested[0]);
   segops_prepared_free(&p);
-  CHECK_ERR(dec_top(2, ns_outputs_bad, &d, err), SEGOPS_E_MALFORMED_BODY, err, "outputs must be a list of output names");
+  CHECK_ERR(dec_top(2, ns_outputs_bad, &d, err), SEGOPS_E_MALFORMED_BODY, err,
+            "outputs must be a list of output names");
   CHECK_ERR(dec_top(2, ns_outputs_many, &d, err), SEGOPS_E_INVALID_ARGUMENT, err, "outputs lists 7 names");
   CHECK(dec_top(2, ns_outputs_unknown, &d, err) == 0);
   CHECK_ERR(segops_prepare(&d.req, &LIM, &p, err, 512), SEGOPS_E_INVALID_ARGUMENT, err, "unknown output 'grad_x'");

@@ -21,8 +21,8 @@ static const segops_codec_limits FUZZ_CODEC_LIMITS = {.max_depth = 8, .max_items
 static const segops_limits FUZZ_LIMITS = {.max_elements = 1 << 16, .max_segments = 1 << 12};
 
 /* A finding the sanitizers would not see: a broken invariant of a successful decode. */
-#define FUZZ_ASSERT(c) \
-  do {                 \
+#define FUZZ_ASSERT(c)          \
+  do {                          \
     if (!(c)) __builtin_trap(); \
   } while (0)
 
@@ -39,7 +39,8 @@ static inline void fuzz_check_decoded(const segops_decoded *d, const char *err) 
     FUZZ_ASSERT(a->name_len == 0 || a->name != NULL);
     for (size_t k = 0; k < a->name_len; k++) sink ^= (unsigned char)a->name[k];
     /* Touch the first and last payload bytes: ASan reports any out-of-bounds view. */
-    if (a->t.nbytes) sink ^= ((const unsigned char *)a->t.data)[0] ^ ((const unsigned char *)a->t.data)[a->t.nbytes - 1];
+    if (a->t.nbytes)
+      sink ^= ((const unsigned char *)a->t.data)[0] ^ ((const unsigned char *)a->t.data)[a->t.nbytes - 1];
   }
   for (int j = 0; j < d->req.n_outputs; j++)
     for (size_t k = 0; k < d->req.outputs[j].len; k++) sink ^= (unsigned char)d->req.outputs[j].name[k];

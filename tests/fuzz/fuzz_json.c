@@ -17,8 +17,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const segops_codec_limits *lim = (data[0] & 0x80) ? NULL : &FUZZ_CODEC_LIMITS;
   int rc = segops_decode_json(body, n, op, pass, lim, &d, err, sizeof err);
   free(body); /* JSON tensors are materialised: nothing may point into the body */
-  if (rc == 0) fuzz_check_decoded(&d, err);
-  else FUZZ_ASSERT(d.owned == NULL && d.req.nargs == 0 && err[0] != 0);
+  if (rc == 0)
+    fuzz_check_decoded(&d, err);
+  else
+    FUZZ_ASSERT(d.owned == NULL && d.req.nargs == 0 && err[0] != 0);
   segops_decoded_free(&d);
   return 0;
 }

@@ -42,8 +42,8 @@ static void check_prepared(const segops_prepared *p) {
     }
     FUZZ_ASSERT(c->out[o] != NULL && ((uintptr_t)c->out[o] & 63) == 0);
     memset(c->out[o], 0, nb); /* writes the whole block: ASan checks its size */
-    outs[n] = (segops_out_tensor){.name = c->fn->out[o].name, .dtype = c->dtype, .ndim = p->out_ndim[o],
-                                  .data = c->out[o], .nbytes = nb};
+    outs[n] = (segops_out_tensor){
+        .name = c->fn->out[o].name, .dtype = c->dtype, .ndim = p->out_ndim[o], .data = c->out[o], .nbytes = nb};
     memcpy(outs[n].shape, p->out_shape[o], sizeof outs[n].shape);
     n++;
   }
@@ -68,8 +68,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (rc == 0) {
     segops_prepared p;
     rc = segops_prepare(&d.req, &FUZZ_LIMITS, &p, err, sizeof err);
-    if (rc == 0) check_prepared(&p);
-    else FUZZ_ASSERT(p.out_buf == NULL && p.idx_buf == NULL && err[0] != 0);
+    if (rc == 0)
+      check_prepared(&p);
+    else
+      FUZZ_ASSERT(p.out_buf == NULL && p.idx_buf == NULL && err[0] != 0);
     segops_prepared_free(&p);
   }
   segops_decoded_free(&d);
