@@ -64,10 +64,19 @@ have numpy && have msgpack && have pytest || pip install numpy msgpack pytest
 if [ -f clients/python/pyproject.toml ]; then
   pip install --no-deps -e ./clients/python >/dev/null
 fi
-if ! have torch; then
-  # Torch (optional for the client, needed by its autograd tests), from PyPI.
-  SEGOPS_TORCH_PIP=${SEGOPS_TORCH_PIP:-torch}
-  echo "setup: installing $SEGOPS_TORCH_PIP (for the client's autograd tests)"
-  pip install $SEGOPS_TORCH_PIP || echo "setup: torch could not be installed; torch tests will be skipped"
+if ! have torch && [ "${SEGOPS_NO_TORCH:-0}" != 1 ]; then
+  # Torch (optional for the client; its autograd tests need it), from PyPI, which has no CPU-only
+  # Linux wheel: every torch 2.x pulls ~2.8 GB of nvidia-* wheels. Where the CUDA 13 toolkit's
+  # libraries are on the loader path (this machine kind: /usr/local/cuda-13.0/lib), torch plus
+  # four small nvidia wheels the toolkit lacks is enough (~1 GB); otherwise the full set.
+  echo "setup: installing torch (for the client's autograd tests)"
+  if ldconfig -p 2>/dev/null | grep -q 'libcudart.so.13'; then
+    pip install --no-deps torch==2.15.0 nvidia-nccl-cu13==2.30.7 nvidia-cusparselt-cu13==0.8.1 \
+      nvidia-nvshmem-cu13==3.7.2 nvidia-cufile==1.17.1.22 2>&1 | grep -v 'requires .* not installed' || true
+    pip install typing_extensions filelock sympy networkx jinja2 fsspec || true
+  fi
+  if ! have torch; then
+    pip install torch==2.15.0 || echo "setup: torch could not be installed; torch tests will be SKIPPED"
+  fi
 fi
 echo "setup: ok"
