@@ -213,6 +213,7 @@ def test_body_over_limit_is_refused_before_reading_it(daemon_factory):
 
 
 @pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind not installed")
+@pytest.mark.skipif(os.environ.get("SEGOPS_SANITIZED") == "1", reason="sanitizer build: ASan checks it instead")
 def test_valgrind_memcheck_mixed_run(daemon_factory):
     d = daemon_factory("--threads", "2", wrapper=["valgrind", "--error-exitcode=99", "--leak-check=full",
                                                    "--errors-for-leak-kinds=definite", "--quiet"])
