@@ -31,6 +31,8 @@ static const opt_desc OPTS[] = {
     {"token-file", "SEGOPS_TOKEN_FILE", "PATH", "", "file holding the bearer token (SEGOPS_TOKEN sets it directly)"},
     {"max-body-bytes", "SEGOPS_MAX_BODY_BYTES", "BYTES", "256M", "largest request body (k/M/G suffixes)"},
     {"max-elements", "SEGOPS_MAX_ELEMENTS", "N", "64M", "most elements per tensor (N*3 for vec3)"},
+    {"max-body-items", "SEGOPS_MAX_BODY_ITEMS", "N", "4M",
+     "most array/map items in one body (each JSON number is one); bounds the JSON decoder's memory"},
     {"max-segments", "SEGOPS_MAX_SEGMENTS", "N", "", "largest num_segments (default: max-elements)"},
     {"max-connections", "SEGOPS_MAX_CONNECTIONS", "N", "1024", "most concurrent connections"},
     {"max-inflight-bytes", "SEGOPS_MAX_INFLIGHT_BYTES", "BYTES", "2G",
@@ -184,6 +186,9 @@ static int apply(segops_config *c, const opt_desc *o, const char *v, bool *segs_
   } else if (!strcmp(f, "max-elements")) {
     bad = parse_i64(v, true, &i) || i < 1 || i > INT32_MAX; /* idx is int32 on the device */
     c->max_elements = i;
+  } else if (!strcmp(f, "max-body-items")) {
+    bad = parse_i64(v, true, &i) || i < 16;
+    c->max_body_items = i;
   } else if (!strcmp(f, "max-segments")) {
     if (*v) {
       bad = parse_i64(v, true, &i) || i > INT32_MAX;

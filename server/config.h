@@ -19,6 +19,7 @@ typedef struct {
   char token_file[512]; /* where the token came from ("" for the environment) */
   int64_t max_body_bytes;
   int64_t max_elements; /* per tensor */
+  int64_t max_body_items; /* array/map items per body: a JSON tree costs ~50 bytes an item */
   int64_t max_segments; /* bound on num_segments */
   int64_t max_connections;
   int64_t max_inflight_bytes; /* request bodies held at once, all connections together */

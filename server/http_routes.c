@@ -93,7 +93,8 @@ enum MHD_Result segops_http_info(segops_http_req *r) {
                                           (json_int_t)di.memory_total, "memory_used", (json_int_t)di.memory_used));
   }
   json_t *limits = json_pack(
-      "{s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:I}", "max_body_bytes", (json_int_t)c->max_body_bytes,
+      "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:I}", "max_body_bytes", (json_int_t)c->max_body_bytes,
+      "max_body_items", (json_int_t)c->max_body_items,
       "max_inflight_bytes", (json_int_t)c->max_inflight_bytes, "max_elements", (json_int_t)c->max_elements,
       "max_segments", (json_int_t)c->max_segments, "max_connections", (json_int_t)c->max_connections, "idle_timeout_s",
       (json_int_t)c->idle_timeout_s, "request_timeout_s", c->request_timeout_s, "max_queue", (json_int_t)c->max_queue,

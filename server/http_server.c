@@ -196,9 +196,10 @@ int segops_server_start(segops_server *srv) {
   srv->limits.max_elements = c->max_elements;
   srv->limits.max_segments = c->max_segments;
   srv->codec_limits.max_depth = 32;
-  /* Every msgpack item takes at least one byte and every JSON item two, so the body cap
-   * already bounds the count; the codecs still check counts against the bytes left. */
-  srv->codec_limits.max_items = (size_t)c->max_body_bytes;
+  /* The body cap alone would let a JSON body of "1,1,1,..." build a tree of ~25x its size
+   * (jansson spends ~50 bytes per number), so items are capped on their own. msgpack bodies
+   * carry tensor data as bin, a single item, and need few. */
+  srv->codec_limits.max_items = (size_t)c->max_body_items;
   srv->mhd = MHD_start_daemon(
       flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_SOCK_ADDR,
       ai->ai_addr, MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)c->http_threads, MHD_OPTION_CONNECTION_LIMIT,

@@ -181,6 +181,17 @@ def test_413_num_segments_and_elements_bounded(daemon_factory):
     assert st == 413 and "output out" in err_of(data)[1], data
 
 
+def test_413_json_items_bounded(daemon_factory):
+    # The item cap bounds the JSON decoder's tree, whatever the body size allows.
+    d = daemon_factory("--max-body-items", "100")
+    assert info(d.url)["limits"]["max_body_items"] == 100
+    many = ",".join(["1"] * 200).encode()
+    st, _, data = post(d.url, b'{"x":[' + many + b'],"idx":[' + many.replace(b"1", b"0") + b'],"num_segments":1}')
+    assert st == 413 and err_of(data)[0] == "too_large" and "items" in err_of(data)[1], data
+    st, _, data = post(d.url, GOOD)
+    assert st == 200
+
+
 def test_401_and_health_stays_open(daemon_factory, tmp_path):
     tok = tmp_path / "token"
     tok.write_text("s3cret-token\n")
