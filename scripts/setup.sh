@@ -72,7 +72,8 @@ if ! have torch && [ "${SEGOPS_NO_TORCH:-0}" != 1 ]; then
   echo "setup: installing torch (for the client's autograd tests)"
   if ldconfig -p 2>/dev/null | grep -q 'libcudart.so.13'; then
     pip install --no-deps torch==2.15.0 nvidia-nccl-cu13==2.30.7 nvidia-cusparselt-cu13==0.8.1 \
-      nvidia-nvshmem-cu13==3.7.2 nvidia-cufile==1.17.1.22 2>&1 | grep -v 'requires .* not installed' || true
+      nvidia-nvshmem-cu13==3.7.2 nvidia-cufile==1.17.1.22 >/tmp/segops-torch-pip.log 2>&1 || true
+    # (pip then lists the CUDA wheels torch names but the toolkit provides: expected, not shown)
     pip install typing_extensions filelock sympy networkx jinja2 fsspec || true
   fi
   if ! have torch; then
