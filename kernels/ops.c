@@ -13,6 +13,8 @@
 #define UNR SEGOPS_ARG_UNREAD
 #define ROW(o, p) [SEGOPS_OP_##o][SEGOPS_PASS_##p] = {.op = SEGOPS_OP_##o, .pass = SEGOPS_PASS_##p
 
+/* The table reads as a table: keep clang-format away from it. */
+// clang-format off
 /* SPEC §2, row by row. Inputs: cotangents first (gg_<a> in forward order), then g_out, then
  * the forward inputs. An input the formula does not read is UNR; a cotangent is COT. */
 static const segops_fn_desc FN_TABLE[SEGOPS_OP_COUNT][SEGOPS_PASS_COUNT] = {
@@ -58,6 +60,8 @@ static const segops_fn_desc FN_TABLE[SEGOPS_OP_COUNT][SEGOPS_PASS_COUNT] = {
     .out = {{"grad_g_out", E3}, {"grad_v", E3}, {"grad_m", M}}, .vec3_only = true},
 };
 
+// clang-format on
+
 static const char *const OP_NAMES[SEGOPS_OP_COUNT] = {
 #define SEGOPS_OP(e, name) name,
 #include "ops.def"
@@ -99,6 +103,22 @@ const char *segops_dtype_name(segops_dtype dt) {
 }
 
 size_t segops_dtype_size(segops_dtype dt) { return (unsigned)dt < SEGOPS_DTYPE_COUNT ? DTYPE_SIZES[dt] : 0; }
+
+const char *segops_shape_text(segops_shape_kind k, int width) {
+  switch (k) {
+    case SEGOPS_SH_ELEM:
+      return width == 3 ? "(N,3)" : width == 1 ? "(N,)" : "(N,) or (N,3)";
+    case SEGOPS_SH_ELEM3:
+      return "(N,3)";
+    case SEGOPS_SH_SEG:
+      return width == 3 ? "(S,3)" : width == 1 ? "(S,)" : "(S,) or (S,3)";
+    case SEGOPS_SH_SEG1:
+      return "(S,)";
+    case SEGOPS_SH_MAT:
+      return "(S,3,3)";
+  }
+  return "?";
+}
 
 int segops_shape_dims(segops_shape_kind k, int width, int64_t n, int64_t s, int64_t shape[SEGOPS_MAX_NDIM]) {
   switch (k) {

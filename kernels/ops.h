@@ -86,6 +86,8 @@ typedef struct {
   size_t nbytes; /* bytes the wire carried for data; validated against shape x itemsize */
 } segops_tensor;
 
+/* The shape pattern of a kind as text, e.g. "(N,3)"; width 0 = not fixed yet ("(N,) or (N,3)"). Static. */
+const char *segops_shape_text(segops_shape_kind k, int width);
 /* Number of elements of a shape kind for a call, in units of the dtype (N*w, S, S*9, ...). */
 int64_t segops_shape_count(segops_shape_kind k, int width, int64_t n, int64_t s);
 /* Fills shape/ndim of a shape kind for a call; returns ndim. */

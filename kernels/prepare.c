@@ -35,23 +35,6 @@ static const char *fmt_shape(char *buf, size_t len, int ndim, const int64_t *sha
   return buf;
 }
 
-/* "(N,3)" style pattern for a shape kind. */
-static const char *kind_pattern(segops_shape_kind k, int width) {
-  switch (k) {
-    case SEGOPS_SH_ELEM:
-      return width == 3 ? "(N,3)" : width == 1 ? "(N,)" : "(N,) or (N,3)";
-    case SEGOPS_SH_ELEM3:
-      return "(N,3)";
-    case SEGOPS_SH_SEG:
-      return width == 3 ? "(S,3)" : width == 1 ? "(S,)" : "(S,) or (S,3)";
-    case SEGOPS_SH_SEG1:
-      return "(S,)";
-    case SEGOPS_SH_MAT:
-      return "(S,3,3)";
-  }
-  return "?";
-}
-
 static bool kind_is_elem(segops_shape_kind k) { return k == SEGOPS_SH_ELEM || k == SEGOPS_SH_ELEM3; }
 
 /* Checks a tensor's byte length against shape x itemsize, with overflow and element limits. */
@@ -59,8 +42,8 @@ static int check_tensor_size(const char *op, const char *name, const segops_tens
                              char *err, size_t errlen) {
   char sb[96];
   if (t->ndim < 0 || t->ndim > SEGOPS_MAX_NDIM)
-    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: %s has %d dimensions; at most %d are allowed",
-                       op, name, t->ndim, SEGOPS_MAX_NDIM);
+    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: %s has %d dimensions; at most %d are allowed", op,
+                       name, t->ndim, SEGOPS_MAX_NDIM);
   int64_t count = 1;
   bool overflow = false;
   for (int i = 0; i < t->ndim; i++) {
@@ -70,8 +53,8 @@ static int check_tensor_size(const char *op, const char *name, const segops_tens
     if (__builtin_mul_overflow(count, t->shape[i], &count)) overflow = true;
   }
   if (overflow || count > lim->max_elements)
-    return segops_errf(SEGOPS_E_TOO_LARGE, err, errlen, "%s: %s %s has more elements than the limit (%" PRId64 ")",
-                       op, name, fmt_shape(sb, sizeof sb, t->ndim, t->shape), lim->max_elements);
+    return segops_errf(SEGOPS_E_TOO_LARGE, err, errlen, "%s: %s %s has more elements than the limit (%" PRId64 ")", op,
+                       name, fmt_shape(sb, sizeof sb, t->ndim, t->shape), lim->max_elements);
   uint64_t need = (uint64_t)count * segops_dtype_size(t->dtype);
   if ((uint64_t)t->nbytes != need)
     return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
@@ -97,7 +80,7 @@ static int check_shape(const char *op, const char *name, segops_shape_kind k, in
   for (int i = 1; trailing_ok && i < nd; i++) trailing_ok = t->shape[i] == want[i];
   if (!trailing_ok)
     return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: %s must have shape %s, got %s", op, name,
-                       kind_pattern(k, width), got);
+                       segops_shape_text(k, width), got);
   if (t->shape[0] != want[0]) {
     if (kind_is_elem(k))
       return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
@@ -119,8 +102,7 @@ static void list_names(char *buf, size_t len, const segops_fn_desc *fn, bool out
   if (!outputs && o < len) snprintf(buf + o, len - o, ", idx, num_segments");
 }
 
-int segops_prepare(const segops_request *req, const segops_limits *lim, segops_prepared *p, char *err,
-                   size_t errlen) {
+int segops_prepare(const segops_request *req, const segops_limits *lim, segops_prepared *p, char *err, size_t errlen) {
   memset(p, 0, sizeof *p);
   const segops_fn_desc *fn = segops_fn(req->op, req->pass);
   if (!fn) return segops_errf(SEGOPS_E_NOT_FOUND, err, errlen, "unknown op or pass");
@@ -138,9 +120,8 @@ int segops_prepare(const segops_request *req, const segops_limits *lim, segops_p
       if (name_eq(nt->name, nt->name_len, fn->in[k].name)) slot = &in[k];
     if (!slot) {
       list_names(names, sizeof names, fn, false);
-      return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
-                         "%s: unknown argument '%.*s' for %s (expected: %s)", op, (int)(nt->name_len > 64 ? 64 : nt->name_len),
-                         nt->name, segops_pass_name(fn->pass), names);
+      return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: unknown argument '%.*s' for %s (expected: %s)",
+                         op, (int)(nt->name_len > 64 ? 64 : nt->name_len), nt->name, segops_pass_name(fn->pass), names);
     }
     if (*slot)
       return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: argument '%.*s' is given more than once", op,
@@ -221,7 +202,8 @@ int segops_prepare(const segops_request *req, const segops_limits *lim, segops_p
     if (!width) {
       char got[96];
       return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: %s must have shape %s, got %s", op,
-                         fn->in[k].name, kind_pattern(kind, 0), fmt_shape(got, sizeof got, in[k]->ndim, in[k]->shape));
+                         fn->in[k].name, segops_shape_text(kind, 0),
+                         fmt_shape(got, sizeof got, in[k]->ndim, in[k]->shape));
     }
   }
   if (!width) width = 1; /* only layout-free inputs given (e.g. dot's g_out alone): cannot happen for REQ rows */

@@ -32,22 +32,6 @@ enum MHD_Result segops_http_metrics(segops_http_req *r) {
   return segops_http_send_buffer(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
 }
 
-static const char *shape_text(segops_shape_kind k, bool vec3_only) {
-  switch (k) {
-    case SEGOPS_SH_ELEM:
-      return vec3_only ? "(N,3)" : "(N,) or (N,3)";
-    case SEGOPS_SH_ELEM3:
-      return "(N,3)";
-    case SEGOPS_SH_SEG:
-      return vec3_only ? "(S,3)" : "(S,) or (S,3)";
-    case SEGOPS_SH_SEG1:
-      return "(S,)";
-    case SEGOPS_SH_MAT:
-      return "(S,3,3)";
-  }
-  return "?";
-}
-
 static const char *use_text(segops_arg_use u) {
   return u == SEGOPS_ARG_REQ ? "required" : u == SEGOPS_ARG_COTAN ? "cotangent" : "unread";
 }
@@ -61,16 +45,16 @@ static json_t *op_table_json(void) {
       const segops_fn_desc *fn = segops_fn((segops_op)o, (segops_pass)p);
       json_t *in = json_array(), *out = json_array();
       for (int k = 0; k < fn->n_in; k++)
-        json_array_append_new(
-            in, json_pack("{s:s, s:b, s:s, s:s}", "name", fn->in[k].name, "optional", fn->in[k].use != SEGOPS_ARG_REQ,
-                          "use", use_text(fn->in[k].use), "shape", shape_text(fn->in[k].shape, fn->vec3_only)));
+        json_array_append_new(in, json_pack("{s:s, s:b, s:s, s:s}", "name", fn->in[k].name, "optional",
+                                            fn->in[k].use != SEGOPS_ARG_REQ, "use", use_text(fn->in[k].use), "shape",
+                                            segops_shape_text(fn->in[k].shape, fn->vec3_only ? 3 : 0)));
       json_array_append_new(
           in, json_pack("{s:s, s:b, s:s, s:s}", "name", "idx", "optional", 0, "use", "required", "shape", "(N,)"));
       json_array_append_new(in, json_pack("{s:s, s:b, s:s, s:s}", "name", "num_segments", "optional", 0, "use",
                                           "required", "shape", "integer"));
       for (int k = 0; k < fn->n_out; k++)
         json_array_append_new(out, json_pack("{s:s, s:s}", "name", fn->out[k].name, "shape",
-                                             shape_text(fn->out[k].shape, fn->vec3_only)));
+                                             segops_shape_text(fn->out[k].shape, fn->vec3_only ? 3 : 0)));
       json_object_set_new(passes, segops_pass_name((segops_pass)p),
                           json_pack("{s:o, s:o, s:b}", "inputs", in, "outputs", out, "vec3_only", fn->vec3_only));
     }
@@ -94,11 +78,11 @@ enum MHD_Result segops_http_info(segops_http_req *r) {
   }
   json_t *limits = json_pack(
       "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:I}", "max_body_bytes", (json_int_t)c->max_body_bytes,
-      "max_body_items", (json_int_t)c->max_body_items,
-      "max_inflight_bytes", (json_int_t)c->max_inflight_bytes, "max_elements", (json_int_t)c->max_elements,
-      "max_segments", (json_int_t)c->max_segments, "max_connections", (json_int_t)c->max_connections, "idle_timeout_s",
-      (json_int_t)c->idle_timeout_s, "request_timeout_s", c->request_timeout_s, "max_queue", (json_int_t)c->max_queue,
-      "max_batch_elements", (json_int_t)c->max_batch_elements, "max_queue_delay_us", (json_int_t)c->max_queue_delay_us);
+      "max_body_items", (json_int_t)c->max_body_items, "max_inflight_bytes", (json_int_t)c->max_inflight_bytes,
+      "max_elements", (json_int_t)c->max_elements, "max_segments", (json_int_t)c->max_segments, "max_connections",
+      (json_int_t)c->max_connections, "idle_timeout_s", (json_int_t)c->idle_timeout_s, "request_timeout_s",
+      c->request_timeout_s, "max_queue", (json_int_t)c->max_queue, "max_batch_elements",
+      (json_int_t)c->max_batch_elements, "max_queue_delay_us", (json_int_t)c->max_queue_delay_us);
   json_t *root = json_pack("{s:s, s:s, s:s, s:o, s:o, s:b, s:[s,s,s,s], s:o}", "version", SEGOPS_VERSION, "api", "v1",
                            "backend", be->name ? be->name : "?", "devices", devs, "limits", limits, "auth",
                            c->token != NULL, "encodings", "application/msgpack", "application/x-msgpack",

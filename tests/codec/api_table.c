@@ -10,22 +10,6 @@
 #define BEGIN_MARK "<!-- BEGIN generated op table: build/tests/codec/segops_api_table --update proto/API.md -->\n"
 #define END_MARK "<!-- END generated op table -->\n"
 
-static const char *shape_text(segops_shape_kind k, bool vec3_only) {
-  switch (k) {
-    case SEGOPS_SH_ELEM:
-      return vec3_only ? "(N,3)" : "(N,) or (N,3)";
-    case SEGOPS_SH_ELEM3:
-      return "(N,3)";
-    case SEGOPS_SH_SEG:
-      return vec3_only ? "(S,3)" : "(S,) or (S,3)";
-    case SEGOPS_SH_SEG1:
-      return "(S,)";
-    case SEGOPS_SH_MAT:
-      return "(S,3,3)";
-  }
-  return "?";
-}
-
 static const char *use_text(segops_arg_use u) {
   switch (u) {
     case SEGOPS_ARG_REQ:
@@ -49,13 +33,13 @@ static size_t gen(char *buf, size_t cap) {
       P("\n`POST /v1/%s/%s`\n\n", segops_op_name((segops_op)op), segops_pass_name((segops_pass)pass));
       P("| | name | shape | dtype | |\n|---|---|---|---|---|\n");
       for (int k = 0; k < fn->n_in; k++)
-        P("| in | `%s` | %s | float32 or float64 | %s |\n", fn->in[k].name, shape_text(fn->in[k].shape, fn->vec3_only),
-          use_text(fn->in[k].use));
+        P("| in | `%s` | %s | float32 or float64 | %s |\n", fn->in[k].name,
+          segops_shape_text(fn->in[k].shape, fn->vec3_only ? 3 : 0), use_text(fn->in[k].use));
       P("| in | `idx` | (N,) | int32 or int64 | required |\n");
       P("| in | `num_segments` | integer | | required: S >= 0 |\n");
       for (int k = 0; k < fn->n_out; k++)
         P("| out | `%s` | %s | the inputs' | returned unless `outputs` leaves it out |\n", fn->out[k].name,
-          shape_text(fn->out[k].shape, fn->vec3_only));
+          segops_shape_text(fn->out[k].shape, fn->vec3_only ? 3 : 0));
     }
   }
   P("\n%s", END_MARK);
