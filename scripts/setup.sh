@@ -60,7 +60,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 pip() { .venv/bin/python -m pip -q --disable-pip-version-check "$@"; }
 have() { .venv/bin/python -c "import $1" 2>/dev/null; }
-have numpy && have msgpack && have pytest || pip install numpy msgpack pytest
+have numpy && have msgpack && have pytest && have yaml || pip install numpy msgpack pytest pyyaml
 if [ -f clients/python/pyproject.toml ]; then
   pip install --no-deps -e ./clients/python >/dev/null
 fi
