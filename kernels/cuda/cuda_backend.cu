@@ -8,6 +8,9 @@
 #include "cuda_internal.h"
 
 #define STAGE_BYTES ((size_t)32 << 20) /* each of the two pinned staging slots */
+/* Workers ("lanes") per GPU, each with its own stream, staging and pool, so that one request's
+ * copies overlap another's kernels and copies on the same GPU. Results do not depend on the lane. */
+#define LANES_PER_GPU 2
 #define POOL_ROUND ((size_t)64 << 20)
 
 typedef struct {
@@ -278,7 +281,7 @@ static cudaError_t dev_init(cuda_dev *d, int ordinal) {
   snprintf(d->name, sizeof d->name, "%.127s", prop.name);
   d->mem_total = prop.totalGlobalMem;
   d->sm_count = prop.multiProcessorCount;
-  d->pool_cap = prop.totalGlobalMem / 2;
+  d->pool_cap = prop.totalGlobalMem / 2 / LANES_PER_GPU;
   if ((e = cudaFree(NULL)) != cudaSuccess) return e; /* creates the context now, not on the first request */
   if ((e = cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking)) != cudaSuccess) return e;
   for (int k = 0; k < 2; k++) {
@@ -297,7 +300,7 @@ extern "C" segops_backend *segops_cuda_backend_new(const int *devices, int n_dev
                 e != cudaSuccess ? cudaGetErrorString(e) : "the CUDA runtime reports 0 devices");
     return NULL;
   }
-  int n = (devices && n_devices > 0) ? n_devices : count;
+  int n_gpus = (devices && n_devices > 0) ? n_devices : count;
   for (int i = 0; devices && i < n_devices; i++) {
     if (devices[i] < 0 || devices[i] >= count) {
       segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "CUDA device %d does not exist (%d device%s found)",
@@ -307,6 +310,7 @@ extern "C" segops_backend *segops_cuda_backend_new(const int *devices, int n_dev
   }
   cuda_ctx *ctx = (cuda_ctx *)calloc(1, sizeof *ctx);
   segops_backend *b = (segops_backend *)calloc(1, sizeof *b);
+  int n = n_gpus * LANES_PER_GPU; /* workers: lane l of GPU g is dev[g * LANES_PER_GPU + l] */
   if (ctx) ctx->dev = (cuda_dev *)calloc((size_t)n, sizeof(cuda_dev));
   if (!ctx || !b || !ctx->dev) {
     if (ctx) free(ctx->dev);
@@ -317,7 +321,8 @@ extern "C" segops_backend *segops_cuda_backend_new(const int *devices, int n_dev
   }
   for (int i = 0; i < n; i++) {
     ctx->n = i + 1;
-    e = dev_init(&ctx->dev[i], devices && n_devices > 0 ? devices[i] : i);
+    int g = i / LANES_PER_GPU;
+    e = dev_init(&ctx->dev[i], devices && n_devices > 0 ? devices[g] : g);
     if (e != cudaSuccess) {
       segops_errf(SEGOPS_E_UNAVAILABLE, err, errlen, "CUDA device %d unusable: %s", ctx->dev[i].ordinal,
                   cudaGetErrorString(e));
