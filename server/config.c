@@ -41,8 +41,9 @@ static const opt_desc OPTS[] = {
     {"request-timeout", "SEGOPS_REQUEST_TIMEOUT", "SECONDS", "60",
      "a request still queued after this long fails with 504"},
     {"max-queue", "SEGOPS_MAX_QUEUE", "N", "1024", "requests waiting for a worker before 503 + Retry-After"},
-    {"max-batch-elements", "SEGOPS_MAX_BATCH_ELEMENTS", "N", "256k",
-     "join compatible waiting requests into one backend call up to this many rows N (0 = off)"},
+    {"max-batch-elements", "SEGOPS_MAX_BATCH_ELEMENTS", "N|auto", "auto",
+     "join compatible waiting requests into one backend call up to this many rows N (0 = off; auto = 256k on "
+     "the CUDA backend, 0 on the CPU backend, where HTTP is the limit and batching does not pay)"},
     {"max-queue-delay-us", "SEGOPS_MAX_QUEUE_DELAY_US", "US", "0",
      "how long a worker may wait to fill a batch (0 = batch only what already waits)"},
     {"worker-spin-us", "SEGOPS_WORKER_SPIN_US", "US", "50",
@@ -214,8 +215,12 @@ static int apply(segops_config *c, const opt_desc *o, const char *v, bool *segs_
     bad = parse_i64(v, false, &i) || i < 1 || i > 1000000;
     c->max_queue = i;
   } else if (!strcmp(f, "max-batch-elements")) {
-    bad = parse_i64(v, true, &i);
-    c->max_batch_elements = i;
+    if (!strcmp(v, "auto")) {
+      c->max_batch_elements = SEGOPS_BATCH_AUTO;
+    } else {
+      bad = parse_i64(v, true, &i);
+      c->max_batch_elements = i;
+    }
   } else if (!strcmp(f, "max-queue-delay-us")) {
     bad = parse_i64(v, false, &i) || i > 10000000;
     c->max_queue_delay_us = i;

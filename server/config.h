@@ -18,19 +18,22 @@ typedef struct {
   char *token;          /* owned; NULL when auth is off */
   char token_file[512]; /* where the token came from ("" for the environment) */
   int64_t max_body_bytes;
-  int64_t max_elements; /* per tensor */
+  int64_t max_elements;   /* per tensor */
   int64_t max_body_items; /* array/map items per body: a JSON tree costs ~50 bytes an item */
-  int64_t max_segments; /* bound on num_segments */
+  int64_t max_segments;   /* bound on num_segments */
   int64_t max_connections;
   int64_t max_inflight_bytes; /* request bodies held at once, all connections together */
   int64_t idle_timeout_s;
   double request_timeout_s;
   int64_t max_queue;          /* requests waiting for a worker */
-  int64_t max_batch_elements; /* 0 = no batching */
+  int64_t max_batch_elements; /* 0 = no batching; SEGOPS_BATCH_AUTO until the backend is known */
   int64_t max_queue_delay_us; /* how long a worker waits to fill a batch */
   int64_t worker_spin_us;     /* idle workers poll this long before sleeping */
   int log_level;
 } segops_config;
+
+#define SEGOPS_BATCH_AUTO (-1)
+#define SEGOPS_BATCH_AUTO_GPU_ROWS (256 * 1024)
 
 enum { SEGOPS_CONFIG_OK = 0, SEGOPS_CONFIG_EXIT_OK = 1, SEGOPS_CONFIG_ERROR = 2 };
 

@@ -56,6 +56,8 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
 
   segops_backend *backend = make_backend(&cfg);
+  if (backend && cfg.max_batch_elements == SEGOPS_BATCH_AUTO)
+    cfg.max_batch_elements = strcmp(backend->name, "cpu") ? SEGOPS_BATCH_AUTO_GPU_ROWS : 0;
   if (!backend) {
     segops_config_free(&cfg);
     return 1;

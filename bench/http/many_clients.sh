@@ -47,7 +47,7 @@ start() {
   echo "many_clients.sh: $name did not start: $(cat "$tmp/$name.err")" >&2; exit 1
 }
 OFF=$(start off --max-batch-elements 0)
-ON=$(start on --max-queue-delay-us "$DELAY")
+ON=$(start on --max-batch-elements 256k --max-queue-delay-us "$DELAY")
 BACKEND_NAME=$(curl -s "http://127.0.0.1:$ON/v1/info" | sed -n 's/.*"backend":"\([a-z]*\)".*/\1/p')
 
 field() { sed -n "s/.*$1=\([^ ]*\).*/\1/p" <<< "$2"; }
@@ -56,7 +56,7 @@ calc() { awk "BEGIN { $1 }"; }
 
 printf '\nmany clients: backend %s, N=1024 vec3 float32, 32 segments, msgpack; %ss per run after %ss;\n' \
   "$BACKEND_NAME" "$DURATION" "$WARMUP"
-printf 'batching on = --max-batch-elements default, --max-queue-delay-us %s\n\n' "$DELAY"
+printf 'batching on = --max-batch-elements 256k, --max-queue-delay-us %s\n\n' "$DELAY"
 printf '| function | clients | off req/s | on req/s | on/off | off p50/p99 ms | on p50/p99 ms | off busy | on busy | on mean batch |\n'
 printf '|---|---|---|---|---|---|---|---|---|---|\n'
 errors=0
