@@ -11,6 +11,7 @@
 #include "backend.h"
 #include "codec.h"
 #include "config.h"
+#include "http_watchdog.h"
 #include "metrics.h"
 #include "prepare.h"
 #include "scheduler.h"
@@ -29,6 +30,7 @@ typedef struct segops_server {
   segops_limits limits;
   segops_codec_limits codec_limits;
   int port; /* the bound port */
+  segops_watchdog *watchdog; /* owned: the request-head deadline */
 } segops_server;
 
 /* Wire encodings. */

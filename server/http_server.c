@@ -110,6 +110,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     r->conn = conn;
     r->t_start = segops_now();
     *con_cls = r;
+    segops_watchdog_request_begin(srv->watchdog, conn);
     atomic_fetch_add(&srv->active, 1);
     segops_metrics_inflight_add(1);
     enum MHD_Result ret = first_call(r, url, method);
@@ -140,10 +141,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
-  (void)conn;
   segops_server *srv = cls;
   segops_http_req *r = *con_cls;
   if (!r) return;
+  segops_watchdog_request_end(srv->watchdog, conn); /* a keep-alive connection waits for its next head */
   *con_cls = NULL;
   if (r->status && segops_log_level >= SEGOPS_LOG_DEBUG) {
     static const char *const ROUTES[SEGOPS_ROUTE_COUNT] = {"op",      "/v1/info", "/healthz",
@@ -200,14 +201,23 @@ int segops_server_start(segops_server *srv) {
    * (jansson spends ~50 bytes per number), so items are capped on their own. msgpack bodies
    * carry tensor data as bin, a single item, and need few. */
   srv->codec_limits.max_items = (size_t)c->max_body_items;
+  srv->watchdog = segops_watchdog_new((double)c->idle_timeout_s);
+  if (!srv->watchdog) {
+    freeaddrinfo(ai);
+    SEGOPS_LOGE("cannot start the connection watchdog thread");
+    return -1;
+  }
   srv->mhd = MHD_start_daemon(
       flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_SOCK_ADDR,
       ai->ai_addr, MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)c->http_threads, MHD_OPTION_CONNECTION_LIMIT,
       (unsigned int)c->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)c->idle_timeout_s,
       MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024),
-      MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)1024, MHD_OPTION_END);
+      MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)1024, MHD_OPTION_NOTIFY_CONNECTION, segops_watchdog_notify,
+      srv->watchdog, MHD_OPTION_END);
   freeaddrinfo(ai);
   if (!srv->mhd) {
+    segops_watchdog_free(srv->watchdog);
+    srv->watchdog = NULL;
     SEGOPS_LOGE("cannot listen on %s:%d (address in use, or not permitted)", c->listen_host, c->listen_port);
     return -1;
   }
@@ -250,4 +260,6 @@ void segops_server_drain_and_stop(segops_server *srv) {
   if (left > 0) SEGOPS_LOGW("closing %ld unfinished connection(s) (incomplete uploads or stalled clients)", left);
   MHD_stop_daemon(srv->mhd);
   srv->mhd = NULL;
+  segops_watchdog_free(srv->watchdog);
+  srv->watchdog = NULL;
 }

@@ -158,6 +158,39 @@ def test_trickling_connections_do_not_starve_others(daemon_factory):
             s.close()
 
 
+def test_trickling_connection_is_cut_at_idle_timeout(daemon_factory):
+    # Slowloris: one header byte every 0.2 s never looks idle to a silence timeout; the
+    # request-head deadline (--idle-timeout) cuts it anyway.
+    d = daemon_factory("--idle-timeout", "2")
+    s = d.sock()
+    msg = b"POST /v1/segmented_sum/forward HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 100
+    t0 = time.time()
+    cut_after = None
+    for i in range(len(msg)):
+        try:
+            s.send(msg[i:i + 1])
+            s.settimeout(0.2)
+            if s.recv(100) == b"":
+                cut_after = time.time() - t0
+                break
+        except socket.timeout:
+            continue
+        except OSError:
+            cut_after = time.time() - t0
+            break
+    s.close()
+    assert cut_after is not None, "the trickling connection was never cut"
+    assert 1.5 <= cut_after <= 5.0, cut_after
+    assert_serving(d)
+    # A keep-alive connection that finished a request gets the same deadline for its next head,
+    # and one that keeps making requests is never cut.
+    c = d.conn()
+    for _ in range(3):
+        assert d.good_request(c)[0] == 200
+        time.sleep(1.0)
+    c.close()
+
+
 def test_more_connections_than_limit(daemon_factory):
     d = daemon_factory("--max-connections", "8", "--idle-timeout", "30")
     held = [d.sock() for _ in range(8)]

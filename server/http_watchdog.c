@@ -1,0 +1,124 @@
+/* http_watchdog.c: cuts connections that have not sent a complete request head within
+ * --idle-timeout. libmicrohttpd's own timeout measures silence only, so a client trickling one
+ * header byte a second (slowloris) would otherwise hold its connection, and a slot, forever. */
+#include "http_watchdog.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "log.h"
+
+typedef struct conn_track {
+  struct conn_track *prev, *next;
+  MHD_socket fd;
+  double waiting_since; /* start of the wait for a request head; < 0 while a request is handled */
+} conn_track;
+
+struct segops_watchdog {
+  pthread_mutex_t mu;
+  conn_track head; /* circular list of open connections */
+  pthread_t thread;
+  atomic_bool stop;
+  double limit_s;
+};
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void *watch(void *arg) {
+  segops_watchdog *w = arg;
+  const struct timespec tick = {0, 100 * 1000 * 1000};
+  while (!atomic_load(&w->stop)) {
+    nanosleep(&tick, NULL);
+    double now = now_s();
+    pthread_mutex_lock(&w->mu);
+    for (conn_track *t = w->head.next; t != &w->head; t = t->next) {
+      if (w->limit_s > 0 && t->waiting_since >= 0 && now - t->waiting_since > w->limit_s) {
+        /* shutdown, not close: the socket stays libmicrohttpd's, which sees the end of the
+         * stream and closes the connection itself. The list lock is held, and the CLOSED
+         * notification removes a connection under it before its socket is closed. */
+        shutdown(t->fd, SHUT_RDWR);
+        t->waiting_since = -2;
+        SEGOPS_LOGD("cut a connection that sent no complete request head within %.0f s", w->limit_s);
+      }
+    }
+    pthread_mutex_unlock(&w->mu);
+  }
+  return NULL;
+}
+
+segops_watchdog *segops_watchdog_new(double limit_s) {
+  segops_watchdog *w = calloc(1, sizeof *w);
+  if (!w) return NULL;
+  pthread_mutex_init(&w->mu, NULL);
+  w->head.next = w->head.prev = &w->head;
+  w->limit_s = limit_s;
+  atomic_init(&w->stop, false);
+  if (pthread_create(&w->thread, NULL, watch, w) != 0) {
+    pthread_mutex_destroy(&w->mu);
+    free(w);
+    return NULL;
+  }
+  return w;
+}
+
+void segops_watchdog_free(segops_watchdog *w) {
+  if (!w) return;
+  atomic_store(&w->stop, true);
+  pthread_join(w->thread, NULL);
+  for (conn_track *t = w->head.next; t != &w->head;) { /* none left after MHD_stop_daemon */
+    conn_track *n = t->next;
+    free(t);
+    t = n;
+  }
+  pthread_mutex_destroy(&w->mu);
+  free(w);
+}
+
+void segops_watchdog_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+                            enum MHD_ConnectionNotificationCode code) {
+  segops_watchdog *w = cls;
+  if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    conn_track *t = ci ? calloc(1, sizeof *t) : NULL;
+    *socket_context = t;
+    if (!t) return; /* untracked: libmicrohttpd's idle timeout still applies */
+    t->fd = ci->connect_fd;
+    t->waiting_since = now_s();
+    pthread_mutex_lock(&w->mu);
+    t->next = w->head.next;
+    t->prev = &w->head;
+    w->head.next->prev = t;
+    w->head.next = t;
+    pthread_mutex_unlock(&w->mu);
+  } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+    conn_track *t = *socket_context;
+    if (!t) return;
+    pthread_mutex_lock(&w->mu);
+    t->prev->next = t->next;
+    t->next->prev = t->prev;
+    pthread_mutex_unlock(&w->mu);
+    free(t);
+    *socket_context = NULL;
+  }
+}
+
+static void mark(segops_watchdog *w, struct MHD_Connection *conn, bool handling) {
+  if (!w) return;
+  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  conn_track *t = ci ? ci->socket_context : NULL;
+  if (!t) return;
+  pthread_mutex_lock(&w->mu);
+  if (t->waiting_since != -2) t->waiting_since = handling ? -1 : now_s();
+  pthread_mutex_unlock(&w->mu);
+}
+
+void segops_watchdog_request_begin(segops_watchdog *w, struct MHD_Connection *conn) { mark(w, conn, true); }
+void segops_watchdog_request_end(segops_watchdog *w, struct MHD_Connection *conn) { mark(w, conn, false); }
