@@ -25,29 +25,13 @@ done
 SEGOPSD="$BUILD/server/segopsd" LOADGEN="$BUILD/bench/http/segops_http_loadgen"
 for b in "$SEGOPSD" "$LOADGEN"; do [ -x "$b" ] || { echo "many_clients.sh: build $b first" >&2; exit 2; }; done
 
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-start() {
-  local name=$1; shift
-  "$SEGOPSD" --listen 127.0.0.1:0 --backend "$BACKEND" --log-level warn --max-queue 4096 "$@" \
-    > "$tmp/$name.out" 2> "$tmp/$name.err" &
-  pids+=($!)
-  for _ in $(seq 200); do
-    if grep -q "listening on" "$tmp/$name.out" 2>/dev/null; then
-      sed -n 's/.*:\([0-9]*\)$/\1/p' "$tmp/$name.out"; return 0
-    fi
-    sleep 0.05
-  done
-  echo "many_clients.sh: $name did not start: $(cat "$tmp/$name.err")" >&2; exit 1
-}
-OFF=$(start off --max-batch-elements 0)
-ON=$(start on --max-batch-elements 256k --max-queue-delay-us "$DELAY")
+. "$ROOT/bench/http/servers.sh"
+# Used only through start, which runs it in the background: exec keeps $! the daemon's own pid.
+segopsd() { exec "$SEGOPSD" --listen 127.0.0.1:0 --backend "$BACKEND" --log-level warn --max-queue 4096 "$@"; }
+start off segopsd --max-batch-elements 0
+OFF=$PORT
+start on segopsd --max-batch-elements 256k --max-queue-delay-us "$DELAY"
+ON=$PORT
 BACKEND_NAME=$(curl -s "http://127.0.0.1:$ON/v1/info" | sed -n 's/.*"backend":"\([a-z]*\)".*/\1/p')
 
 field() { sed -n "s/.*$1=\([^ ]*\).*/\1/p" <<< "$2"; }

@@ -36,35 +36,15 @@ LARGE_N=1048576 CONNS="1 64"
 LDURATION=$(awk -v d="$DURATION" 'BEGIN { print (d * 3 > 6 ? d * 3 : 6) }') LWARMUP=2
 if [ "$SMOKE" = 1 ]; then DURATION=0.5 WARMUP=0.1 LARGE_N=16384 CONNS="1 8" REPEAT=1 LDURATION=0.5 LWARMUP=0.1; fi
 
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+. "$ROOT/bench/http/servers.sh"
 
-# Starts a server in the background and echoes its port once it prints its listening line.
-start() {
-  local name=$1; shift
-  "$@" > "$tmp/$name.out" 2> "$tmp/$name.err" &
-  pids+=($!)
-  for _ in $(seq 200); do
-    if grep -q "listening on http://" "$tmp/$name.out" 2>/dev/null; then
-      sed -n 's/.*listening on http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$tmp/$name.out" | head -1
-      return 0
-    fi
-    sleep 0.05
-  done
-  echo "run.sh: $name did not start: $(cat "$tmp/$name.err")" >&2
-  exit 1
-}
-
-SPORT=$(start segopsd "$SEGOPSD" --listen 127.0.0.1:0 --backend "$BACKEND" --http-threads "$THREADS" \
-        --log-level warn --max-queue 4096)
-EPORT=$(start echo "$ECHO" --threads "$THREADS")
-KPORT=$(start sink "$ECHO" --threads "$THREADS" --sink)
+start segopsd "$SEGOPSD" --listen 127.0.0.1:0 --backend "$BACKEND" --http-threads "$THREADS" \
+  --log-level warn --max-queue 4096
+SPORT=$PORT
+start echo "$ECHO" --threads "$THREADS"
+EPORT=$PORT
+start sink "$ECHO" --threads "$THREADS" --sink
+KPORT=$PORT
 BACKEND_NAME=$(curl -s "http://127.0.0.1:$SPORT/v1/info" | sed -n 's/.*"backend":"\([a-z]*\)".*/\1/p')
 
 field() { sed -n "s/.*$1=\([^ ]*\).*/\1/p" <<< "$2"; }
