@@ -75,7 +75,7 @@ typedef struct {
 
 /* Starts libmicrohttpd on cfg's address; fills srv->port. Returns 0, or -1 after logging. */
 int segops_server_start(segops_server *srv);
-/* Graceful stop: readyz 503, stop accepting, finish queued and running work, wait for every
+/* Graceful stop: readyz 503, new op requests 503, finish queued and running work, wait for every
  * response to be sent (bounded), then stop libmicrohttpd (no connection is suspended then). */
 void segops_server_drain_and_stop(segops_server *srv);
 

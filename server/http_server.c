@@ -233,9 +233,12 @@ static void sleep_ms(long ms) {
 
 void segops_server_drain_and_stop(segops_server *srv) {
   atomic_store(&srv->state, SEGOPS_STATE_DRAINING);
-  MHD_socket lsock = MHD_quiesce_daemon(srv->mhd);
-  if (lsock != MHD_INVALID_SOCKET) close(lsock);
-  SEGOPS_LOGI("draining: no new connections; %ld request(s) open, %ld accepted", (long)atomic_load(&srv->active),
+  /* New work is refused from here on: op requests get 503 unavailable + Retry-After +
+   * Connection: close, /readyz 503; the listening socket closes with MHD_stop_daemon below.
+   * MHD_quiesce_daemon is not used: with an epoll thread pool (libmicrohttpd 0.9.75) it races
+   * with the worker threads removing the listen socket from their epoll sets and can abort the
+   * process ("Failed to remove listen FD from epoll set"), seen in a test run. */
+  SEGOPS_LOGI("draining: new requests get 503; %ld request(s) open, %ld accepted", (long)atomic_load(&srv->active),
               (long)atomic_load(&srv->busy));
   /* Every accepted request (queued, running, or being answered) is finished and its answer
    * sent. A request still uploading its body gets a grace period to complete it (it may then
