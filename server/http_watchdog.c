@@ -6,16 +6,22 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <time.h>
 
 #include "log.h"
 
+/* waiting_since: monotonic ns when the wait for a request head began; HANDLING while a request
+ * is being handled, CUT once cut. Atomic, so that marking a request (twice per request, on the
+ * hot path) takes no lock; the list lock only guards insertion, removal and the scan. */
+#define HANDLING (-1)
+#define CUT (-2)
 typedef struct conn_track {
   struct conn_track *prev, *next;
   MHD_socket fd;
-  double waiting_since; /* start of the wait for a request head; < 0 while a request is handled */
+  _Atomic int64_t waiting_since;
 } conn_track;
 
 struct segops_watchdog {
@@ -26,10 +32,10 @@ struct segops_watchdog {
   double limit_s;
 };
 
-static double now_s(void) {
+static int64_t now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 static void *watch(void *arg) {
@@ -37,15 +43,16 @@ static void *watch(void *arg) {
   const struct timespec tick = {0, 100 * 1000 * 1000};
   while (!atomic_load(&w->stop)) {
     nanosleep(&tick, NULL);
-    double now = now_s();
+    int64_t now = now_ns(), limit = (int64_t)(w->limit_s * 1e9);
     pthread_mutex_lock(&w->mu);
     for (conn_track *t = w->head.next; t != &w->head; t = t->next) {
-      if (w->limit_s > 0 && t->waiting_since >= 0 && now - t->waiting_since > w->limit_s) {
+      int64_t since = atomic_load(&t->waiting_since);
+      if (limit > 0 && since >= 0 && now - since > limit &&
+          atomic_compare_exchange_strong(&t->waiting_since, &since, CUT)) {
         /* shutdown, not close: the socket stays libmicrohttpd's, which sees the end of the
          * stream and closes the connection itself. The list lock is held, and the CLOSED
          * notification removes a connection under it before its socket is closed. */
         shutdown(t->fd, SHUT_RDWR);
-        t->waiting_since = -2;
         SEGOPS_LOGD("cut a connection that sent no complete request head within %.0f s", w->limit_s);
       }
     }
@@ -91,7 +98,7 @@ void segops_watchdog_notify(void *cls, struct MHD_Connection *conn, void **socke
     *socket_context = t;
     if (!t) return; /* untracked: libmicrohttpd's idle timeout still applies */
     t->fd = ci->connect_fd;
-    t->waiting_since = now_s();
+    atomic_init(&t->waiting_since, now_ns());
     pthread_mutex_lock(&w->mu);
     t->next = w->head.next;
     t->prev = &w->head;
@@ -114,10 +121,10 @@ static void mark(segops_watchdog *w, struct MHD_Connection *conn, bool handling)
   if (!w) return;
   const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
   conn_track *t = ci ? ci->socket_context : NULL;
-  if (!t) return;
-  pthread_mutex_lock(&w->mu);
-  if (t->waiting_since != -2) t->waiting_since = handling ? -1 : now_s();
-  pthread_mutex_unlock(&w->mu);
+  if (!t) return; /* alive: its connection is in a request callback, CLOSED comes later */
+  int64_t cur = atomic_load(&t->waiting_since);
+  while (cur != CUT && !atomic_compare_exchange_weak(&t->waiting_since, &cur, handling ? HANDLING : now_ns())) {
+  }
 }
 
 void segops_watchdog_request_begin(segops_watchdog *w, struct MHD_Connection *conn) { mark(w, conn, true); }
