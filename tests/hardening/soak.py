@@ -12,15 +12,17 @@ import argparse
 import http.client
 import json
 import os
-import random
 import re
-import subprocess
 import sys
 import threading
 import time
 
 import msgpack
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # tests/: shared modules
+from segopsd_proc import Daemon  # noqa: E402
+from segref import reference  # noqa: E402
 
 
 def rss_kib(pid):
@@ -38,41 +40,6 @@ def tensor(a):
 
 def from_wire(t):
     return np.frombuffer(t["data"], dtype=t["dtype"]).reshape(t["shape"])
-
-
-def segsum(v, idx, s):
-    out = np.zeros((s,) + v.shape[1:], np.float64)
-    np.add.at(out, idx, v.astype(np.float64))
-    return out
-
-
-def counts(idx, s):
-    return np.bincount(idx, minlength=s).astype(np.float64)
-
-
-# A compact float64 reference for the forward passes the soak checks.
-def ref_forward(op, a, idx, s):
-    if op == "segmented_sum":
-        return segsum(a["x"], idx, s)
-    if op == "segmented_mean":
-        c = counts(idx, s)
-        out = segsum(a["x"], idx, s)
-        c = c.reshape((-1,) + (1,) * (out.ndim - 1))
-        return np.divide(out, c, out=np.zeros_like(out), where=c > 0)
-    if op == "segmented_dot":
-        d = a["x"] * a["y"]
-        d = d.sum(axis=1) if d.ndim == 2 else d
-        return segsum(d, idx, s)
-    if op == "segmented_mul":
-        y = a["y"][idx]
-        return a["x"] * (y[:, None] if a["x"].ndim == 2 else y)
-    if op == "segmented_rms_norm":
-        c = counts(idx, s)
-        ss = segsum((a["x"] ** 2).sum(axis=1), idx, s)
-        return np.sqrt(np.divide(ss, c, out=np.zeros_like(ss), where=c > 0))
-    if op == "segmented_matvec":
-        return np.einsum("ijk,ij->ik", a["m"][idx], a["v"])
-    raise ValueError(op)
 
 
 def make_good(rng):
@@ -168,7 +135,7 @@ def worker(host, port, deadline, seed, stats, token):
                     got = np.array(t["data"], np.float64).reshape(t["shape"])
                 else:
                     got = from_wire(msgpack.unpackb(data)["out"]).astype(np.float64)
-                ref = ref_forward(op, {k: v.astype(np.float64) for k, v in a.items()}, idx, s)
+                ref = reference(op, "forward", a, idx, s)["out"]
                 tol = 1e-12 if dt == np.float64 else 1e-5
                 if got.shape != ref.shape:
                     stats.add(True, False, f"{op}: shape {got.shape}, expected {ref.shape}")
@@ -208,12 +175,8 @@ def main():
     a = ap.parse_args()
     proc = None
     if a.segopsd:
-        proc = subprocess.Popen([a.segopsd, "--listen", "127.0.0.1:0"], stdout=subprocess.PIPE, text=True)
-        m = re.search(r"http://([^:]+):(\d+)", proc.stdout.readline())
-        if not m:
-            print("soak: segopsd did not start")
-            return 1
-        host, port = m.group(1), int(m.group(2))
+        d = Daemon(a.segopsd)
+        proc, host, port = d.proc, d.host, d.port
     elif a.url:
         m = re.match(r"http://([^:/]+):(\d+)", a.url)
         host, port = m.group(1), int(m.group(2))
@@ -236,10 +199,10 @@ def main():
     rc = 0
     if proc:
         rss1 = rss_kib(proc.pid)
-        proc.terminate()
-        code = proc.wait(timeout=30)
+        code = d.stop()
+        d.kill()
         if code != 0:
-            print(f"soak: segopsd exited {code} on SIGTERM")
+            print(f"soak: segopsd exited {code} on SIGTERM: {d.stderr_text()[-2000:]}")
             rc = 1
     el = time.time() - start
     total = stats.good + stats.bad

@@ -1,19 +1,19 @@
 """test_faults.py: the real segopsd under client faults: aborted uploads and downloads, idle and
 trickling connections, connection limits, oversized bodies, and a valgrind memcheck run."""
-import http.client
 import json
 import os
-import re
 import shutil
-import signal
 import socket
-import subprocess
+import sys
 import threading
 import time
 
 import msgpack
 import numpy as np
 import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # tests/: shared modules
+from segopsd_proc import Daemon  # noqa: E402
 
 SEGOPSD = os.environ.get("SEGOPSD")
 pytestmark = pytest.mark.skipif(not SEGOPSD, reason="SEGOPSD (path of the daemon) not set")
@@ -22,62 +22,32 @@ GOOD = b'{"x":[1,2,3,4,5,6],"idx":[0,0,1,1,1,2],"num_segments":3}'
 GOOD_ANSWER = {"out": {"dtype": "float64", "shape": [3], "data": [3.0, 12.0, 6.0]}}
 
 
-class Daemon:
-    def __init__(self, *args, wrapper=(), env=None):
-        e = dict(os.environ)
-        e.update(env or {})
-        self.proc = subprocess.Popen(list(wrapper) + [SEGOPSD, "--listen", "127.0.0.1:0", *args],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=e)
-        line = self.proc.stdout.readline()
-        m = re.search(r"http://([^:]+):(\d+)", line)
-        assert m, f"segopsd did not start: {line!r} {self.proc.stderr.read() if self.proc.poll() is not None else ''}"
-        self.host, self.port = m.group(1), int(m.group(2))
-
-    def conn(self, timeout=10):
-        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
-
-    def sock(self):
-        return socket.create_connection((self.host, self.port), timeout=10)
-
-    def good_request(self, conn=None):
-        c = conn or self.conn()
-        c.request("POST", "/v1/segmented_sum/forward", GOOD, {"Content-Type": "application/json"})
-        r = c.getresponse()
-        body = r.read()
-        if conn is None:
-            c.close()
-        return r.status, json.loads(body)
-
-    def stop(self, timeout=30):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            out, err = self.proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            out, err = self.proc.communicate()
-            raise AssertionError("segopsd did not exit on SIGTERM")
-        return self.proc.returncode, err
+def good_request(d, conn=None):
+    c = conn or d.conn()
+    c.request("POST", "/v1/segmented_sum/forward", GOOD, {"Content-Type": "application/json"})
+    r = c.getresponse()
+    body = r.read()
+    if conn is None:
+        c.close()
+    return r.status, json.loads(body)
 
 
 @pytest.fixture
 def daemon_factory():
     made = []
 
-    def make(*args, **kw):
-        d = Daemon(*args, **kw)
+    def make(*args, wrapper=()):
+        d = Daemon(SEGOPSD, args, wrapper=wrapper, start_timeout=60)
         made.append(d)
         return d
 
     yield make
     for d in made:
-        if d.proc.poll() is None:
-            d.proc.kill()
-            d.proc.wait()
+        d.kill()
 
 
 def assert_serving(d):
-    status, body = d.good_request()
+    status, body = good_request(d)
     assert status == 200 and body == GOOD_ANSWER
 
 
@@ -89,8 +59,7 @@ def test_abort_mid_upload(daemon_factory):
                   b"Content-Length: 100000\r\n\r\n" + b"\x00" * 1000)
         s.close()
     assert_serving(d)
-    rc, _ = d.stop()
-    assert rc == 0
+    assert d.stop() == 0
 
 
 def test_abort_mid_response(daemon_factory):
@@ -107,8 +76,7 @@ def test_abort_mid_response(daemon_factory):
         s.recv(100)  # the response (12 MiB) has started; drop the connection
         s.close()
     assert_serving(d)
-    rc, _ = d.stop()
-    assert rc == 0
+    assert d.stop() == 0
 
 
 def test_idle_connection_is_cut(daemon_factory):
@@ -147,7 +115,7 @@ def test_trickling_connections_do_not_starve_others(daemon_factory):
         c = d.conn()
         for _ in range(20):
             t0 = time.time()
-            status, body = d.good_request(c)
+            status, body = good_request(d, c)
             lat.append(time.time() - t0)
             assert status == 200 and body == GOOD_ANSWER
         assert max(lat) < 1.0, lat
@@ -186,7 +154,7 @@ def test_trickling_connection_is_cut_at_idle_timeout(daemon_factory):
     # and one that keeps making requests is never cut.
     c = d.conn()
     for _ in range(3):
-        assert d.good_request(c)[0] == 200
+        assert good_request(d, c)[0] == 200
         time.sleep(1.0)
     c.close()
 
@@ -252,7 +220,7 @@ def test_valgrind_memcheck_mixed_run(daemon_factory):
                                                    "--errors-for-leak-kinds=definite", "--quiet"])
     c = d.conn(timeout=60)
     for _ in range(3):
-        status, body = d.good_request(c)
+        status, body = good_request(d, c)
         assert status == 200 and body == GOOD_ANSWER
     for path, body in [("/v1/segmented_sum/forward", b'{"x":[1],"idx":[3],"num_segments":1}'),
                        ("/v1/segmented_sum/forward", b"{not json"),
@@ -269,5 +237,5 @@ def test_valgrind_memcheck_mixed_run(daemon_factory):
     out = msgpack.unpackb(r.read())
     assert r.status == 200 and out["out"]["shape"] == [2, 3]
     c.close()
-    rc, err = d.stop(timeout=120)
-    assert rc == 0, err[-3000:]
+    rc = d.stop(timeout=120)
+    assert rc == 0, d.stderr_text()[-3000:]

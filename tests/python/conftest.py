@@ -5,12 +5,7 @@ $SEGOPS_TEST_URL set, the tests talk to that running server instead and skip the
 need a daemon started with special options."""
 
 import os
-import re
-import signal
-import subprocess
 import sys
-import threading
-import time
 
 import pytest
 
@@ -18,68 +13,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 _SRC = os.path.join(HERE, "..", "..", "clients", "python", "src")
 if os.path.isdir(_SRC) and os.path.abspath(_SRC) not in map(os.path.abspath, sys.path):
     sys.path.insert(0, os.path.abspath(_SRC))  # test the tree, installed or not
+sys.path.insert(0, os.path.join(HERE, ".."))  # tests/: the shared reference and daemon runner
 
 import segops  # noqa: E402
-
-_LISTEN_RE = re.compile(rb"segopsd listening on (http://\S+)")
+from segopsd_proc import Daemon  # noqa: E402
 
 
 def pytest_addoption(parser):
     parser.addoption("--segopsd", default=os.environ.get("SEGOPSD"), help="path of the segopsd binary")
-
-
-class Daemon:
-    """A segopsd process started on 127.0.0.1:0; url is parsed from its listening line."""
-
-    def __init__(self, path, args=(), env=None, start_timeout=30.0):
-        full_env = dict(os.environ)
-        full_env.pop("SEGOPS_TOKEN", None)
-        full_env.pop("SEGOPS_LISTEN", None)
-        if env:
-            full_env.update(env)
-        self.cmd = [path, "--listen", "127.0.0.1:0", *args]
-        self.proc = subprocess.Popen(
-            self.cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full_env, start_new_session=True
-        )
-        self.url = None
-        self._stderr = []
-        self._err_thread = threading.Thread(target=self._drain, args=(self.proc.stderr, self._stderr), daemon=True)
-        self._err_thread.start()
-        found = threading.Event()
-
-        def read_stdout():
-            for line in self.proc.stdout:
-                m = _LISTEN_RE.search(line)
-                if m and not found.is_set():
-                    self.url = m.group(1).decode()
-                    found.set()
-            found.set()
-
-        self._out_thread = threading.Thread(target=read_stdout, daemon=True)
-        self._out_thread.start()
-        if not found.wait(start_timeout) or self.url is None:
-            self.stop()
-            raise RuntimeError(f"segopsd did not print its listening line: {self.cmd}\n{self.stderr()}")
-
-    @staticmethod
-    def _drain(stream, sink):
-        for line in stream:
-            sink.append(line.decode("utf-8", "replace"))
-            del sink[:-200]
-
-    def stderr(self):
-        return "".join(self._stderr)
-
-    def stop(self, timeout=20.0):
-        """SIGTERM, then wait; returns the exit status (SPEC §7: 0 after a clean drain)."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
 
 
 @pytest.fixture(scope="session")
@@ -104,7 +45,8 @@ def start_daemon(segopsd_path):
 
     yield start
     for d in started:
-        d.stop()
+        d.stop()  # the tests that start one assert its exit status themselves
+        d.kill()
 
 
 @pytest.fixture(scope="session")
@@ -115,8 +57,7 @@ def server_url(request):
         return
     d = request.getfixturevalue("start_daemon")()
     yield d.url
-    rc = d.stop()
-    assert rc == 0, f"segopsd exited with {rc} after SIGTERM\n{d.stderr()}"
+    d.stop_and_check()
 
 
 @pytest.fixture(scope="session")

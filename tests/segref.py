@@ -1,5 +1,6 @@
-"""segref.py: float64 numpy reference of the 18 functions of SPEC §2, written from the
-formulas (independent of the server and of the client's table), plus test data makers."""
+"""segref.py: the tests' float64 numpy reference of the 18 functions of SPEC §2, written from the
+formulas (independent of the C code, the server and the client's table), plus test data makers.
+Shared by tests/http, tests/python and tests/hardening (their conftests put tests/ on sys.path)."""
 
 import numpy as np
 
@@ -79,18 +80,31 @@ def reference(op, pass_, a, idx, s):
     def gg(name, like_shape):
         return f.get(name, np.zeros(like_shape))
 
+    def gg_x_rows():
+        """gg_x of sum/mean double backward: zeros when omitted, shaped from x or g_out; None when
+        neither says the layout (the caller then knows the width: fix_missing)."""
+        if "gg_x" in f:
+            return f["gg_x"]
+        if "x" in f:
+            return np.zeros(f["x"].shape)
+        if "g_out" in f:
+            return np.zeros((n,) + f["g_out"].shape[1:])
+        return None
+
     if op == "segmented_sum":
         if pass_ == "forward":
             return {"out": seg_sum(f["x"], idx, s)}
         if pass_ == "backward":
             return {"grad_x": f["g_out"][idx]}
-        return {"grad_g_out": seg_sum(f["gg_x"], idx, s) if "gg_x" in f else None}
+        rows = gg_x_rows()
+        return {"grad_g_out": seg_sum(rows, idx, s) if rows is not None else None}
     if op == "segmented_mean":
         if pass_ == "forward":
             return {"out": _safe_div(seg_sum(f["x"], idx, s), c)}
         if pass_ == "backward":
             return {"grad_x": _safe_div(f["g_out"][idx], c[idx])}
-        return {"grad_g_out": _safe_div(seg_sum(f["gg_x"], idx, s), c) if "gg_x" in f else None}
+        rows = gg_x_rows()
+        return {"grad_g_out": _safe_div(seg_sum(rows, idx, s), c) if rows is not None else None}
     if op == "segmented_dot":
         x, y = f["x"], f["y"]
         if pass_ == "forward":
