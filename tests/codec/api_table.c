@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ops.h"
+#include "slurp.h"
 
 #define BEGIN_MARK "<!-- BEGIN generated op table: build/tests/codec/segops_api_table --update proto/API.md -->\n"
 #define END_MARK "<!-- END generated op table -->\n"
@@ -45,20 +46,6 @@ static size_t gen(char *buf, size_t cap) {
   P("\n%s", END_MARK);
 #undef P
   return o;
-}
-
-static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *b = malloc((size_t)n + 1);
-  if (fread(b, 1, (size_t)n, f) != (size_t)n) n = 0;
-  b[n] = 0;
-  fclose(f);
-  *len = (size_t)n;
-  return b;
 }
 
 int main(int argc, char **argv) {

@@ -8,21 +8,9 @@
 
 #include "backend.h"
 #include "codec_test.h"
+#include "slurp.h"
 
 static const segops_limits LIM = {.max_elements = 1 << 24, .max_segments = 1 << 24};
-
-static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *b = malloc((size_t)n + 1);
-  if (fread(b, 1, (size_t)n, f) != (size_t)n) n = 0;
-  fclose(f);
-  *len = (size_t)n;
-  return b;
-}
 
 /* Decodes, prepares and runs one body; returns the JSON encoding of its outputs (owned) or NULL. */
 static char *run_body(segops_backend *be, const char *path, segops_op op, segops_pass pass, bool json) {

@@ -3,8 +3,11 @@
 #ifndef SEGOPS_FUZZ_COMMON_H
 #define SEGOPS_FUZZ_COMMON_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "codec.h"
 #include "errors.h"
@@ -45,6 +48,36 @@ static inline void fuzz_check_decoded(const segops_decoded *d, const char *err) 
   for (int j = 0; j < d->req.n_outputs; j++)
     for (size_t k = 0; k < d->req.outputs[j].len; k++) sink ^= (unsigned char)d->req.outputs[j].name[k];
   (void)sink;
+}
+
+typedef int (*fuzz_decode_fn)(const char *body, size_t len, segops_op op, segops_pass pass,
+                              const segops_codec_limits *lim, segops_decoded *out, char *err, size_t errlen);
+
+/* One decoder on one input: byte 0 picks (op, pass) and, with bit 7, the default limits; the rest
+ * is the body, copied to an exact-size buffer so that ASan catches any read past it. A decoder
+ * whose tensors may point into the body (msgpack) keeps it until the request is freed; one that
+ * must not (JSON materialises every number) loses it right after decoding, so that a pointer
+ * left into it is a use after free. */
+static inline int fuzz_decoder(const uint8_t *data, size_t size, fuzz_decode_fn decode, bool tensors_borrow_body) {
+  if (size < 1) return 0;
+  segops_op op;
+  segops_pass pass;
+  fuzz_pick(data[0], &op, &pass);
+  size_t n = size - 1;
+  char *body = malloc(n ? n : 1);
+  memcpy(body, data + 1, n);
+  segops_decoded d;
+  char err[256];
+  const segops_codec_limits *lim = (data[0] & 0x80) ? NULL : &FUZZ_CODEC_LIMITS;
+  int rc = decode(body, n, op, pass, lim, &d, err, sizeof err);
+  if (!tensors_borrow_body) free(body);
+  if (rc == 0)
+    fuzz_check_decoded(&d, err);
+  else
+    FUZZ_ASSERT(d.owned == NULL && d.req.nargs == 0 && err[0] != 0);
+  segops_decoded_free(&d);
+  if (tensors_borrow_body) free(body);
+  return 0;
 }
 
 #endif
