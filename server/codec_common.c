@@ -17,6 +17,12 @@ segops_codec_limits segops_codec_limits_eff(const segops_codec_limits *lim) {
 
 static bool eq(const char *s, size_t len, const char *lit) { return strlen(lit) == len && memcmp(s, lit, len) == 0; }
 
+void segops_codec_reset(segops_decoded *out, segops_op op, segops_pass pass) {
+  memset(out, 0, sizeof *out);
+  out->req.op = op;
+  out->req.pass = pass;
+}
+
 segops_codec_key segops_codec_key_kind(const char *s, size_t len) {
   if (eq(s, len, "num_segments")) return SEGOPS_KEY_NUM_SEGMENTS;
   if (eq(s, len, "dtype")) return SEGOPS_KEY_DTYPE;

@@ -17,6 +17,8 @@ typedef enum { SEGOPS_KEY_TENSOR, SEGOPS_KEY_NUM_SEGMENTS, SEGOPS_KEY_DTYPE, SEG
 
 /* Effective limits: lim's values, with defaults for NULL or zero fields. */
 segops_codec_limits segops_codec_limits_eff(const segops_codec_limits *lim);
+/* Empties *out (owning nothing) for function (op, pass): what a decoder returns on entry and on error. */
+void segops_codec_reset(segops_decoded *out, segops_op op, segops_pass pass);
 
 /* Classifies a top-level key of a request body. */
 segops_codec_key segops_codec_key_kind(const char *s, size_t len);

@@ -422,9 +422,7 @@ static int decode_tree(json_t *root, segops_op op, segops_pass pass, segops_deco
 
 int segops_decode_json(const char *body, size_t len, segops_op op, segops_pass pass, const segops_codec_limits *lim,
                        segops_decoded *out, char *err, size_t errlen) {
-  memset(out, 0, sizeof *out);
-  out->req.op = op;
-  out->req.pass = pass;
+  segops_codec_reset(out, op, pass);
   if (!segops_fn(op, pass)) return segops_errf(SEGOPS_E_NOT_FOUND, err, errlen, "unknown op or pass");
   if (!body) len = 0;
   segops_codec_limits l = segops_codec_limits_eff(lim);
@@ -438,9 +436,7 @@ int segops_decode_json(const char *body, size_t len, segops_op op, segops_pass p
   json_decref(root);
   if (rc) {
     segops_decoded_free(out);
-    memset(out, 0, sizeof *out);
-    out->req.op = op;
-    out->req.pass = pass;
+    segops_codec_reset(out, op, pass);
   }
   return rc;
 }

@@ -326,9 +326,7 @@ static int request_from(const msgpack_object *root, segops_op op, segops_pass pa
 
 int segops_decode_msgpack(const char *body, size_t len, segops_op op, segops_pass pass, const segops_codec_limits *lim,
                           segops_decoded *out, char *err, size_t errlen) {
-  memset(out, 0, sizeof *out);
-  out->req.op = op;
-  out->req.pass = pass;
+  segops_codec_reset(out, op, pass);
   if (!segops_fn(op, pass)) return segops_errf(SEGOPS_E_NOT_FOUND, err, errlen, "unknown op or pass");
   segops_codec_limits l = segops_codec_limits_eff(lim);
   int rc = scan((const unsigned char *)(body ? body : ""), body ? len : 0, &l, op, err, errlen);
@@ -349,11 +347,7 @@ int segops_decode_msgpack(const char *body, size_t len, segops_op op, segops_pas
     rc = request_from(&root, op, pass, &out->req, err, errlen);
   }
   msgpack_zone_destroy(&zone);
-  if (rc) {
-    memset(out, 0, sizeof *out);
-    out->req.op = op;
-    out->req.pass = pass;
-  }
+  if (rc) segops_codec_reset(out, op, pass);
   return rc;
 }
 
