@@ -9,8 +9,8 @@
 #include "prepare.h"
 
 typedef struct {
-  int max_depth;        /* maximum nesting depth of the body (maps/arrays) */
-  size_t max_items;     /* maximum total count of array/map items in one body */
+  int max_depth;    /* maximum nesting depth of the body (maps/arrays) */
+  size_t max_items; /* maximum total count of array/map items in one body */
 } segops_codec_limits;
 
 /* A decoded request. req's names and tensor data borrow from the body (msgpack) or from
@@ -26,8 +26,8 @@ typedef struct {
  * SEGOPS_E_TOO_LARGE (over limits), SEGOPS_E_INVALID_ARGUMENT (e.g. unknown dtype name,
  * more than 3 dimensions, too many arguments), with a message naming op and argument.
  * On error *out owns nothing. */
-int segops_decode_msgpack(const char *body, size_t len, segops_op op, segops_pass pass,
-                          const segops_codec_limits *lim, segops_decoded *out, char *err, size_t errlen);
+int segops_decode_msgpack(const char *body, size_t len, segops_op op, segops_pass pass, const segops_codec_limits *lim,
+                          segops_decoded *out, char *err, size_t errlen);
 int segops_decode_json(const char *body, size_t len, segops_op op, segops_pass pass, const segops_codec_limits *lim,
                        segops_decoded *out, char *err, size_t errlen);
 void segops_decoded_free(segops_decoded *d); /* accepts NULL and a zeroed struct */

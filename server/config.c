@@ -23,7 +23,9 @@ typedef struct {
 
 /* One row per option. Defaults are deliberately conservative: a daemon on a shared node. */
 static const opt_desc OPTS[] = {
-    {"listen", "SEGOPS_LISTEN", "HOST:PORT", "127.0.0.1:8080", "address to listen on; port 0 picks a free port"},
+    {"listen", "SEGOPS_LISTEN", "ADDR[,ADDR]", "127.0.0.1:8080",
+     "HOST:PORT or unix:/path/segops.sock; repeat or comma-separate to serve several; port 0 picks a free port"},
+    {"socket-mode", "SEGOPS_SOCKET_MODE", "OCTAL", "0660", "permission bits of unix-socket listeners"},
     {"backend", "SEGOPS_BACKEND", "auto|cpu|cuda", "auto", "compute backend; auto = CUDA when a GPU is usable"},
     {"devices", "SEGOPS_DEVICES", "LIST", "", "GPU ordinals to use, e.g. 0,1 (empty = all)"},
     {"threads", "SEGOPS_THREADS", "N", "0", "CPU backend compute threads and HTTP pool size (0 = online CPUs)"},
@@ -37,6 +39,8 @@ static const opt_desc OPTS[] = {
     {"max-connections", "SEGOPS_MAX_CONNECTIONS", "N", "1024", "most concurrent connections"},
     {"max-inflight-bytes", "SEGOPS_MAX_INFLIGHT_BYTES", "BYTES", "2G",
      "request bodies held at once over all connections; beyond it 503 + Retry-After"},
+    {"max-shm-bytes", "SEGOPS_MAX_SHM_BYTES", "BYTES", "1G",
+     "shared-memory regions registered at once (all clients together); beyond it registration fails"},
     {"idle-timeout", "SEGOPS_IDLE_TIMEOUT", "SECONDS", "30", "close connections idle (or trickling) this long"},
     {"request-timeout", "SEGOPS_REQUEST_TIMEOUT", "SECONDS", "60",
      "a request still queued after this long fails with 504"},
@@ -95,27 +99,65 @@ static int parse_i64(const char *s, bool allow_suffix, int64_t *out) {
   return 0;
 }
 
-static int parse_listen(segops_config *c, const char *s) {
+static int parse_one_listen(segops_listen_addr *a, const char *s, size_t n) {
+  memset(a, 0, sizeof *a);
+  if (n > 5 && memcmp(s, "unix:", 5) == 0) {
+    s += 5, n -= 5;
+    if (n >= 2 && s[0] == '/' && s[1] == '/') s += 2, n -= 2; /* unix:///path */
+    if (n == 0 || s[0] != '/' || n >= sizeof a->path || memchr(s, 0, n)) return -1;
+    a->is_unix = 1;
+    memcpy(a->path, s, n);
+    return 0;
+  }
   const char *colon;
   const char *host = s;
   size_t hlen;
-  if (s[0] == '[') { /* [v6]:port */
-    const char *rb = strchr(s, ']');
-    if (!rb || rb[1] != ':') return -1;
+  if (n > 0 && s[0] == '[') { /* [v6]:port */
+    const char *rb = memchr(s, ']', n);
+    if (!rb || (size_t)(rb - s) + 1 >= n || rb[1] != ':') return -1;
     host = s + 1;
     hlen = (size_t)(rb - host);
     colon = rb + 1;
   } else {
-    colon = strrchr(s, ':');
+    colon = NULL;
+    for (size_t k = n; k > 0; k--)
+      if (s[k - 1] == ':') {
+        colon = s + k - 1;
+        break;
+      }
     if (!colon) return -1;
     hlen = (size_t)(colon - s);
   }
-  if (hlen == 0 || hlen >= sizeof c->listen_host) return -1;
+  char port_text[16];
+  size_t plen = n - (size_t)(colon + 1 - s);
+  if (hlen == 0 || hlen >= sizeof a->host || plen >= sizeof port_text) return -1;
+  memcpy(port_text, colon + 1, plen);
+  port_text[plen] = 0;
   int64_t port;
-  if (parse_i64(colon + 1, false, &port) || port > 65535) return -1;
-  memcpy(c->listen_host, host, hlen);
-  c->listen_host[hlen] = 0;
-  c->listen_port = (int)port;
+  if (parse_i64(port_text, false, &port) || port > 65535) return -1;
+  memcpy(a->host, host, hlen);
+  a->port = (int)port;
+  return 0;
+}
+
+/* Appends the comma-separated addresses of one --listen value. */
+static int parse_listen(segops_config *c, const char *s) {
+  for (;;) {
+    const char *comma = strchr(s, ',');
+    size_t n = comma ? (size_t)(comma - s) : strlen(s);
+    if (c->n_listen >= SEGOPS_MAX_LISTEN || parse_one_listen(&c->listen[c->n_listen], s, n)) return -1;
+    c->n_listen++;
+    if (!comma) break;
+    s = comma + 1;
+  }
+  c->listen_host[0] = 0;
+  c->listen_port = 0;
+  for (int k = 0; k < c->n_listen; k++)
+    if (!c->listen[k].is_unix) {
+      snprintf(c->listen_host, sizeof c->listen_host, "%s", c->listen[k].host);
+      c->listen_port = c->listen[k].port;
+      break;
+    }
   return 0;
 }
 
@@ -202,6 +244,15 @@ static int apply(segops_config *c, const opt_desc *o, const char *v, bool *segs_
   } else if (!strcmp(f, "max-inflight-bytes")) {
     bad = parse_i64(v, true, &i) || i < 1;
     c->max_inflight_bytes = i;
+  } else if (!strcmp(f, "socket-mode")) {
+    char *end;
+    errno = 0;
+    unsigned long m = strtoul(v, &end, 8);
+    bad = errno || end == v || *end || m > 0777;
+    c->socket_mode = (unsigned)m;
+  } else if (!strcmp(f, "max-shm-bytes")) {
+    bad = parse_i64(v, true, &i);
+    c->max_shm_bytes = i;
   } else if (!strcmp(f, "idle-timeout")) {
     bad = parse_i64(v, false, &i) || i > 86400;
     c->idle_timeout_s = i;
@@ -266,7 +317,7 @@ static const opt_desc *find_opt(const char *name, size_t len) {
 
 int segops_config_load(segops_config *c, int argc, char **argv, char *err, size_t errlen) {
   memset(c, 0, sizeof *c);
-  bool segs_set = false;
+  bool segs_set = false, listen_flag_seen = false;
   /* 1. defaults, 2. environment */
   for (size_t k = 0; k < N_OPTS; k++) {
     const opt_desc *o = &OPTS[k];
@@ -277,6 +328,7 @@ int segops_config_load(segops_config *c, int argc, char **argv, char *err, size_
     const opt_desc *o = &OPTS[k];
     const char *v = o->env ? getenv(o->env) : NULL;
     if (!v) continue;
+    if (!strcmp(o->flag, "listen")) c->n_listen = 0; /* the variable replaces the default */
     if (apply(c, o, v, &segs_set, err, errlen)) {
       size_t l = strlen(err);
       snprintf(err + l, errlen - l, " (from %s)", o->env);
@@ -318,6 +370,10 @@ int segops_config_load(segops_config *c, int argc, char **argv, char *err, size_
         return SEGOPS_CONFIG_ERROR;
       }
       v = argv[++a];
+    }
+    if (!strcmp(o->flag, "listen") && !listen_flag_seen) {
+      c->n_listen = 0; /* the first --listen replaces the default and the variable; more add */
+      listen_flag_seen = true;
     }
     if (apply(c, o, v, &segs_set, err, errlen)) return SEGOPS_CONFIG_ERROR;
   }

@@ -6,10 +6,23 @@
 #include <stdint.h>
 
 #define SEGOPS_MAX_DEVICE_LIST 64
+#define SEGOPS_MAX_LISTEN 8
+
+/* One --listen address: TCP HOST:PORT or a unix-domain socket path ("unix:/path"). */
+typedef struct {
+  int is_unix;
+  char host[256]; /* TCP: as given, without brackets for IPv6 */
+  int port;       /* TCP: 0 = pick a free port */
+  char path[108]; /* unix: the socket file (sun_path's size) */
+} segops_listen_addr;
 
 typedef struct {
-  char listen_host[256]; /* as given, without brackets for IPv6 */
-  int listen_port;       /* 0 = pick a free port */
+  segops_listen_addr listen[SEGOPS_MAX_LISTEN]; /* every address served, in the order given */
+  int n_listen;
+  char listen_host[256]; /* the first TCP listener's host ("" when only unix sockets) */
+  int listen_port;       /* and its port */
+  unsigned socket_mode;  /* permission bits of unix sockets */
+  int64_t max_shm_bytes; /* shared-memory regions registered at once, in bytes */
   char backend[8];       /* "auto", "cpu", "cuda" */
   int devices[SEGOPS_MAX_DEVICE_LIST];
   int n_devices;        /* 0 = all GPUs */

@@ -18,18 +18,30 @@
 
 enum { SEGOPS_STATE_STARTING = 0, SEGOPS_STATE_READY, SEGOPS_STATE_DRAINING };
 
+/* One listening address and the libmicrohttpd daemon that serves it (every listener shares the
+ * server's callbacks and state). */
+typedef struct {
+  struct MHD_Daemon *mhd;
+  char url[160];               /* "http://HOST:PORT" with the bound port, or "unix:/path" */
+  int port;                    /* TCP: the bound port; 0 for unix sockets */
+  char unix_path[108];         /* unix: the socket file we created ("" for TCP) */
+  unsigned long long dev, ino; /* unix: its identity, so exit unlinks only our own file */
+} segops_listener;
+
 typedef struct segops_server {
   const segops_config *cfg; /* borrowed */
   segops_backend *backend;  /* borrowed */
   segops_sched *sched;      /* borrowed */
-  struct MHD_Daemon *mhd;
+  struct MHD_Daemon *mhd;   /* listeners[0].mhd */
+  segops_listener listeners[SEGOPS_MAX_LISTEN];
+  int n_listeners;
   atomic_int state;
   atomic_long active;             /* request states alive: created on the first callback, freed on completion */
   atomic_int_fast64_t body_bytes; /* request-body buffers held now (bounded by max_inflight_bytes) */
   atomic_long busy;               /* of those, the ones accepted for work or being answered (see segops_http_busy) */
   segops_limits limits;
   segops_codec_limits codec_limits;
-  int port; /* the bound port */
+  int port;                  /* the first TCP listener's bound port (0 when only unix sockets) */
   segops_watchdog *watchdog; /* owned: the request-head deadline */
 } segops_server;
 
@@ -73,7 +85,8 @@ typedef struct {
   uint64_t bytes_in, bytes_out;
 } segops_http_req;
 
-/* Starts libmicrohttpd on cfg's address; fills srv->port. Returns 0, or -1 after logging. */
+/* Starts one libmicrohttpd daemon per address of cfg->listen; fills srv->listeners and srv->port.
+ * Returns 0, or -1 after logging (nothing left running). */
 int segops_server_start(segops_server *srv);
 /* Graceful stop: readyz 503, new op requests 503, finish queued and running work, wait for every
  * response to be sent (bounded), then stop libmicrohttpd (no connection is suspended then). */

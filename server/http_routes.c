@@ -83,10 +83,13 @@ enum MHD_Result segops_http_info(segops_http_req *r) {
       (json_int_t)c->max_connections, "idle_timeout_s", (json_int_t)c->idle_timeout_s, "request_timeout_s",
       c->request_timeout_s, "max_queue", (json_int_t)c->max_queue, "max_batch_elements",
       (json_int_t)c->max_batch_elements, "max_queue_delay_us", (json_int_t)c->max_queue_delay_us);
-  json_t *root = json_pack("{s:s, s:s, s:s, s:o, s:o, s:b, s:[s,s,s,s], s:o}", "version", SEGOPS_VERSION, "api", "v1",
-                           "backend", be->name ? be->name : "?", "devices", devs, "limits", limits, "auth",
-                           c->token != NULL, "encodings", "application/msgpack", "application/x-msgpack",
-                           "application/vnd.msgpack", "application/json", "ops", op_table_json());
+  json_t *listeners = json_array();
+  for (int k = 0; k < srv->n_listeners; k++) json_array_append_new(listeners, json_string(srv->listeners[k].url));
+  json_t *root =
+      json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:b, s:[s,s,s,s], s:o}", "version", SEGOPS_VERSION, "api", "v1",
+                "backend", be->name ? be->name : "?", "devices", devs, "listeners", listeners, "limits", limits, "auth",
+                c->token != NULL, "encodings", "application/msgpack", "application/x-msgpack",
+                "application/vnd.msgpack", "application/json", "ops", op_table_json());
   char *text = root ? json_dumps(root, JSON_COMPACT) : NULL;
   json_decref(root);
   if (!text) return segops_http_error(r, SEGOPS_E_NOMEM, 0, NULL, NULL, false);

@@ -3,6 +3,7 @@
  * and the graceful drain. */
 #include <arpa/inet.h>
 #include <netdb.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 
 #include "errors.h"
 #include "http.h"
+#include "listen_unix.h"
 #include "log.h"
 
 static bool path_is(const char *url, const char *lit) { return strcmp(url, lit) == 0; }
@@ -179,21 +181,81 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
   SEGOPS_LOGD("libmicrohttpd: %s", msg);
 }
 
-int segops_server_start(segops_server *srv) {
+/* Starts the daemon of one listener: TCP by address, a unix socket as a ready listening fd. */
+static int start_listener(segops_server *srv, const segops_listen_addr *a, segops_listener *l) {
   const segops_config *c = srv->cfg;
-  struct addrinfo hints, *ai = NULL;
-  memset(&hints, 0, sizeof hints);
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  char port[16];
-  snprintf(port, sizeof port, "%d", c->listen_port);
-  int gai = getaddrinfo(c->listen_host, port, &hints, &ai);
-  if (gai != 0 || !ai) {
-    SEGOPS_LOGE("cannot resolve listen address '%s': %s", c->listen_host, gai_strerror(gai));
+  unsigned int flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+  struct addrinfo *ai = NULL;
+  int fd = -1;
+  if (a->is_unix) {
+    char err[320];
+    fd = segops_unix_listen(a->path, c->socket_mode, &l->dev, &l->ino, err, sizeof err);
+    if (fd < 0) {
+      SEGOPS_LOGE("cannot listen: %s", err);
+      return -1;
+    }
+    snprintf(l->unix_path, sizeof l->unix_path, "%s", a->path);
+  } else {
+    struct addrinfo hints;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    char port[16];
+    snprintf(port, sizeof port, "%d", a->port);
+    int gai = getaddrinfo(a->host, port, &hints, &ai);
+    if (gai != 0 || !ai) {
+      SEGOPS_LOGE("cannot resolve listen address '%s': %s", a->host, gai_strerror(gai));
+      return -1;
+    }
+    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+  }
+  /* The address option comes first in the list: a TCP listener gives libmicrohttpd the address,
+   * a unix one its ready socket. */
+  l->mhd = MHD_start_daemon(
+      flags, 0, NULL, NULL, on_request, srv, a->is_unix ? MHD_OPTION_LISTEN_SOCKET : MHD_OPTION_SOCK_ADDR,
+      a->is_unix ? (void *)(intptr_t)fd : (void *)ai->ai_addr, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+      MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)c->http_threads, MHD_OPTION_CONNECTION_LIMIT,
+      (unsigned int)c->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)c->idle_timeout_s,
+      MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024),
+      MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)1024, MHD_OPTION_NOTIFY_CONNECTION, segops_watchdog_notify,
+      srv->watchdog, MHD_OPTION_END);
+  if (ai) freeaddrinfo(ai);
+  if (!l->mhd) {
+    if (a->is_unix) {
+      close(fd);
+      segops_unix_unlink(l->unix_path, l->dev, l->ino);
+      SEGOPS_LOGE("cannot serve unix:%s", a->path);
+    } else {
+      SEGOPS_LOGE("cannot listen on %s:%d (address in use, or not permitted)", a->host, a->port);
+    }
     return -1;
   }
-  unsigned int flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC | MHD_USE_ERROR_LOG;
-  if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+  if (a->is_unix) {
+    snprintf(l->url, sizeof l->url, "unix:%s", a->path);
+  } else {
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(l->mhd, MHD_DAEMON_INFO_BIND_PORT);
+    l->port = di ? di->port : a->port;
+    bool v6 = strchr(a->host, ':') != NULL;
+    snprintf(l->url, sizeof l->url, "http://%s%.128s%s:%d", v6 ? "[" : "", a->host, v6 ? "]" : "", l->port);
+  }
+  return 0;
+}
+
+/* Stops every listener's daemon (a unix listener's fd is closed by libmicrohttpd) and removes
+ * the socket files. */
+static void stop_listeners(segops_server *srv) {
+  for (int k = 0; k < srv->n_listeners; k++) {
+    segops_listener *l = &srv->listeners[k];
+    if (l->mhd) MHD_stop_daemon(l->mhd);
+    l->mhd = NULL;
+    segops_unix_unlink(l->unix_path, l->dev, l->ino);
+  }
+  srv->n_listeners = 0;
+  srv->mhd = NULL;
+}
+
+int segops_server_start(segops_server *srv) {
+  const segops_config *c = srv->cfg;
   srv->limits.max_elements = c->max_elements;
   srv->limits.max_segments = c->max_segments;
   srv->codec_limits.max_depth = 32;
@@ -203,26 +265,24 @@ int segops_server_start(segops_server *srv) {
   srv->codec_limits.max_items = (size_t)c->max_body_items;
   srv->watchdog = segops_watchdog_new((double)c->idle_timeout_s);
   if (!srv->watchdog) {
-    freeaddrinfo(ai);
     SEGOPS_LOGE("cannot start the connection watchdog thread");
     return -1;
   }
-  srv->mhd = MHD_start_daemon(
-      flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_SOCK_ADDR,
-      ai->ai_addr, MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)c->http_threads, MHD_OPTION_CONNECTION_LIMIT,
-      (unsigned int)c->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)c->idle_timeout_s,
-      MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024),
-      MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)1024, MHD_OPTION_NOTIFY_CONNECTION, segops_watchdog_notify,
-      srv->watchdog, MHD_OPTION_END);
-  freeaddrinfo(ai);
-  if (!srv->mhd) {
-    segops_watchdog_free(srv->watchdog);
-    srv->watchdog = NULL;
-    SEGOPS_LOGE("cannot listen on %s:%d (address in use, or not permitted)", c->listen_host, c->listen_port);
-    return -1;
+  srv->n_listeners = 0;
+  srv->port = 0;
+  for (int k = 0; k < c->n_listen; k++) {
+    segops_listener *l = &srv->listeners[srv->n_listeners];
+    memset(l, 0, sizeof *l);
+    if (start_listener(srv, &c->listen[k], l) != 0) {
+      stop_listeners(srv);
+      segops_watchdog_free(srv->watchdog);
+      srv->watchdog = NULL;
+      return -1;
+    }
+    srv->n_listeners++;
+    if (!c->listen[k].is_unix && !srv->port) srv->port = l->port;
   }
-  const union MHD_DaemonInfo *di = MHD_get_daemon_info(srv->mhd, MHD_DAEMON_INFO_BIND_PORT);
-  srv->port = di ? di->port : c->listen_port;
+  srv->mhd = srv->listeners[0].mhd;
   return 0;
 }
 
@@ -261,8 +321,7 @@ void segops_server_drain_and_stop(segops_server *srv) {
   while (atomic_load(&srv->busy) > 0 && segops_now() < limit2) sleep_ms(5);
   long left = atomic_load(&srv->active);
   if (left > 0) SEGOPS_LOGW("closing %ld unfinished connection(s) (incomplete uploads or stalled clients)", left);
-  MHD_stop_daemon(srv->mhd);
-  srv->mhd = NULL;
+  stop_listeners(srv);
   segops_watchdog_free(srv->watchdog);
   srv->watchdog = NULL;
 }

@@ -84,8 +84,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   atomic_store(&srv.state, SEGOPS_STATE_READY);
-  bool v6 = strchr(cfg.listen_host, ':') != NULL;
-  printf("segopsd listening on http://%s%s%s:%d\n", v6 ? "[" : "", cfg.listen_host, v6 ? "]" : "", srv.port);
+  for (int k = 0; k < srv.n_listeners; k++) printf("segopsd listening on %s\n", srv.listeners[k].url);
   fflush(stdout);
   SEGOPS_LOGI("backend %s (%d worker%s), %d HTTP threads, auth %s, max body %lld bytes, queue %lld%s", backend->name,
               backend->n_devices, backend->n_devices == 1 ? "" : "s", cfg.http_threads, cfg.token ? "on" : "off",

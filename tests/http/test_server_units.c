@@ -87,6 +87,26 @@ static void test_config(void) {
   CHECK(c.n_devices == 2 && c.devices[1] == 2 && !strcmp(c.backend, "cpu"));
   segops_config_free(&c);
 
+  /* Several listeners: comma-separated and repeated; the variable replaces the default and the
+   * first flag replaces the variable. */
+  char *a3[] = {"segopsd", "--listen", "unix:/tmp/a.sock,127.0.0.1:0", "--listen=unix:///tmp/b.sock",
+                "--socket-mode", "600"};
+  setenv("SEGOPS_LISTEN", "10.0.0.1:9", 1);
+  CHECK(load(&c, 6, a3) == SEGOPS_CONFIG_OK);
+  CHECK(c.n_listen == 3 && c.listen[0].is_unix && !strcmp(c.listen[0].path, "/tmp/a.sock"));
+  CHECK(!c.listen[1].is_unix && !strcmp(c.listen[1].host, "127.0.0.1") && c.listen[1].port == 0);
+  CHECK(c.listen[2].is_unix && !strcmp(c.listen[2].path, "/tmp/b.sock") && c.socket_mode == 0600);
+  CHECK(!strcmp(c.listen_host, "127.0.0.1") && c.listen_port == 0);
+  segops_config_free(&c);
+  CHECK(load(&c, 1, a0) == SEGOPS_CONFIG_OK);
+  CHECK(c.n_listen == 1 && !strcmp(c.listen[0].host, "10.0.0.1") && c.listen[0].port == 9);
+  CHECK(c.socket_mode == 0660 && c.max_shm_bytes == 1LL << 30);
+  segops_config_free(&c);
+  unsetenv("SEGOPS_LISTEN");
+  char *a4[] = {"segopsd", "--listen", "unix:rel.sock"};
+  CHECK(load(&c, 3, a4) == SEGOPS_CONFIG_ERROR);
+  segops_config_free(&c);
+
   setenv("SEGOPS_MAX_BODY_BYTES", "1M", 1);
   setenv("SEGOPS_TOKEN", "envtok", 1);
   CHECK(load(&c, 1, a0) == SEGOPS_CONFIG_OK);
