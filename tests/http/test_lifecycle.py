@@ -57,8 +57,9 @@ def test_info_op_table_and_limits(daemon_factory):
             assert ins[-2:] == [("idx", False), ("num_segments", False)]
             got[(op, pas)] = (ins[:-2], [o["name"] for o in fn["outputs"]])
     assert got == SPEC_TABLE
-    # No paths or memory contents leak.
-    assert "/" not in json.dumps({k: v for k, v in inf.items() if k not in ("ops", "encodings")})
+    # No paths or memory contents leak (the listeners are the addresses the client already uses).
+    assert inf["listeners"] == [d.url]
+    assert "/" not in json.dumps({k: v for k, v in inf.items() if k not in ("ops", "encodings", "listeners")})
 
 
 def test_health_endpoints(shared_daemon):
