@@ -1,0 +1,387 @@
+#!/usr/bin/env python3
+"""worker_bench.py: the headline benchmark. One MLIP training step per op through segops.torch
+(forward, backward with create_graph, double backward), against the same math in plain torch on
+the worker's own core (torch.set_num_threads(1)), measured in the same run:
+
+    out = op(*inputs, idx, S); loss = (out**2).sum()
+    g = torch.autograd.grad(loss, inputs, create_graph=True)
+    sum((gi**2).sum() for gi in g).backward()
+
+vec3 float32, about 32 elements per segment (every segment non-empty). For each op, size N and
+transport: one worker (median step latency) and W worker processes at once (steps/s summed over
+a common window after a warm-up; the processes start the window together at an agreed time).
+
+usage: worker_bench.py (--segopsd PATH [--backend cpu|cuda] | --url URL)
+                       [--transport http|unix|shm|all] [--ops sum,dot,...] [--sizes 10,14,17,20]
+                       [--workers W] [--window S] [--warmup S] [--json PATH] [--smoke]
+Prints one markdown table per transport (ratios remote/local: above 1 means the daemon wins)
+and writes every measurement to --json.
+"""
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.path.join(HERE, "..", "..", "clients", "python", "src")
+
+OPS = ("segmented_sum", "segmented_dot", "segmented_mul", "segmented_mean", "segmented_rms_norm", "segmented_matvec")
+TRANSPORTS = ("http", "unix", "shm")
+SEG = 32  # elements per segment on average
+
+
+# ---------------------------------------------------------------- the step, local and remote
+
+
+def make_inputs(op, n, seed):
+    """(inputs requiring grad, idx int64 tensor, idx int32 numpy, S) for one op at size n."""
+    import numpy as np
+    import torch
+
+    rng = np.random.default_rng(seed)
+    s = max(n // SEG, 1)
+    # Every segment gets one element, the rest fall at random: sorted, mean length n/s.
+    idx = np.sort(np.concatenate([np.arange(s), rng.integers(0, s, n - s)])).astype(np.int32)
+
+    def t(*shape):
+        return torch.from_numpy(rng.standard_normal(shape).astype(np.float32)).requires_grad_(True)
+
+    if op in ("segmented_sum", "segmented_mean", "segmented_rms_norm"):
+        inputs = (t(n, 3),)
+    elif op == "segmented_dot":
+        inputs = (t(n, 3), t(n, 3))
+    elif op == "segmented_mul":
+        inputs = (t(n, 3), t(s))
+    elif op == "segmented_matvec":
+        inputs = (t(n, 3), t(s, 3, 3))
+    else:
+        raise SystemExit(f"worker_bench: unknown op {op}")
+    return inputs, torch.from_numpy(idx.astype(np.int64)), idx, s
+
+
+def local_op(op, inputs, idx, s):
+    """The op in plain torch (index_add_ for the reductions, gathers for the broadcasts)."""
+    import torch
+
+    x = inputs[0]
+    if op == "segmented_sum":
+        return x.new_zeros((s, 3)).index_add(0, idx, x)
+    if op == "segmented_dot":
+        return x.new_zeros((s,)).index_add(0, idx, (x * inputs[1]).sum(-1))
+    if op == "segmented_mul":
+        return x * inputs[1][idx].unsqueeze(-1)
+    cnt = torch.bincount(idx, minlength=s).clamp(min=1).to(x.dtype)
+    if op == "segmented_mean":
+        return x.new_zeros((s, 3)).index_add(0, idx, x) / cnt.unsqueeze(-1)
+    if op == "segmented_rms_norm":
+        return torch.sqrt(x.new_zeros((s,)).index_add(0, idx, (x * x).sum(-1)) / cnt)
+    if op == "segmented_matvec":
+        # out[i][k] = sum_j m[s][j][k] v[i][j]; one column at a time was the fastest of
+        # broadcast-sum, einsum, bmm and row sums measured on one core.
+        mi = inputs[1].reshape(s, 9)[idx].reshape(-1, 3, 3)
+        return torch.stack([(x * mi[:, :, k]).sum(1) for k in range(3)], 1)
+    raise SystemExit(f"worker_bench: unknown op {op}")
+
+
+def step(fn, inputs):
+    import torch
+
+    for t in inputs:
+        t.grad = None
+    out = fn(inputs)
+    loss = (out * out).sum()
+    g = torch.autograd.grad(loss, inputs, create_graph=True)
+    sum((gi * gi).sum() for gi in g).backward()
+    return inputs[0].grad
+
+
+def make_client(url, transport):
+    import segops
+
+    try:
+        return segops.Client(url, transport=transport)
+    except TypeError:  # a client without transports: HTTP bodies only
+        if transport != "http":
+            raise SystemExit(f"worker_bench: this segops client has no transport={transport!r}")
+        return segops.Client(url)
+
+
+def step_fn(mode, op, idx_t, idx_np, s, clients, url):
+    if mode == "local":
+        return lambda inputs: local_op(op, inputs, idx_t, s)
+    import segops.torch as st
+
+    c = clients.get(mode)
+    if c is None:
+        c = clients[mode] = make_client(url, mode)
+    f = getattr(st, op)
+    return lambda inputs: f(*inputs, idx_np, s, client=c)
+
+
+# ---------------------------------------------------------------- worker processes
+
+
+def worker_main(rank, conn, url):
+    """One worker process: one torch thread; runs the measurements the parent asks for."""
+    sys.path.insert(0, SRC)
+    import torch
+
+    torch.set_num_threads(1)
+    torch.set_num_interop_threads(1)
+    clients = {}
+    while True:
+        msg = conn.recv()
+        if msg is None:
+            break
+        mode, op, n, warmup, window = msg
+        try:
+            inputs, idx_t, idx_np, s = make_inputs(op, n, 1000 + rank)
+            fn = step_fn(mode, op, idx_t, idx_np, s, clients, url)
+            step(fn, inputs)  # first step: connections, regions, allocator warm
+            check = None
+            if rank == 0 and mode != "local":
+                # The remote step computes what the local one does (float32 tolerance).
+                want = step(lambda i: local_op(op, i, idx_t, s), inputs).clone()
+                got = step(fn, inputs)
+                err = float((got - want).abs().max() / max(float(want.abs().max()), 1.0))
+                check = err
+            conn.send(("ready", None))
+            t0 = conn.recv()  # the agreed start of the window (time.time())
+            t1 = t0 + window
+            count = 0.0  # steps before t0 are the warm-up; they count nothing
+            lat = []
+            while True:
+                a = time.time()
+                if a >= t1:
+                    break
+                step(fn, inputs)
+                b = time.time()
+                # Steps straddling an edge count by the fraction inside the window.
+                inside = min(b, t1) - max(a, t0)
+                if inside > 0:
+                    count += inside / (b - a)
+                    if a >= t0:
+                        lat.append(b - a)
+            conn.send(("done", {"steps": count, "lat": lat, "check": check}))
+        except Exception as e:  # reported to the parent, which stops
+            conn.send(("error", f"{type(e).__name__}: {e}"))
+    for c in clients.values():
+        c.close()
+
+
+class Pool:
+    def __init__(self, w, url):
+        ctx = mp.get_context("spawn")
+        self.conns, self.procs = [], []
+        for r in range(w):
+            a, b = ctx.Pipe()
+            p = ctx.Process(target=worker_main, args=(r, b, url), daemon=True)
+            p.start()
+            self.conns.append(a)
+            self.procs.append(p)
+
+    def run(self, k, mode, op, n, warmup, window):
+        """Runs the measurement on the first k workers at once; returns their results."""
+        conns = self.conns[:k]
+        for c in conns:
+            c.send((mode, op, n, warmup, window))
+        for c in conns:
+            tag, v = c.recv()
+            if tag == "error":
+                raise SystemExit(f"worker_bench: {mode} {op} N={n}: {v}")
+        t0 = time.time() + warmup + 0.02
+        for c in conns:
+            c.send(t0)
+        out = []
+        for c in conns:
+            tag, v = c.recv()
+            if tag == "error":
+                raise SystemExit(f"worker_bench: {mode} {op} N={n}: {v}")
+            out.append(v)
+        return out
+
+    def close(self):
+        for c in self.conns:
+            try:
+                c.send(None)
+            except OSError:
+                pass
+        for p in self.procs:
+            p.join(10)
+            if p.is_alive():
+                p.kill()
+
+
+# ---------------------------------------------------------------- the daemon
+
+
+def start_daemon(path, backend, sock):
+    argv = [path, "--listen", "127.0.0.1:0", "--backend", backend, "--log-level", "warn"]
+    if sock:
+        argv += ["--listen", "unix:" + sock]
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        line = p.stdout.readline()
+        if not line:
+            break
+        m = re.search(rb"listening on (http://\S+)", line)
+        if m:
+            return p, m.group(1).decode()
+    p.kill()
+    raise SystemExit(f"worker_bench: segopsd did not start: {p.stderr.read().decode(errors='replace')[-2000:]}")
+
+
+def supports_unix(path):
+    try:
+        h = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=10).stdout
+    except OSError:
+        return False
+    return "unix:" in h
+
+
+# ---------------------------------------------------------------- report
+
+
+def fmt_rate(v):
+    return f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
+
+
+def table(rows, transport, w, backend):
+    lines = [
+        f"\n### transport {transport}, backend {backend}, W = {w} workers\n",
+        "| op | N | 1 worker: local ms | segopsd ms | local/segopsd | "
+        f"{w} workers: local steps/s | segopsd steps/s | **segopsd/local** |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if r["transport"] != transport:
+            continue
+        lines.append(
+            f"| {r['op'].replace('segmented_', '')} | 2^{r['log2n']} | {r['local_ms']:.3f} | {r['remote_ms']:.3f} | "
+            f"{r['latency_ratio']:.2f} | {fmt_rate(r['local_sps'])} | {fmt_rate(r['remote_sps'])} | "
+            f"**{r['throughput_ratio']:.2f}** |"
+        )
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    g = ap.add_mutually_exclusive_group(required=True)
+    g.add_argument("--segopsd", help="start this segopsd (port 0, plus a unix socket when it has one)")
+    g.add_argument("--url", help="use a running daemon")
+    ap.add_argument("--backend", default="cpu", choices=("auto", "cpu", "cuda"))
+    ap.add_argument("--transport", default="http", help="http, unix, shm, a comma list, or all")
+    ap.add_argument("--ops", default=",".join(o.replace("segmented_", "") for o in OPS))
+    ap.add_argument("--sizes", default="10,14,17,20", help="log2 N, comma-separated")
+    ap.add_argument("--workers", type=int, default=os.cpu_count())
+    ap.add_argument("--window", type=float, default=1.0, help="seconds measured per cell")
+    ap.add_argument("--warmup", type=float, default=0.3, help="seconds of steps before each window")
+    ap.add_argument("--json", default=None, help="write the measurements here")
+    ap.add_argument("--smoke", action="store_true", help="tiny windows, for the CTest smoke test")
+    a = ap.parse_args()
+    if a.smoke:
+        a.window, a.warmup = 0.2, 0.05
+    transports = TRANSPORTS if a.transport == "all" else tuple(a.transport.split(","))
+    for t in transports:
+        if t not in TRANSPORTS:
+            raise SystemExit(f"worker_bench: unknown transport {t!r} (want {', '.join(TRANSPORTS)} or all)")
+    ops = tuple(o if o.startswith("segmented_") else "segmented_" + o for o in a.ops.split(","))
+    for o in ops:
+        if o not in OPS:
+            raise SystemExit(f"worker_bench: unknown op {o!r}")
+    sizes = tuple(int(x) for x in a.sizes.split(","))
+    w = max(a.workers, 1)
+    sys.path.insert(0, SRC)
+    try:
+        import numpy  # noqa: F401
+        import torch  # noqa: F401
+
+        import segops
+    except ImportError as e:
+        print(f"SKIP: worker_bench needs numpy, torch and the segops client ({e})")
+        sys.exit(77)
+
+
+    daemon, tmpdir = None, None
+    url = a.url
+    backend = a.backend
+    if a.segopsd:
+        sock = None
+        if "unix" in transports or "shm" in transports:
+            if supports_unix(a.segopsd):
+                tmpdir = tempfile.mkdtemp(prefix="segops-wb-")
+                sock = os.path.join(tmpdir, "segopsd.sock")
+            elif "unix" in transports:
+                print("worker_bench: this segopsd has no unix listener; the unix rows use what the client falls back to")
+        daemon, url = start_daemon(a.segopsd, a.backend, sock)
+    info = segops.Client(url).info()
+    backend = info.get("backend", backend)
+    cores = os.cpu_count()
+    print(f"worker_bench: daemon {url} backend {backend}; {cores} cores here; W = {w}; "
+          f"window {a.window} s after {a.warmup} s warm-up; ops {len(ops)} x sizes {len(sizes)} x transports {len(transports)}")
+    pool = Pool(w, url)
+    rows = []
+    t_start = time.time()
+    try:
+        for op in ops:
+            for lg in sizes:
+                n = 1 << lg
+                loc1 = pool.run(1, "local", op, n, a.warmup, a.window)[0]
+                locw = pool.run(w, "local", op, n, a.warmup, a.window)
+                local_ms = statistics.median(loc1["lat"]) * 1e3 if loc1["lat"] else float("nan")
+                local_sps = sum(r["steps"] for r in locw) / a.window
+                for tr in transports:
+                    rem1 = pool.run(1, tr, op, n, a.warmup, a.window)[0]
+                    remw = pool.run(w, tr, op, n, a.warmup, a.window)
+                    remote_ms = statistics.median(rem1["lat"]) * 1e3 if rem1["lat"] else float("nan")
+                    remote_sps = sum(r["steps"] for r in remw) / a.window
+                    row = {
+                        "op": op, "log2n": lg, "n": n, "transport": tr, "workers": w, "backend": backend,
+                        "local_ms": local_ms, "remote_ms": remote_ms, "latency_ratio": local_ms / remote_ms,
+                        "local_sps": local_sps, "remote_sps": remote_sps,
+                        "throughput_ratio": remote_sps / local_sps if local_sps else float("nan"),
+                        "local_1w_steps": loc1["steps"], "remote_1w_steps": rem1["steps"],
+                        "max_rel_err": rem1["check"],
+                    }
+                    rows.append(row)
+                    print(f"  {op:<20} 2^{lg:<2} {tr:<4}  1w {local_ms:8.3f} / {remote_ms:8.3f} ms   "
+                          f"{w}w {fmt_rate(local_sps):>8} / {fmt_rate(remote_sps):>8} steps/s   "
+                          f"ratio {row['throughput_ratio']:.2f}   err {rem1['check']:.1e}", flush=True)
+                    if rem1["check"] is not None and rem1["check"] > 1e-3:
+                        raise SystemExit(f"worker_bench: {op} N={n} {tr}: remote gradient differs from local by {rem1['check']:.2e}")
+    finally:
+        pool.close()
+        if daemon:
+            daemon.send_signal(signal.SIGTERM)
+            try:
+                daemon.wait(30)
+            except subprocess.TimeoutExpired:
+                daemon.kill()
+        if tmpdir:
+            try:
+                os.rmdir(tmpdir)
+            except OSError:
+                pass
+    took = time.time() - t_start
+    print(f"\nworker_bench: {len(rows)} cells in {took:.0f} s. Ratios: 1 worker local/segopsd step latency; "
+          f"{w} workers segopsd/local steps/s (above 1: the daemon makes the workers faster).")
+    for tr in transports:
+        print(table(rows, tr, w, backend))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"backend": backend, "workers": w, "cores": cores, "window_s": a.window,
+                       "warmup_s": a.warmup, "rows": rows}, f, indent=1)
+        print(f"\nworker_bench: wrote {a.json}")
+
+
+if __name__ == "__main__":
+    main()
