@@ -16,48 +16,52 @@
 /* The table reads as a table: keep clang-format away from it. */
 // clang-format off
 /* SPEC §2, row by row. Inputs: cotangents first (gg_<a> in forward order), then g_out, then
- * the forward inputs. An input the formula does not read is UNR; a cotangent is COT. */
+ * the forward inputs. An input the formula does not read is UNR; a cotangent is COT.
+ * elem_reads, n_acc and n_segval say what the passes need (ops.h); a row without them is a
+ * pure gather (no reduction) whose element outputs read nothing of the segment but its rows. */
 static const segops_fn_desc FN_TABLE[SEGOPS_OP_COUNT][SEGOPS_PASS_COUNT] = {
-    ROW(SUM, FORWARD), .n_in = 1, .in = {{"x", E, REQ}}, .n_out = 1, .out = {{"out", G}}},
+    ROW(SUM, FORWARD), .n_in = 1, .in = {{"x", E, REQ}}, .n_out = 1, .out = {{"out", G}}, .n_acc = {1, 3}},
     ROW(SUM, BACKWARD), .n_in = 2, .in = {{"g_out", G, REQ}, {"x", E, UNR}}, .n_out = 1,
     .out = {{"grad_x", E}}},
     ROW(SUM, DOUBLE_BACKWARD), .n_in = 3, .in = {{"gg_x", E, COT}, {"g_out", G, UNR}, {"x", E, UNR}},
-    .n_out = 1, .out = {{"grad_g_out", G}}},
+    .n_out = 1, .out = {{"grad_g_out", G}}, .n_acc = {1, 3}},
 
-    ROW(DOT, FORWARD), .n_in = 2, .in = {{"x", E, REQ}, {"y", E, REQ}}, .n_out = 1, .out = {{"out", G1}}},
+    ROW(DOT, FORWARD), .n_in = 2, .in = {{"x", E, REQ}, {"y", E, REQ}}, .n_out = 1, .out = {{"out", G1}},
+    .n_acc = {1, 1}},
     ROW(DOT, BACKWARD), .n_in = 3, .in = {{"g_out", G1, REQ}, {"x", E, REQ}, {"y", E, REQ}}, .n_out = 2,
     .out = {{"grad_x", E}, {"grad_y", E}}},
     ROW(DOT, DOUBLE_BACKWARD), .n_in = 5,
     .in = {{"gg_x", E, COT}, {"gg_y", E, COT}, {"g_out", G1, REQ}, {"x", E, REQ}, {"y", E, REQ}}, .n_out = 3,
-    .out = {{"grad_g_out", G1}, {"grad_x", E}, {"grad_y", E}}},
+    .out = {{"grad_g_out", G1}, {"grad_x", E}, {"grad_y", E}}, .n_acc = {1, 1}},
 
     ROW(MUL, FORWARD), .n_in = 2, .in = {{"x", E, REQ}, {"y", G1, REQ}}, .n_out = 1, .out = {{"out", E}}},
     ROW(MUL, BACKWARD), .n_in = 3, .in = {{"g_out", E, REQ}, {"x", E, REQ}, {"y", G1, REQ}}, .n_out = 2,
-    .out = {{"grad_x", E}, {"grad_y", G1}}},
+    .out = {{"grad_x", E}, {"grad_y", G1}}, .n_acc = {1, 1}},
     ROW(MUL, DOUBLE_BACKWARD), .n_in = 5,
     .in = {{"gg_x", E, COT}, {"gg_y", G1, COT}, {"g_out", E, REQ}, {"x", E, REQ}, {"y", G1, REQ}}, .n_out = 3,
-    .out = {{"grad_g_out", E}, {"grad_x", E}, {"grad_y", G1}}},
+    .out = {{"grad_g_out", E}, {"grad_x", E}, {"grad_y", G1}}, .n_acc = {1, 1}},
 
-    ROW(MEAN, FORWARD), .n_in = 1, .in = {{"x", E, REQ}}, .n_out = 1, .out = {{"out", G}}},
+    ROW(MEAN, FORWARD), .n_in = 1, .in = {{"x", E, REQ}}, .n_out = 1, .out = {{"out", G}}, .n_acc = {1, 3}},
     ROW(MEAN, BACKWARD), .n_in = 2, .in = {{"g_out", G, REQ}, {"x", E, UNR}}, .n_out = 1,
-    .out = {{"grad_x", E}}},
+    .out = {{"grad_x", E}}, .elem_reads = SEGOPS_READS_COUNTS},
     ROW(MEAN, DOUBLE_BACKWARD), .n_in = 3, .in = {{"gg_x", E, COT}, {"g_out", G, UNR}, {"x", E, UNR}},
-    .n_out = 1, .out = {{"grad_g_out", G}}},
+    .n_out = 1, .out = {{"grad_g_out", G}}, .n_acc = {1, 3}},
 
     ROW(RMS_NORM, FORWARD), .n_in = 1, .in = {{"x", E3, REQ}}, .n_out = 1, .out = {{"out", G1}},
-    .vec3_only = true},
+    .vec3_only = true, .n_acc = {0, 1}},
     ROW(RMS_NORM, BACKWARD), .n_in = 2, .in = {{"g_out", G1, REQ}, {"x", E3, REQ}}, .n_out = 1,
-    .out = {{"grad_x", E3}}, .vec3_only = true},
+    .out = {{"grad_x", E3}}, .vec3_only = true, .elem_reads = SEGOPS_READS_NORMS, .n_acc = {0, 1}, .n_segval = 1},
     ROW(RMS_NORM, DOUBLE_BACKWARD), .n_in = 3, .in = {{"gg_x", E3, COT}, {"g_out", G1, REQ}, {"x", E3, REQ}},
-    .n_out = 2, .out = {{"grad_g_out", G1}, {"grad_x", E3}}, .vec3_only = true},
+    .n_out = 2, .out = {{"grad_g_out", G1}, {"grad_x", E3}}, .vec3_only = true,
+    .elem_reads = SEGOPS_READS_NORMS, .n_acc = {0, 2}, .n_segval = 2},
 
     ROW(MATVEC, FORWARD), .n_in = 2, .in = {{"v", E3, REQ}, {"m", M, REQ}}, .n_out = 1, .out = {{"out", E3}},
     .vec3_only = true},
     ROW(MATVEC, BACKWARD), .n_in = 3, .in = {{"g_out", E3, REQ}, {"v", E3, REQ}, {"m", M, REQ}}, .n_out = 2,
-    .out = {{"grad_v", E3}, {"grad_m", M}}, .vec3_only = true},
+    .out = {{"grad_v", E3}, {"grad_m", M}}, .vec3_only = true, .n_acc = {0, 9}},
     ROW(MATVEC, DOUBLE_BACKWARD), .n_in = 5,
     .in = {{"gg_v", E3, COT}, {"gg_m", M, COT}, {"g_out", E3, REQ}, {"v", E3, REQ}, {"m", M, REQ}}, .n_out = 3,
-    .out = {{"grad_g_out", E3}, {"grad_v", E3}, {"grad_m", M}}, .vec3_only = true},
+    .out = {{"grad_g_out", E3}, {"grad_v", E3}, {"grad_m", M}}, .vec3_only = true, .n_acc = {0, 9}},
 };
 
 // clang-format on
@@ -152,4 +156,20 @@ int64_t segops_shape_count(segops_shape_kind k, int width, int64_t n, int64_t s)
   int64_t c = 1;
   for (int i = 0; i < nd; i++) c *= shape[i];
   return c;
+}
+
+segops_plan segops_plan_of(const segops_fn_desc *fn, unsigned requested) {
+  segops_plan p = {0};
+  for (int o = 0; o < fn->n_out; o++) {
+    if (!((requested >> o) & 1u)) continue;
+    if (segops_shape_is_segment(fn->out[o].shape))
+      p.seg_outs |= 1u << o;
+    else
+      p.elem_outs |= 1u << o;
+  }
+  p.post = p.elem_outs && fn->elem_reads == SEGOPS_READS_NORMS;
+  p.gather = p.elem_outs && fn->elem_reads != SEGOPS_READS_NORMS;
+  p.counts = p.gather && fn->elem_reads == SEGOPS_READS_COUNTS;
+  p.reduce = p.seg_outs || p.post;
+  return p;
 }

@@ -53,8 +53,19 @@ typedef struct {
   segops_shape_kind shape;
 } segops_out_desc;
 
+/* What a function's element outputs (shapes ELEM, ELEM3) read of their segment s = idx[i],
+ * beyond inputs at i and segment rows at s. It decides what a backend plans before them:
+ *   NONE    nothing: they are a gather in element order, independent of any reduction
+ *   COUNTS  c_s (mean backward): segment offsets, no reduction
+ *   NORMS   values of the segment's own reduction (rms_norm's inv_s, q_s): the reduction
+ *           (visit + finish) runs first and hands n_segval values per segment to post */
+typedef enum { SEGOPS_READS_NONE = 0, SEGOPS_READS_COUNTS, SEGOPS_READS_NORMS } segops_elem_reads;
+
 /* One row of the table: one function (op, pass). Inputs are listed in the SPEC's order:
- * cotangents, then g_out, then the forward inputs. idx and num_segments are implicit. */
+ * cotangents, then g_out, then the forward inputs. idx and num_segments are implicit.
+ * Outputs of a segment shape (SEG, SEG1, MAT: segops_shape_is_segment) are written by the
+ * reduction's finish; outputs of an element shape by post (elem_reads NORMS) or gather
+ * (NONE, COUNTS). The phase names are those of segops_rowmath.h. */
 typedef struct {
   segops_op op;
   segops_pass pass;
@@ -62,7 +73,25 @@ typedef struct {
   segops_arg_desc in[SEGOPS_MAX_INPUTS];
   segops_out_desc out[SEGOPS_MAX_OUTPUTS];
   bool vec3_only; /* layout fixed at width 3 (rms_norm, matvec) */
+  segops_elem_reads elem_reads;
+  /* Accumulators per segment of the reduction (double each), for width 1 and width 3:
+   * n_acc[width == 3]. 0 = the function has no reduction (a pure gather). */
+  int n_acc[2];
+  /* Segment values finish hands to post (rms_norm backward 1, double backward 2), else 0. */
+  int n_segval;
 } segops_fn_desc;
+
+/* Which phases a call runs, derived from its row and the outputs it asks for (bit k of
+ * `requested` = output k). Both backends plan from this; a phase with nothing to write is off. */
+typedef struct {
+  unsigned seg_outs;  /* requested outputs written by finish (segment shapes) */
+  unsigned elem_outs; /* requested outputs written by post or gather (element shapes) */
+  bool reduce;        /* visit + finish over every segment: seg_outs, or post needs segment values */
+  bool post;          /* elem_outs read segment values (elem_reads NORMS) */
+  bool gather;        /* elem_outs need no reduction (elem_reads NONE or COUNTS) */
+  bool counts;        /* gather reads c_s (elem_reads COUNTS) */
+} segops_plan;
+segops_plan segops_plan_of(const segops_fn_desc *fn, unsigned requested);
 
 /* Lookups in the table; all returned pointers and strings are static (borrowed, never freed). */
 const segops_fn_desc *segops_fn(segops_op op, segops_pass pass);
@@ -85,6 +114,11 @@ typedef struct {
   const void *data;
   size_t nbytes; /* bytes the wire carried for data; validated against shape x itemsize */
 } segops_tensor;
+
+/* True for the shapes indexed by segment (SEG, SEG1, MAT): outputs a reduction writes. */
+static inline bool segops_shape_is_segment(segops_shape_kind k) {
+  return k == SEGOPS_SH_SEG || k == SEGOPS_SH_SEG1 || k == SEGOPS_SH_MAT;
+}
 
 /* The shape pattern of a kind as text, e.g. "(N,3)"; width 0 = not fixed yet ("(N,) or (N,3)"). Static. */
 const char *segops_shape_text(segops_shape_kind k, int width);

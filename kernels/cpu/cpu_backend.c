@@ -81,11 +81,12 @@ static int cpu_run(void *vctx, int device, const segops_call *call, char *err, s
   unsigned requested = 0;
   for (int o = 0; o < call->fn->n_out; o++)
     if (call->out[o]) requested |= 1u << o;
-  bool run_elem = k->elem && (requested & k->elem_outs) && n > 0;
-  bool run_seg = k->seg && s > 0 && ((requested & k->seg_outs) || (run_elem && (k->needs & SEGOPS_CPU_NEED_SCRATCH)));
-  bool need_off = run_seg || (run_elem && (k->needs & SEGOPS_CPU_NEED_COUNTS));
+  const segops_plan plan = segops_plan_of(call->fn, requested);
+  bool run_elem = (plan.post || plan.gather) && n > 0;
+  bool run_seg = plan.reduce && s > 0;
+  bool need_off = run_seg || (run_elem && plan.counts);
   bool need_perm = run_seg && !call->idx_sorted && n > 0;
-  bool need_scratch = run_seg && (k->needs & SEGOPS_CPU_NEED_SCRATCH);
+  bool need_scratch = run_seg && call->fn->n_segval > 0;
 
   bool parallel = ctx->threads > 1 && n + s >= PARALLEL_MIN_WORK;
   int64_t seg_chunks = parallel ? 4 * (int64_t)ctx->threads : 1;

@@ -52,18 +52,11 @@ typedef struct {
 /* A kernel handles segments [begin, end) (segment phase) or elements [begin, end) (element phase). */
 typedef void (*segops_cpu_range_fn)(const segops_cpu_job *j, int64_t begin, int64_t end);
 
-enum {
-  SEGOPS_CPU_NEED_COUNTS = 1, /* the element phase reads c_s from off */
-  SEGOPS_CPU_NEED_SCRATCH = 2 /* the segment phase fills sa/sb for the element phase */
-};
-
 /* One function: a segment phase (reductions, one writer per segment) and an element phase
- * (gathers, one writer per element), either may be NULL. seg_outs / elem_outs: bit k set when
- * output k is written by that phase; the phase is skipped when none of its outputs is requested
- * (except a segment phase whose scratch a requested element output needs). */
+ * (gathers, one writer per element), either may be NULL. Which of them a call runs, and what
+ * they need (offsets, scratch), comes from the op table's row (segops_plan_of). */
 typedef struct {
   segops_cpu_range_fn seg, elem;
-  unsigned seg_outs, elem_outs, needs;
 } segops_cpu_kernel;
 
 extern const segops_cpu_kernel segops_cpu_kernels_f32[SEGOPS_OP_COUNT][SEGOPS_PASS_COUNT];

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cpu_internal.h"
+#include "segops_rowmath.h"
 
 #define T float
 #define SFX f32

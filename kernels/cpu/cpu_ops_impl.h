@@ -203,11 +203,10 @@ WIDTH_KERNEL(mul_dbl_seg, s0, s1) { FN(seg_dot)(J, s0, s1, IN(0), IN(2), OUT(2),
 
 /* ---- segmented_rms_norm (width 3) ---- */
 
-/* r_s and inv_s = 1/(c_s*r_s) from the sum of squares; both 0 where c_s*r_s = 0. */
+/* r_s and inv_s = 1/(c_s*r_s) from the sum of squares (segops_rowmath.h). */
 static inline void FN(rms_of)(double sumsq, int64_t cnt, double *r, double *inv) {
-  *r = cnt > 0 ? sqrt(sumsq / (double)cnt) : 0.0;
-  double cr = (double)cnt * *r;
-  *inv = cr != 0.0 ? 1.0 / cr : 0.0;
+  *r = segops_rms_value(sumsq, cnt);
+  *inv = segops_rms_inv(sumsq, cnt);
 }
 
 /* Sum over segment s of |x[i]|^2 and, when gg is not NULL, of dot(gg[i], x[i]). */
@@ -284,18 +283,6 @@ static inline void FN(ld_mat)(const void *m, int64_t s, double a[9]) {
 static inline void FN(ld_vec)(const void *v, int64_t i, double a[3]) {
   for (int k = 0; k < 3; k++) a[k] = v ? FN(ld)(v, 3 * i + k) : 0.0;
 }
-#ifndef SEGOPS_CPU_MAT_HELPERS
-#define SEGOPS_CPU_MAT_HELPERS /* type-independent: defined by the first instantiation only */
-/* r = a^T v: r[k] = sum_j a[j][k] v[j]. */
-static inline void mtv(const double a[9], const double v[3], double r[3]) {
-  for (int k = 0; k < 3; k++) r[k] = a[k] * v[0] + a[3 + k] * v[1] + a[6 + k] * v[2];
-}
-/* r = a v: r[j] = sum_k a[j][k] v[k]. */
-static inline void mv(const double a[9], const double v[3], double r[3]) {
-  for (int j = 0; j < 3; j++) r[j] = a[3 * j] * v[0] + a[3 * j + 1] * v[1] + a[3 * j + 2] * v[2];
-}
-#endif
-
 /* dst[s] = sum_i outer(a[i], b[i]); a NULL reads as zeros. grad_m of both backward passes. */
 static void FN(seg_outer)(const segops_cpu_job *J, int64_t s0, int64_t s1, const void *a, const void *b, void *dst) {
   if (!dst) return;
@@ -321,7 +308,7 @@ static void FN(matvec_fwd_elem)(const segops_cpu_job *J, int64_t i0, int64_t i1)
     double a[9], vi[3], r[3];
     FN(ld_mat)(m, SEG_OF(i), a);
     FN(ld_vec)(v, i, vi);
-    mtv(a, vi, r);
+    segops_mtv(a, vi, r);
     for (int k = 0; k < 3; k++) ST(OUT(0), 3 * i + k, r[k]);
   }
 }
@@ -333,7 +320,7 @@ static void FN(matvec_bwd_elem)(const segops_cpu_job *J, int64_t i0, int64_t i1)
     double a[9], gi[3], r[3];
     FN(ld_mat)(m, SEG_OF(i), a);
     FN(ld_vec)(g, i, gi);
-    mv(a, gi, r);
+    segops_mv(a, gi, r);
     for (int k = 0; k < 3; k++) ST(OUT(0), 3 * i + k, r[k]);
   }
 }
@@ -356,14 +343,14 @@ static void FN(matvec_dbl_elem)(const segops_cpu_job *J, int64_t i0, int64_t i1)
       FN(ld_mat)(m, s, a);
       FN(ld_vec)(ggv, i, ggvi);
       FN(ld_vec)(v, i, vi);
-      mtv(a, ggvi, r1);
-      mtv(b, vi, r2);
+      segops_mtv(a, ggvi, r1);
+      segops_mtv(b, vi, r2);
       for (int k = 0; k < 3; k++) ST(ggo, 3 * i + k, r1[k] + r2[k]);
     }
     if (gv) {
       double gi[3];
       FN(ld_vec)(g, i, gi);
-      mv(b, gi, r1);
+      segops_mv(b, gi, r1);
       for (int k = 0; k < 3; k++) ST(gv, 3 * i + k, r1[k]);
     }
   }
@@ -374,7 +361,7 @@ static void FN(matvec_dbl_seg)(const segops_cpu_job *J, int64_t s0, int64_t s1) 
 
 /* ---- The table: [op][pass] = {segment phase, element phase, seg_outs, elem_outs, needs} ---- */
 #define K(seg, elem, so, eo, needs) \
-  { seg, elem, so, eo, needs }
+  { seg, elem }
 const segops_cpu_kernel CAT(segops_cpu_kernels, SFX)[SEGOPS_OP_COUNT][SEGOPS_PASS_COUNT] = {
     [SEGOPS_OP_SUM] = {K(FN(sum_seg), NULL, 1, 0, 0), K(NULL, FN(sum_bwd_elem), 0, 1, 0),
                        K(FN(sum_seg), NULL, 1, 0, 0)},
