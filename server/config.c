@@ -180,25 +180,70 @@ static int parse_devices(segops_config *c, const char *s) {
   return 0;
 }
 
+/* A configured token must be a clean string: SEGOPS_TOKEN_MIN..SEGOPS_TOKEN_MAX bytes of
+ * printable ASCII without spaces (0x21..0x7e), after surrounding whitespace (spaces, tabs, CR,
+ * LF) is trimmed, the same way for the file and the variable. Anything else (a NUL that would cut
+ * the token or turn auth off, a BOM or UTF-16 file, a second line, a length the comparison would
+ * truncate) refuses to start, so a misconfiguration cannot silently open or lock the daemon. */
+static int set_token(segops_config *c, const char *raw, size_t n, const char *source, char *err, size_t errlen) {
+  static const char WS[] = " \t\r\n";
+  size_t a = 0;
+  while (a < n && memchr(WS, raw[a], sizeof WS - 1)) a++;
+  while (n > a && memchr(WS, raw[n - 1], sizeof WS - 1)) n--;
+  size_t len = n - a;
+  const char *t = raw + a;
+  if (len == 0) {
+    snprintf(err, errlen, "%s holds no token (unset it to run without auth)", source);
+    return -1;
+  }
+  for (size_t i = 0; i < len; i++) {
+    unsigned char ch = (unsigned char)t[i];
+    if (ch < 0x21 || ch > 0x7e) {
+      snprintf(err, errlen,
+               "%s: the token has byte 0x%02x at offset %zu; a token is printable ASCII without spaces, on one line "
+               "(no NUL, control characters, byte-order mark or other encoding)",
+               source, ch, a + i);
+      return -1;
+    }
+  }
+  if (len < SEGOPS_TOKEN_MIN || len > SEGOPS_TOKEN_MAX) {
+    snprintf(err, errlen, "%s: the token has %zu bytes; it must have %d to %d", source, len, SEGOPS_TOKEN_MIN,
+             SEGOPS_TOKEN_MAX);
+    return -1;
+  }
+  char *copy = malloc(len + 1);
+  if (!copy) {
+    snprintf(err, errlen, "%s: out of memory", source);
+    return -1;
+  }
+  memcpy(copy, t, len);
+  copy[len] = 0;
+  free(c->token);
+  c->token = copy;
+  return 0;
+}
+
 static int read_token_file(segops_config *c, const char *path, char *err, size_t errlen) {
+  char source[600];
+  snprintf(source, sizeof source, "--token-file %s", path);
   FILE *f = fopen(path, "rb");
   if (!f) {
-    snprintf(err, errlen, "--token-file %s: %s", path, strerror(errno));
+    snprintf(err, errlen, "%s: %s", source, strerror(errno));
     return -1;
   }
-  char buf[4096];
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  /* Room for the longest token and generous surrounding whitespace; more is refused, not cut. */
+  char buf[SEGOPS_TOKEN_MAX + 4096];
+  size_t n = fread(buf, 1, sizeof buf, f);
+  bool more = n == sizeof buf && fgetc(f) != EOF;
   fclose(f);
-  while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' || buf[n - 1] == '\t')) n--;
-  buf[n] = 0;
-  if (n == 0) {
-    snprintf(err, errlen, "--token-file %s: the file holds no token", path);
+  if (more) {
+    snprintf(err, errlen, "%s: the file is larger than %zu bytes; a token has at most %d", source, sizeof buf,
+             SEGOPS_TOKEN_MAX);
     return -1;
   }
-  free(c->token);
-  c->token = strdup(buf);
+  if (set_token(c, buf, n, source, err, errlen)) return -1;
   snprintf(c->token_file, sizeof c->token_file, "%s", path);
-  return c->token ? 0 : -1;
+  return 0;
 }
 
 /* Applies one option value; returns 0 or -1 with a message. */
@@ -303,7 +348,10 @@ static void print_help(void) {
       printf("  %-36s [env %s] default: %s\n", "", o->env,
              o->def && *o->def ? o->def : (!strcmp(o->flag, "max-segments") ? "max-elements" : "(none)"));
   }
-  printf("  %-36s [env SEGOPS_TOKEN] the bearer token itself (prefer a file)\n\n", "");
+  printf("  %-36s [env SEGOPS_TOKEN] the bearer token itself (prefer a file)\n", "");
+  printf("  %-36s a token is %d to %d bytes of printable ASCII without spaces; surrounding\n", "", SEGOPS_TOKEN_MIN,
+         SEGOPS_TOKEN_MAX);
+  printf("  %-36s whitespace and newlines are trimmed; anything else refuses to start\n\n", "");
   printf(
       "With a token configured, every path but /healthz and /readyz needs\n"
       "'Authorization: Bearer <token>'. SIGTERM or SIGINT drains and exits 0.\n");
@@ -336,10 +384,8 @@ int segops_config_load(segops_config *c, int argc, char **argv, char *err, size_
     }
   }
   const char *envtok = getenv("SEGOPS_TOKEN");
-  if (envtok && *envtok && !c->token) {
-    c->token = strdup(envtok);
-    if (!c->token) return SEGOPS_CONFIG_ERROR;
-  }
+  if (envtok && !c->token && set_token(c, envtok, strlen(envtok), "SEGOPS_TOKEN", err, errlen))
+    return SEGOPS_CONFIG_ERROR;
   /* 3. flags: --name VALUE or --name=VALUE */
   for (int a = 1; a < argc; a++) {
     const char *s = argv[a];
@@ -384,10 +430,6 @@ int segops_config_load(segops_config *c, int argc, char **argv, char *err, size_
   if (c->http_threads <= 0) {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     c->http_threads = c->threads > 0 ? c->threads : (int)(cpus < 2 ? 2 : cpus > 64 ? 64 : cpus);
-  }
-  if (c->token && !*c->token) {
-    free(c->token);
-    c->token = NULL;
   }
   return SEGOPS_CONFIG_OK;
 }

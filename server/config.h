@@ -6,6 +6,9 @@
 #include <stdint.h>
 
 #define SEGOPS_MAX_DEVICE_LIST 64
+/* Bounds on a configured bearer token, in bytes (config.c: set_token). */
+#define SEGOPS_TOKEN_MIN 8
+#define SEGOPS_TOKEN_MAX 1024
 #define SEGOPS_MAX_LISTEN 8
 
 /* One --listen address: TCP HOST:PORT or a unix-domain socket path ("unix:/path"). */

@@ -32,11 +32,11 @@ def main():
         assert rc == 0 and ok == 40, (rc, ok)
     finally:
         d.kill()
-    d = Daemon(segopsd, (), {"SEGOPS_TOKEN": "tok"})
+    d = Daemon(segopsd, (), {"SEGOPS_TOKEN": "load-smoke-tok"})
     try:
         rc, (n, c, ok, err, secs, rps) = run(load, d.url, "-n", "20", "-c", "4")
         assert rc == 1 and ok == 0 and err == 20, (rc, ok, err)
-        rc, (n, c, ok, err, secs, rps) = run(load, d.url, "-n", "20", "-c", "4", "--token", "tok")
+        rc, (n, c, ok, err, secs, rps) = run(load, d.url, "-n", "20", "-c", "4", "--token", "load-smoke-tok")
         assert rc == 0 and ok == 20, (rc, ok, err)
     finally:
         d.kill()

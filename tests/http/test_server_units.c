@@ -108,9 +108,9 @@ static void test_config(void) {
   segops_config_free(&c);
 
   setenv("SEGOPS_MAX_BODY_BYTES", "1M", 1);
-  setenv("SEGOPS_TOKEN", "envtok", 1);
+  setenv("SEGOPS_TOKEN", " envtoken\n", 1); /* trimmed */
   CHECK(load(&c, 1, a0) == SEGOPS_CONFIG_OK);
-  CHECK(c.max_body_bytes == 1 << 20 && c.token && !strcmp(c.token, "envtok"));
+  CHECK(c.max_body_bytes == 1 << 20 && c.token && !strcmp(c.token, "envtoken"));
   segops_config_free(&c);
   char *a2[] = {"segopsd", "--max-body-bytes", "2M"};
   CHECK(load(&c, 3, a2) == SEGOPS_CONFIG_OK && c.max_body_bytes == 2 << 20); /* the flag wins */
