@@ -17,7 +17,8 @@
   X(DEADLINE_EXCEEDED, -11, "deadline_exceeded", 504, "deadline exceeded")                  \
   X(INTERNAL, -12, "internal", 500, "internal error")                                       \
   X(NOMEM, -13, "resource_exhausted", 503, "out of host memory")                            \
-  X(DEVICE, -14, "internal", 500, "device error")
+  X(DEVICE, -14, "internal", 500, "device error")                                           \
+  X(NOT_IMPLEMENTED, -15, "not_implemented", 501, "not implemented")
 
 enum {
   SEGOPS_OK = 0,

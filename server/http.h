@@ -113,6 +113,18 @@ enum MHD_Result segops_http_error(segops_http_req *r, int err, int http_status, 
 /* Queues a response built from a malloc'd buffer (taken over: freed by libmicrohttpd). */
 enum MHD_Result segops_http_send_buffer(segops_http_req *r, int status, const char *ctype, char *buf, size_t len);
 
+/* --- request-head rules (http_strict.c) --- */
+
+/* Refuses, on the first call, a head libmicrohttpd let through: conflicting Content-Length,
+ * Content-Length with Transfer-Encoding (400), a Transfer-Encoding other than chunked (501),
+ * HTTP/1.1 without Host, an encoded NUL in the path (400); each answered at once with
+ * Connection: close. Returns true with *ret set when it answered. */
+bool segops_http_strict_head(segops_http_req *r, const char *url, const char *version, enum MHD_Result *ret);
+/* MHD_OPTION_UNESCAPE_CALLBACK: percent-decoding that leaves %2F and %00 as written. */
+size_t segops_http_unescape(void *cls, struct MHD_Connection *conn, char *s);
+/* The head announces a body (Transfer-Encoding, or a Content-Length other than 0). */
+bool segops_http_has_body(struct MHD_Connection *conn);
+
 /* --- routes --- */
 enum MHD_Result segops_http_info(segops_http_req *r);    /* http_routes.c */
 enum MHD_Result segops_http_metrics(segops_http_req *r); /* http_routes.c */

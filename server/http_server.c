@@ -50,18 +50,24 @@ static enum MHD_Result not_found(segops_http_req *r, const char *url) {
 /* Decides what a request gets from its headers alone. Errors found here are deferred (see
  * PH_ERROR) unless the body is large or of unknown length: then the answer goes out at once and
  * libmicrohttpd closes the connection instead of reading the body. */
-static enum MHD_Result first_call(segops_http_req *r, const char *url, const char *method) {
+static enum MHD_Result first_call(segops_http_req *r, const char *url, const char *method, const char *version) {
   segops_server *srv = r->srv;
   const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
   const char *te = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
-  r->defer_errors = !te && (!cl || strtoull(cl, NULL, 10) <= 64 * 1024);
+  /* Not deferred when the client waits for 100 Continue: answering now sends no 100. */
+  r->defer_errors = !te && (!cl || strtoull(cl, NULL, 10) <= 64 * 1024) &&
+                    !MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
   r->route = route_of(url, &r->op, &r->pass);
+  enum MHD_Result ret;
+  if (segops_http_strict_head(r, url, version, &ret)) return ret;
   bool health = r->route == SEGOPS_ROUTE_HEALTHZ || r->route == SEGOPS_ROUTE_READYZ;
+  /* Authentication is decided on the head: a request with a body is answered at once and its
+   * connection closed, so no byte of an unauthenticated body is read. */
   if (!health && srv->cfg->token &&
       !segops_http_auth_ok(MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
                            srv->cfg->token))
     return segops_http_error(r, SEGOPS_E_UNAUTHENTICATED, 0, "a valid 'Authorization: Bearer <token>' is required",
-                             NULL, false);
+                             NULL, segops_http_has_body(r->conn));
   bool get = strcmp(method, MHD_HTTP_METHOD_GET) == 0 || strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
   if (r->route == SEGOPS_ROUTE_OTHER) return not_found(r, url);
   if (r->route == SEGOPS_ROUTE_OP) {
@@ -102,7 +108,6 @@ static enum MHD_Result answer_get(segops_http_req *r) {
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_data_size,
                                   void **con_cls) {
-  (void)version;
   segops_server *srv = cls;
   segops_http_req *r = *con_cls;
   if (!r) {
@@ -115,7 +120,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     segops_watchdog_request_begin(srv->watchdog, conn);
     atomic_fetch_add(&srv->active, 1);
     segops_metrics_inflight_add(1);
-    enum MHD_Result ret = first_call(r, url, method);
+    enum MHD_Result ret = first_call(r, url, method, version);
     r->defer_errors = false;
     return ret;
   }
@@ -218,7 +223,7 @@ static int start_listener(segops_server *srv, const segops_listen_addr *a, segop
       (unsigned int)c->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)c->idle_timeout_s,
       MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024),
       MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)1024, MHD_OPTION_NOTIFY_CONNECTION, segops_watchdog_notify,
-      srv->watchdog, MHD_OPTION_END);
+      srv->watchdog, MHD_OPTION_UNESCAPE_CALLBACK, segops_http_unescape, NULL, MHD_OPTION_END);
   if (ai) freeaddrinfo(ai);
   if (!l->mhd) {
     if (a->is_unix) {
