@@ -103,9 +103,9 @@ def test_socket_mode_bits(daemon_factory, sockdir):
 
 def test_token_applies_on_unix_socket(daemon_factory, sockdir):
     path = os.path.join(sockdir, "t.sock")
-    start_with_unix(daemon_factory, path, env={"SEGOPS_TOKEN": "sekrit"})
+    start_with_unix(daemon_factory, path, env={"SEGOPS_TOKEN": "sekrit-token"})
     assert unix_request(path, "GET", "/v1/info")[0] == 401
-    assert unix_request(path, "GET", "/v1/info", headers={"Authorization": "Bearer sekrit"})[0] == 200
+    assert unix_request(path, "GET", "/v1/info", headers={"Authorization": "Bearer sekrit-token"})[0] == 200
     assert unix_request(path, "GET", "/healthz")[0] == 200
 
 
