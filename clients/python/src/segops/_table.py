@@ -69,3 +69,37 @@ def input_names(op, pass_):
 
 def output_names(op, pass_):
     return FUNCS[(op, pass_)][1]
+
+# Shapes, as segops.torch's fake (meta) implementations and vmap rules need them.
+# op -> {forward input: its leading dimension, "N" (elements) or "S" (segments)}
+LEADS = {
+    "segmented_sum": {"x": "N"},
+    "segmented_dot": {"x": "N", "y": "N"},
+    "segmented_mul": {"x": "N", "y": "S"},
+    "segmented_mean": {"x": "N"},
+    "segmented_rms_norm": {"x": "N"},
+    "segmented_matvec": {"v": "N", "m": "S"},
+}
+# op -> (leading dimension of the forward's `out`, the forward input whose trailing
+# dimensions `out` has, or None for none): e.g. sum's out is (S,) + x.shape[1:].
+OUT_SHAPE = {
+    "segmented_sum": ("S", "x"),
+    "segmented_dot": ("S", None),
+    "segmented_mul": ("N", "x"),
+    "segmented_mean": ("S", "x"),
+    "segmented_rms_norm": ("S", None),
+    "segmented_matvec": ("N", "v"),
+}
+assert set(LEADS) == set(OPS) == set(OUT_SHAPE)
+
+
+def lead_of(op, name):
+    """Leading dimension ("N" or "S") of any tensor argument or output of op's functions:
+    a forward input a, gg_a and grad_a lead like a; out, g_out and grad_g_out like out."""
+    base = name
+    for prefix in ("grad_", "gg_"):
+        if base.startswith(prefix):
+            base = base[len(prefix) :]
+    if base in ("out", "g_out"):
+        return OUT_SHAPE[op][0]
+    return LEADS[op][base]

@@ -1,17 +1,51 @@
 """segops.torch: the six segment ops on torch tensors, differentiable to second order; the
-forward, the backward and the double backward each run on the segops server (SPEC §6).
+forward, the backward and the double backward each run on the segops server (the formulas:
+proto/API.md, "Formulas").
 
     import segops.torch as st
     e = st.segmented_sum(st.segmented_dot(x, x, idx, S), ...)
-Tensors go to the server as CPU numpy arrays and results come back on the first input's
-device. idx and num_segments receive no gradient. A third derivative raises (the double
-backward is not itself differentiable)."""
+
+Each function is a torch.library custom op (`torch.ops.segops.<op>_<pass>`, 18 in all) with a
+fake implementation and registered autograd, so `torch.compile(model, fullgraph=True)` keeps
+the calls as opaque nodes, and torch.func.grad / vjp / jacrev / vmap work (a vmapped call is
+one server call). Forward-mode AD (jvp, jacfwd) is not available. A third derivative raises.
+
+Tensors go to the server from CPU memory (a GPU tensor is copied to pinned memory first) and
+results come back on the inputs' device. idx and num_segments receive no gradient.
+
+The server: `client=` on a call (a segops.Client or a URL string), else the one set with
+set_client() / use_client(), else segops.default_client() ($SEGOPS_URL).
+"""
+
+import contextlib
+import threading
+import weakref
 
 import numpy as np
 import torch
-from torch.autograd.function import once_differentiable
 
-from . import _table, default_client
+from . import Client, _table, default_client
+
+_MIN_TORCH = (2, 4)
+
+
+def _torch_version():
+    try:
+        return tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+    except ValueError:
+        return (0, 0)
+
+
+if _torch_version() < _MIN_TORCH or not all(
+    hasattr(torch.library, f) for f in ("custom_op", "register_fake", "register_autograd")
+):
+    raise ImportError(
+        f"segops.torch needs torch >= {_MIN_TORCH[0]}.{_MIN_TORCH[1]} (torch.library.custom_op, "
+        f"register_fake, register_autograd); this is torch {torch.__version__}. Upgrade torch "
+        "(pip install 'torch>=2.4'), or use the numpy functions of `segops`."
+    )
+
+from . import _torch_func, _torch_ops  # noqa: E402  (registers torch.ops.segops.*)
 
 __all__ = [
     "segmented_sum",
@@ -20,131 +54,179 @@ __all__ = [
     "segmented_mean",
     "segmented_rms_norm",
     "segmented_matvec",
+    "set_client",
+    "get_client",
+    "use_client",
 ]
 
+# ---- which server: custom ops take a string key, resolved when the op runs ----
 
-def _build_plans():
-    """Per op, from the table: forward inputs, the forward inputs the backward reads (the
-    backward's differentiable inputs besides g_out), and the double backward's outputs."""
-    plans = {}
-    for op, (fwd, _) in _table.OPS.items():
-        bwd_in, bwd_out = _table.FUNCS[(op, "backward")]
-        reads = tuple(n for n, use in bwd_in if n != "g_out" and use == _table.REQ)
-        dbl_out = _table.output_names(op, "double_backward")
-        # The double backward returns one gradient per differentiable input of the backward.
-        assert dbl_out == ("grad_g_out",) + tuple("grad_" + n for n in reads), op
-        assert bwd_out == tuple("grad_" + n for n in fwd), op
-        plans[op] = (fwd, reads)
-    return plans
+_lock = threading.Lock()
+_current = None  # the client set with set_client / use_client (None: segops.default_client())
+_objects = weakref.WeakValueDictionary()  # "obj:<id>" -> Client passed as client=
+_by_url = {}  # URL -> Client made for client="http://..."
 
 
-_PLANS = _build_plans()
+def _as_client(client):
+    if client is None or isinstance(client, Client) or hasattr(client, "call"):
+        return client
+    if isinstance(client, str):
+        with _lock:
+            c = _by_url.get(client)
+            if c is None:
+                c = _by_url[client] = Client(client)
+        return c
+    raise TypeError(f"segops.torch: client must be a segops.Client, a URL string or None, not {type(client).__name__}")
 
 
-def _np(t):
-    t = t.detach()
-    if t.device.type != "cpu":
-        t = t.cpu()
-    return t.resolve_conj().resolve_neg().numpy()
+def set_client(client):
+    """Sets the server segops.torch uses when a call passes no client= (a segops.Client, a URL
+    string, or None for segops.default_client()). Process-wide, not per thread: the backward of
+    a GPU graph runs on autograd's own threads. Returns the previous setting."""
+    global _current
+    client = _as_client(client)
+    with _lock:
+        prev, _current = _current, client
+    return prev
 
 
-def _torch(a, device):
-    t = torch.from_numpy(a)
-    return t if device.type == "cpu" else t.to(device, non_blocking=False)
+def get_client():
+    """The client a call without client= uses now."""
+    c = _current
+    return c if c is not None else default_client()
 
 
-class _Spec:
-    """What every pass of one op call shares (not a tensor: autograd ignores it)."""
-
-    __slots__ = ("client", "op", "idx", "num_segments")
-
-    def __init__(self, client, op, idx, num_segments):
-        self.client = client
-        self.op = op
-        self.idx = idx
-        self.num_segments = num_segments
-
-    def run(self, pass_, args, outputs=None):
-        args["idx"] = self.idx
-        args["num_segments"] = self.num_segments
-        return self.client.call(self.op, pass_, args, outputs=outputs)
+@contextlib.contextmanager
+def use_client(client):
+    """with segops.torch.use_client(c): ...: set_client(c) for the block (process-wide)."""
+    prev = set_client(client)
+    try:
+        yield _current
+    finally:
+        set_client(prev)
 
 
-class _Forward(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, sp, *inputs):
-        fwd, reads = _PLANS[sp.op]
-        ctx.set_materialize_grads(False)
-        ctx.sp = sp
-        out = sp.run("forward", {n: _np(t) for n, t in zip(fwd, inputs)})["out"]
-        ctx.save_for_backward(*(t for n, t in zip(fwd, inputs) if n in reads))
-        return _torch(out, inputs[0].device)
-
-    @staticmethod
-    def backward(ctx, g_out):
-        sp = ctx.sp
-        fwd, _ = _PLANS[sp.op]
-        need = ctx.needs_input_grad[1:]
-        if g_out is None or not any(need):
-            return (None,) * (1 + len(fwd))
-        wanted = tuple(i for i, nd in enumerate(need) if nd)
-        grads = _Backward.apply(sp, wanted, g_out, *ctx.saved_tensors)
-        res = [None] * len(fwd)
-        for i, g in zip(wanted, grads):
-            res[i] = g
-        return (None, *res)
+@torch.compiler.assume_constant_result
+def _key_of_object(client):
+    key = f"obj:{id(client)}"
+    _objects[key] = client
+    return key
 
 
-class _Backward(torch.autograd.Function):
-    """The server's backward as a function of (g_out, the forward inputs it reads), so that
-    autograd can differentiate it once more through the server's double backward."""
-
-    @staticmethod
-    def forward(ctx, sp, wanted, g_out, *reads_t):
-        fwd, reads = _PLANS[sp.op]
-        ctx.set_materialize_grads(False)
-        ctx.sp = sp
-        ctx.wanted = wanted
-        args = {"g_out": _np(g_out)}
-        args.update((n, _np(t)) for n, t in zip(reads, reads_t))
-        names = ["grad_" + fwd[i] for i in wanted]
-        res = sp.run("backward", args, names)
-        ctx.save_for_backward(g_out, *reads_t)
-        return tuple(_torch(res[n], g_out.device) for n in names)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, *ggs):
-        sp = ctx.sp
-        fwd, reads = _PLANS[sp.op]
-        need = ctx.needs_input_grad[2:]  # (g_out, *reads)
-        if not any(need) or all(g is None for g in ggs):
-            return (None, None) + (None,) * len(need)
-        g_out, *reads_t = ctx.saved_tensors
-        args = {}
-        for i, gg in zip(ctx.wanted, ggs):
-            if gg is not None:  # autograd's None cotangent: zeros, not sent
-                args["gg_" + fwd[i]] = _np(gg)
-        args["g_out"] = _np(g_out)
-        args.update((n, _np(t)) for n, t in zip(reads, reads_t))
-        grad_names = ("grad_g_out",) + tuple("grad_" + n for n in reads)
-        names = [n for n, nd in zip(grad_names, need) if nd]
-        res = sp.run("double_backward", args, names)
-        dev = g_out.device
-        return (None, None) + tuple(_torch(res[n], dev) if nd else None for n, nd in zip(grad_names, need))
+def _client_key(client):
+    """The key a custom op carries: "" for the current client, a URL, or "obj:<id>"."""
+    if client is None:
+        return ""
+    if isinstance(client, str):
+        return client
+    if isinstance(client, Client) or hasattr(client, "call"):
+        return _key_of_object(client)
+    raise TypeError(f"segops.torch: client must be a segops.Client, a URL string or None, not {type(client).__name__}")
 
 
-def _idx_np(idx):
-    if isinstance(idx, torch.Tensor):
-        return _np(idx)
-    return np.asarray(idx)
+def _resolve(key):
+    if key == "":
+        return get_client()
+    if key.startswith("obj:"):
+        c = _objects.get(key)
+        if c is None:
+            raise RuntimeError(
+                "segops.torch: the Client this call (or compiled graph) was made with no longer "
+                "exists; keep a reference to it, or pass client= as a URL string"
+            )
+        return c
+    return _as_client(key)
+
+
+_torch_ops.resolve_client = _resolve
+
+# ---- friendly checks, before anything is traced or sent ----
+
+_SENDABLE = (torch.float32, torch.float64)
+_INDEX = (torch.int32, torch.int64)
+
+
+def _check(fname, names, values, idx):
+    dev = None
+    for name, t in list(zip(names, values)) + [("idx", idx)]:
+        if isinstance(t, np.ndarray):
+            alt = "torch.from_numpy(" + name + ")"
+            raise TypeError(
+                f"segops.torch.{fname}: {name} is a numpy array; pass a torch.Tensor ({alt}), "
+                f"or call segops.{fname} for numpy arrays"
+            )
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"segops.torch.{fname}: {name} must be a torch.Tensor, not {type(t).__name__}")
+        if name == "idx":
+            if t.dtype not in _INDEX:
+                raise TypeError(f"segops.torch.{fname}: idx has dtype {t.dtype}; it must be torch.int32 or torch.int64")
+        elif t.dtype not in _SENDABLE:
+            hint = f" (convert with {name}.float() or {name}.double())" if t.is_floating_point() or t.is_complex() else ""
+            raise TypeError(
+                f"segops.torch.{fname}: {name} has dtype {t.dtype}; segops computes in torch.float32 "
+                f"or torch.float64{hint}"
+            )
+        if dev is None:
+            dev, first = t.device, name
+        elif t.device != dev:
+            raise ValueError(
+                f"segops.torch.{fname}: {name} is on {t.device} but {first} is on {dev}; "
+                "all tensors of one call must be on one device"
+            )
+
+
+def _segments(fname, num_segments):
+    if isinstance(num_segments, torch.Tensor):
+        if num_segments.numel() != 1 or num_segments.is_floating_point():
+            raise TypeError(f"segops.torch.{fname}: num_segments must be an integer (or a one-element integer tensor)")
+        return int(num_segments.item())
+    if isinstance(num_segments, (bool, float)) or not isinstance(num_segments, (int, np.integer, torch.SymInt)):
+        raise TypeError(f"segops.torch.{fname}: num_segments must be an integer, not {type(num_segments).__name__}")
+    return num_segments if isinstance(num_segments, (int, torch.SymInt)) else int(num_segments)
+
+
+def _transforms():
+    """Names of the torch.func transforms active around this call ("Grad", "Jvp", "Vmap", ...)."""
+    try:
+        stack = torch._C._functorch.get_interpreter_stack() or ()
+        return {str(i.key()).rsplit(".", 1)[-1] for i in stack}
+    except (AttributeError, RuntimeError):
+        return set()
+
+
+def _forward_ad(fname, names, inputs):
+    try:
+        from torch.autograd import forward_ad
+
+        if forward_ad._current_level < 0:
+            return
+        for name, t in zip(names, inputs):
+            if forward_ad.unpack_dual(t).tangent is not None:
+                raise NotImplementedError(
+                    f"segops.torch.{fname}: {name} carries a forward-mode tangent; the server computes "
+                    "reverse-mode derivatives only (use torch.autograd.grad, torch.func.vjp or jacrev)"
+                )
+    except (ImportError, AttributeError):
+        pass
 
 
 def _apply(op, inputs, idx, num_segments, client):
-    if isinstance(num_segments, torch.Tensor):
-        num_segments = num_segments.item()
-    sp = _Spec(client or default_client(), op, _idx_np(idx), num_segments)
-    return _Forward.apply(sp, *inputs)
+    names = _table.OPS[op][0]
+    _check(op, names, inputs, idx)
+    s = _segments(op, num_segments)
+    args = (*inputs, idx, s, _client_key(client))
+    if torch.compiler.is_compiling():
+        return _torch_ops.OPS[(op, "forward")](*args)
+    tf = _transforms()
+    if "Jvp" in tf:
+        raise NotImplementedError(
+            f"segops.torch.{op}: forward-mode AD (torch.func.jvp, jacfwd) is not supported: the server "
+            "computes reverse-mode derivatives only (use torch.func.vjp, jacrev or hessian = jacrev(jacrev))"
+        )
+    _forward_ad(op, names, inputs)
+    if "Grad" in tf:
+        return _torch_func.forward(op, *args)
+    return _torch_ops.OPS[(op, "forward")](*args)
 
 
 def segmented_sum(x, idx, num_segments, *, client=None):
@@ -168,7 +250,8 @@ def segmented_mean(x, idx, num_segments, *, client=None):
 
 
 def segmented_rms_norm(x, idx, num_segments, *, client=None):
-    """out[s] = sqrt(mean of |x[i]|^2 over idx[i] == s); x (N,3) -> (S,)."""
+    """out[s] = sqrt(mean of |x[i]|^2 over idx[i] == s), 0 for an empty or all-zero segment (with
+    gradient 0); x (N,3) -> (S,)."""
     return _apply("segmented_rms_norm", (x,), idx, num_segments, client)
 
 

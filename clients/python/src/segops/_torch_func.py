@@ -1,0 +1,93 @@
+"""_torch_func.py: the same three levels of derivatives as autograd.Functions with
+setup_context, used under torch.func's grad transforms (grad, vjp, jacrev, hessian), which do
+not accept the autograd that torch.library registers on custom ops. Each level calls the same
+custom ops (torch.ops.segops.*) and the same gradient plumbing as _torch_ops."""
+
+import torch
+
+from . import _table, _torch_ops
+
+
+class _Double(torch.autograd.Function):
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(op, *args):
+        return _torch_ops.OPS[(op, "double_backward")](*args)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+    @staticmethod
+    def backward(ctx, *grads):
+        _torch_ops.no_third()
+
+
+class _Backward(torch.autograd.Function):
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(op, *args):
+        return _torch_ops.OPS[(op, "backward")](*args)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        op, args = inputs[0], inputs[1:]
+        k = len(_torch_ops.FNS[(op, "backward")].ins)
+        ctx.op = op
+        ctx.s_key_want = args[k + 1 : k + 4]
+        ctx.save_for_backward(*args[:k], args[k])
+        ctx.set_materialize_grads(False)
+
+    @staticmethod
+    def backward(ctx, *ggs):
+        op = ctx.op
+        names = _torch_ops.FNS[(op, "backward")].ins
+        *saved, idx = ctx.saved_tensors
+        s, key, want = ctx.s_key_want
+        need = dict(zip(names, ctx.needs_input_grad[1 : 1 + len(names)]))
+
+        def call(*a):
+            return _Double.apply(op, *a)
+
+        grads = _torch_ops.backward_vjp(op, call, ggs, want, need, dict(zip(names, saved)), idx, s, key)
+        return (None,) + grads + (None,) * 4
+
+
+class _Forward(torch.autograd.Function):
+    generate_vmap_rule = True
+
+    @staticmethod
+    def forward(op, *args):
+        return _torch_ops.OPS[(op, "forward")](*args)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        op, args = inputs[0], inputs[1:]
+        fwd = _table.OPS[op][0]
+        reads = _torch_ops.reads_of(op)
+        named = dict(zip(fwd, args))
+        ctx.op = op
+        ctx.s_key = args[len(fwd) + 1 :]
+        ctx.save_for_backward(args[len(fwd)], *(named[n] for n in reads))
+        ctx.set_materialize_grads(False)
+
+    @staticmethod
+    def backward(ctx, g_out):
+        op = ctx.op
+        fwd = _table.OPS[op][0]
+        idx, *saved = ctx.saved_tensors
+        s, key = ctx.s_key
+        need = ctx.needs_input_grad[1 : 1 + len(fwd)]
+
+        def call(*a):
+            return _Backward.apply(op, *a)
+
+        grads = _torch_ops.forward_vjp(op, call, g_out, need, dict(zip(_torch_ops.reads_of(op), saved)), idx, s, key)
+        return (None,) + grads + (None, None, None)
+
+
+def forward(op, *args):
+    """The forward of op under a torch.func grad transform: (*inputs, idx, s, key)."""
+    return _Forward.apply(op, *args)

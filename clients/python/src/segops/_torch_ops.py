@@ -1,0 +1,296 @@
+"""_torch_ops.py: the 18 functions as torch.library custom ops `segops::<op>_<pass>`, each with
+a fake (meta) implementation, a vmap rule, and autograd to second order: the forward's
+backward calls the backward op, whose backward calls the double-backward op, whose backward
+raises. torch.compile keeps every call opaque (one node per server call).
+
+Schema of every op: the function's tensor arguments in the op table's order (cotangents and
+arguments the formula does not read are `Tensor?`), `Tensor idx`, `SymInt num_segments`,
+`str client` (a key that segops.torch resolves to a Client when the op runs), and for the
+backward and double backward `int want`, a bit mask of the outputs to compute (bit k: output
+k of the table); an output not asked for comes back as an empty tensor.
+"""
+
+import torch
+
+from . import _table
+
+NAMESPACE = "segops"
+_FLOATS = (torch.float32, torch.float64)
+
+# Set by segops.torch: client key -> Client, called when an op runs (not when it is traced).
+resolve_client = None
+
+
+class _Fn:
+    """One function: its op-table row and the shapes of its outputs."""
+
+    def __init__(self, op, pass_):
+        self.op, self.pass_ = op, pass_
+        ins, self.outs = _table.FUNCS[(op, pass_)]
+        self.ins = tuple(n for n, _ in ins)
+        self.optional = tuple(use != _table.REQ for _, use in ins)
+        self.has_want = pass_ != "forward"
+        self.qualname = f"{NAMESPACE}::{op}_{pass_}"
+        args = ", ".join(f"Tensor{'?' if o else ''} {n}" for n, o in zip(self.ins, self.optional))
+        ret = "Tensor" if len(self.outs) == 1 else "(" + ", ".join(["Tensor"] * len(self.outs)) + ")"
+        want = ", int want" if self.has_want else ""
+        self.schema = f"({args}, Tensor idx, SymInt num_segments, str client{want}) -> {ret}"
+
+    def split(self, args):
+        """(tensors by name, idx, num_segments, client key, want mask)."""
+        k = len(self.ins)
+        named = dict(zip(self.ins, args[:k]))
+        idx, s, client = args[k], args[k + 1], args[k + 2]
+        want = args[k + 3] if self.has_want else 1
+        return named, idx, s, client, want
+
+    def out_shape(self, name, named, n, s):
+        """Shape of output `name` given the call's tensors (some may be None)."""
+        size = {"N": n, "S": s}
+        if name == "out" or name == "grad_g_out":
+            lead, src = _table.OUT_SHAPE[self.op]
+            if name == "grad_g_out" and named.get("g_out") is not None:
+                return tuple(named["g_out"].shape)
+            if src is None:
+                return (size[lead],)
+            for cand in (src, "gg_" + src):
+                if named.get(cand) is not None:
+                    return (size[lead],) + tuple(named[cand].shape[1:])
+            raise ValueError(f"{self.op} {self.pass_}: the shape of {name} needs {src} or gg_{src}")
+        a = name[len("grad_") :]
+        if named.get(a) is not None:
+            return tuple(named[a].shape)
+        # Only the sum and mean backward omit their x: grad_x is (N,) + g_out's trailing dims.
+        g = named.get("g_out")
+        if g is None:
+            raise ValueError(f"{self.op} {self.pass_}: the shape of {name} needs {a} or g_out")
+        return (size[_table.LEADS[self.op][a]],) + tuple(g.shape[1:])
+
+
+FNS = {key: _Fn(*key) for key in _table.FUNCS}
+
+
+def _first_float(named):
+    for t in named.values():
+        if t is not None:
+            return t
+    raise ValueError("no tensor argument")
+
+
+def _to_host(tensors):
+    """CPU copies of tensors (None kept): from a GPU into pinned memory, asynchronously, with one
+    synchronization for all of them."""
+    out, streams = [], set()
+    for t in tensors:
+        if t is None or t.device.type == "cpu":
+            out.append(t)
+            continue
+        host = torch.empty(t.shape, dtype=t.dtype, pin_memory=torch.cuda.is_available() and t.is_cuda)
+        host.copy_(t, non_blocking=True)
+        out.append(host)
+        if t.is_cuda:
+            streams.add(torch.cuda.current_stream(t.device))
+    for st in streams:
+        st.synchronize()
+    return out
+
+
+def _np(t):
+    return None if t is None else t.detach().resolve_conj().resolve_neg().numpy()
+
+
+def _from_np(a, device):
+    t = torch.from_numpy(a)
+    if device.type == "cpu":
+        return t
+    if device.type == "cuda":
+        t = t.pin_memory()  # from the caching host allocator, which keeps it until the copy ends
+    return t.to(device, non_blocking=True)
+
+
+def _make_impl(fn):
+    def impl(*args):
+        named, idx, s, key, want = fn.split(args)
+        ref = _first_float(named)
+        dev, dtype = ref.device, ref.dtype
+        names = list(named) + ["idx"]
+        host = _to_host(list(named.values()) + [idx])
+        wire = {n: _np(t) for n, t in zip(names, host) if t is not None}
+        wire["num_segments"] = int(s)
+        outputs = [o for k, o in enumerate(fn.outs) if want >> k & 1]
+        client = resolve_client(key)
+        res = client.call(fn.op, fn.pass_, wire, outputs=None if len(outputs) == len(fn.outs) else outputs)
+        got = []
+        for k, o in enumerate(fn.outs):
+            if want >> k & 1:
+                got.append(_from_np(res[o], dev))
+            else:
+                got.append(torch.empty(0, dtype=dtype, device=dev))
+        return got[0] if len(got) == 1 else tuple(got)
+
+    impl.__name__ = f"{fn.op}_{fn.pass_}"
+    return impl
+
+
+def _make_fake(fn):
+    def fake(*args):
+        named, idx, s, _, want = fn.split(args)
+        ref = _first_float(named)
+        n = idx.shape[0]
+        got = []
+        for k, o in enumerate(fn.outs):
+            shape = fn.out_shape(o, named, n, s) if want >> k & 1 else (0,)
+            got.append(ref.new_empty(shape))
+        return got[0] if len(got) == 1 else tuple(got)
+
+    return fake
+
+
+def _make_vmap(fn, op_handle):
+    """vmap as one server call: B problems of S segments each are one problem of B*S segments
+    (a batched tensor's leading N or S dimension folds into the batch; idx gets b*S added), so a
+    vmapped or jacrev'd call costs one round trip, not B."""
+    names = fn.ins + ("idx",)
+
+    def rule(info, in_dims, *args):
+        named, idx, s, key, want = fn.split(args)
+        b = info.batch_size
+        dims = dict(zip(names, in_dims))
+        n = idx.shape[dims["idx"] + 1 if dims["idx"] is not None else 0]
+        flat = []
+        for name in fn.ins:
+            t, d = named[name], dims[name]
+            if t is None:
+                flat.append(None)
+                continue
+            t = t.movedim(d, 0) if d is not None else t.unsqueeze(0).expand(b, *t.shape)
+            flat.append(t.reshape((b * t.shape[1],) + tuple(t.shape[2:])))
+        i = idx.movedim(dims["idx"], 0) if dims["idx"] is not None else idx.unsqueeze(0).expand(b, n)
+        off = torch.arange(b, dtype=i.dtype, device=i.device).unsqueeze(1) * s
+        i = (i + off).reshape(b * n)
+        extra = (want,) if fn.has_want else ()
+        res = op_handle(*flat, i, b * s, key, *extra)
+        res = (res,) if len(fn.outs) == 1 else res
+        size = {"N": n, "S": s}
+        out = []
+        for k, (o, r) in enumerate(zip(fn.outs, res)):
+            if want >> k & 1:
+                out.append(r.reshape((b, size[_table.lead_of(fn.op, o)]) + tuple(r.shape[1:])))
+            else:
+                out.append(r.new_empty((b, 0)))
+        if len(out) == 1:
+            return out[0], 0
+        return tuple(out), (0,) * len(out)
+
+    return rule
+
+
+def no_third():
+    raise RuntimeError(
+        "segops.torch: third derivative not supported: the double backward is the last "
+        "derivative the server computes (differentiate at most twice)"
+    )
+
+
+def _mask(flags):
+    return sum(1 << k for k, f in enumerate(flags) if f)
+
+
+def _register():
+    ops = {}
+    for key, fn in FNS.items():
+        op = torch.library.custom_op(fn.qualname, _make_impl(fn), mutates_args=(), schema=fn.schema)
+        op.register_fake(_make_fake(fn))
+        ops[key] = op
+    for key, fn in FNS.items():
+        if hasattr(torch.library, "register_vmap"):
+            torch.library.register_vmap(fn.qualname, _make_vmap(fn, ops[key]))
+    for op_name, (fwd, _) in _table.OPS.items():
+        _autograd_forward(op_name, fwd, ops)
+        _autograd_backward(op_name, fwd, ops)
+        ops[(op_name, "double_backward")].register_autograd(lambda ctx, *grads: no_third())
+    return ops
+
+
+def reads_of(op_name):
+    """The forward inputs the backward reads (saved for it); the others are passed as None."""
+    bwd = FNS[(op_name, "backward")]
+    return tuple(n for n, o in zip(bwd.ins, bwd.optional) if n != "g_out" and not o)
+
+
+def forward_vjp(op_name, call, g_out, need, have, idx, s, key):
+    """Gradients of the forward's inputs (None where need is False), by call = the backward op
+    (or a function standing for it). have: forward input name -> saved tensor."""
+    fwd = _table.OPS[op_name][0]
+    if g_out is None or not any(need):
+        return (None,) * len(fwd)
+    bwd = FNS[(op_name, "backward")]
+    args = [g_out if n == "g_out" else have.get(n) for n in bwd.ins]
+    res = call(*args, idx, s, key, _mask(need))
+    res = (res,) if len(fwd) == 1 else res
+    return tuple(r if nd else None for r, nd in zip(res, need))
+
+
+def backward_vjp(op_name, call, ggs, want, need_by_name, have, idx, s, key):
+    """Gradients of the backward's tensor inputs (g_out and the forward inputs, by name in
+    have), by call = the double-backward op; ggs: the cotangents of the backward's outputs."""
+    fwd = _table.OPS[op_name][0]
+    bwd = FNS[(op_name, "backward")]
+    dbl = FNS[(op_name, "double_backward")]
+    # Its outputs: grad_g_out, then grad_<a> for each forward input the backward reads.
+    diff = tuple(o[len("grad_") :] for o in dbl.outs)
+    need = [need_by_name.get(d, False) for d in diff]
+    ggs = [g if (want >> k & 1) else None for k, g in enumerate(ggs)]
+    if not any(need) or all(g is None for g in ggs):
+        return (None,) * len(bwd.ins)
+    gg = dict(zip(("gg_" + a for a in fwd), ggs))
+    args = [gg[n] if n.startswith("gg_") else have.get(n) for n in dbl.ins]
+    res = call(*args, idx, s, key, _mask(need))
+    res = (res,) if len(dbl.outs) == 1 else res
+    by_name = {d: (r if nd else None) for d, r, nd in zip(diff, res, need)}
+    return tuple(by_name.get(n) for n in bwd.ins)
+
+
+def _autograd_forward(op_name, fwd, ops):
+    reads = reads_of(op_name)
+    backward_op = ops[(op_name, "backward")]
+
+    def setup_context(ctx, inputs, output):
+        named = dict(zip(fwd, inputs[: len(fwd)]))
+        ctx.idx_s_key = inputs[len(fwd) :]
+        ctx.save_for_backward(inputs[len(fwd)], *(named[n] for n in reads))
+        ctx.set_materialize_grads(False)
+
+    def backward(ctx, g_out):
+        idx, *saved = ctx.saved_tensors
+        _, s, key = ctx.idx_s_key
+        need = ctx.needs_input_grad[: len(fwd)]
+        grads = forward_vjp(op_name, backward_op, g_out, need, dict(zip(reads, saved)), idx, s, key)
+        return grads + (None, None, None)
+
+    ops[(op_name, "forward")].register_autograd(backward, setup_context=setup_context)
+
+
+def _autograd_backward(op_name, fwd, ops):
+    bwd = FNS[(op_name, "backward")]
+    dbl_op = ops[(op_name, "double_backward")]
+
+    def setup_context(ctx, inputs, output):
+        k = len(bwd.ins)
+        ctx.idx_s_key = inputs[k : k + 3]
+        ctx.want = inputs[k + 3]
+        ctx.save_for_backward(*inputs[:k], inputs[k])
+        ctx.set_materialize_grads(False)
+
+    def backward(ctx, *ggs):
+        *saved, idx = ctx.saved_tensors
+        _, s, key = ctx.idx_s_key
+        need_by_name = dict(zip(bwd.ins, ctx.needs_input_grad[: len(bwd.ins)]))
+        have = dict(zip(bwd.ins, saved))
+        grads = backward_vjp(op_name, dbl_op, ggs, ctx.want, need_by_name, have, idx, s, key)
+        return grads + (None,) * 4
+
+    ops[(op_name, "backward")].register_autograd(backward, setup_context=setup_context)
+
+
+OPS = _register()
