@@ -60,7 +60,9 @@ if [ ! -x .venv/bin/python ]; then
 fi
 pip() { .venv/bin/python -m pip -q --disable-pip-version-check "$@"; }
 have() { .venv/bin/python -c "import $1" 2>/dev/null; }
-have numpy && have msgpack && have pytest && have yaml || pip install numpy msgpack pytest pyyaml
+have numpy && have msgpack && have pytest && have yaml && have wheel || pip install numpy msgpack pytest pyyaml wheel
+# The client's distribution was called "segops" before it became "segops-client": drop the old name.
+if .venv/bin/python -m pip show segops 2>/dev/null | grep -q "clients/python"; then pip uninstall -y segops >/dev/null; fi
 if [ -f clients/python/pyproject.toml ]; then
   pip install --no-deps -e ./clients/python >/dev/null
 fi

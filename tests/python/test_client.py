@@ -17,8 +17,8 @@ def _sum_args():
 
 
 def test_health_and_info(client):
-    assert client.health() == {"status": "ok"}
-    assert client.ready() is True
+    assert client.health() == segops.Status(True, "ok", 200) and client.health()
+    assert client.ready() == segops.Status(True, "ready", 200) and client.ready()
     info = client.info()
     assert isinstance(info, dict)
     assert "version" in info and "backend" in info
@@ -169,7 +169,7 @@ def test_token_auth(start_daemon, own_daemons):
     anon = segops.Client(d.url, token="")
     _expect(segops.Unauthenticated, 401, "unauthenticated", lambda: anon.segmented_sum(x, idx, 3))
     _expect(segops.Unauthenticated, 401, "unauthenticated", lambda: anon.info())
-    assert anon.health() == {"status": "ok"}  # /healthz needs no token
+    assert anon.health().ok and anon.ready().ok  # /healthz and /readyz need no token
     wrong = segops.Client(d.url, token="not-it")
     _expect(segops.Unauthenticated, 401, "unauthenticated", lambda: wrong.segmented_sum(x, idx, 3))
     good = segops.Client(d.url, token="s3cret-token")
@@ -220,7 +220,7 @@ def test_default_client_from_env(server_url, monkeypatch):
         gx = segops.segmented_sum_backward(np.array([1.0, 2.0, 3.0]), None, idx, 3)
         np.testing.assert_array_equal(gx, [1, 1, 2, 2, 2, 3])
         assert segops.default_client().url == server_url
-        assert segops.health() == {"status": "ok"}
+        assert segops.health().ok and segops.ready().ok
     finally:
         c = segops.set_default_client(prev)
         if c is not None:

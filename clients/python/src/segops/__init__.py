@@ -1,5 +1,6 @@
-"""segops: Python client of the segops daemon (SPEC §6): segment operations on numpy arrays,
-run by a server; `segops.torch` adds torch autograd to second order.
+"""segops: Python client of the segops daemon (distribution `segops-client`, import `segops`):
+segment operations on numpy arrays, run by a server; `segops.torch` adds torch autograd to
+second order. The wire contract and every formula: proto/API.md.
 
     import segops
     out = segops.segmented_sum(x, idx, num_segments)          # default client ($SEGOPS_URL)
@@ -10,6 +11,7 @@ run by a server; `segops.torch` adds torch autograd to second order.
 import threading
 
 from . import _table
+from ._status import Status
 from .client import DEFAULT_URL, METHOD_NAMES, Client
 from .errors import (
     DeadlineExceeded,
@@ -30,7 +32,7 @@ from .errors import (
     UnsupportedMediaType,
 )
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"  # the repository's version: CMakeLists.txt project(VERSION) says the same
 
 OPS = tuple(_table.OPS)
 PASSES = _table.PASSES
@@ -81,12 +83,19 @@ def call(op, pass_, args, *, outputs=None):
     return default_client().call(op, pass_, args, outputs=outputs)
 
 
-def info():
+def info() -> dict:
+    """Client.info on the default client."""
     return default_client().info()
 
 
-def health():
+def health() -> Status:
+    """Client.health on the default client."""
     return default_client().health()
+
+
+def ready() -> Status:
+    """Client.ready on the default client."""
+    return default_client().ready()
 
 
 __all__ = [
@@ -99,6 +108,8 @@ __all__ = [
     "set_default_client",
     "info",
     "health",
+    "ready",
+    "Status",
     "SegopsError",
     "InvalidArgument",
     "MalformedBody",

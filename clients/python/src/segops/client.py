@@ -9,6 +9,7 @@ import threading
 import urllib.parse
 
 from . import _table, _wire
+from ._status import Status
 from .errors import ProtocolError, SegopsConnectionError, SegopsError, SegopsTimeout, error_for
 
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -240,19 +241,25 @@ class Client:
         """GET /v1/info: version, backend, devices, limits and the op table (a dict)."""
         return self._roundtrip("GET", "/v1/info", read=self._read_json)
 
-    def health(self):
-        """GET /healthz: {"status": "ok"} when the daemon is alive (raises otherwise)."""
-        return self._roundtrip("GET", "/healthz", read=self._read_json)
+    def health(self) -> Status:
+        """GET /healthz: Status(ok=True, status="ok", http_status=200) while the daemon is alive.
+        No answer at all raises SegopsConnectionError / SegopsTimeout."""
+        return self._probe("/healthz")
 
-    def ready(self):
-        """GET /readyz: True when the backend can take work, False while it cannot (503)."""
+    def ready(self) -> Status:
+        """GET /readyz: Status(ok=True, status="ready") when the backend can take work;
+        ok=False with the reason ("starting", "draining", ...) while it cannot (503)."""
+        return self._probe("/readyz")
+
+    def _probe(self, path):
         try:
-            self._roundtrip("GET", "/readyz", read=lambda r: r.read())
+            body = self._roundtrip("GET", path, read=self._read_json)
         except SegopsError as e:
             if e.status == 503:
-                return False
+                return Status(False, e.message, 503)
             raise
-        return True
+        word = body.get("status", "ok") if isinstance(body, dict) else "ok"
+        return Status(True, str(word), 200)
 
 
 def _make_method(op, pass_):

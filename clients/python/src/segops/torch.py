@@ -17,9 +17,12 @@ The server: `client=` on a call (a segops.Client or a URL string), else the one 
 set_client() / use_client(), else segops.default_client() ($SEGOPS_URL).
 """
 
+from __future__ import annotations
+
 import contextlib
 import threading
 import weakref
+from typing import Iterator, Union
 
 import numpy as np
 import torch
@@ -46,6 +49,10 @@ if _torch_version() < _MIN_TORCH or not all(
     )
 
 from . import _torch_func, _torch_ops  # noqa: E402  (registers torch.ops.segops.*)
+
+Tensor = torch.Tensor
+ClientLike = Union[Client, str, None]  # a Client, a URL string, or None (the current client)
+SegmentCount = Union[int, torch.SymInt, torch.Tensor]
 
 __all__ = [
     "segmented_sum",
@@ -79,7 +86,7 @@ def _as_client(client):
     raise TypeError(f"segops.torch: client must be a segops.Client, a URL string or None, not {type(client).__name__}")
 
 
-def set_client(client):
+def set_client(client: ClientLike) -> Client | None:
     """Sets the server segops.torch uses when a call passes no client= (a segops.Client, a URL
     string, or None for segops.default_client()). Process-wide, not per thread: the backward of
     a GPU graph runs on autograd's own threads. Returns the previous setting."""
@@ -90,14 +97,14 @@ def set_client(client):
     return prev
 
 
-def get_client():
+def get_client() -> Client:
     """The client a call without client= uses now."""
     c = _current
     return c if c is not None else default_client()
 
 
 @contextlib.contextmanager
-def use_client(client):
+def use_client(client: ClientLike) -> Iterator[Client | None]:
     """with segops.torch.use_client(c): ...: set_client(c) for the block (process-wide)."""
     prev = set_client(client)
     try:
@@ -229,32 +236,38 @@ def _apply(op, inputs, idx, num_segments, client):
     return _torch_ops.OPS[(op, "forward")](*args)
 
 
-def segmented_sum(x, idx, num_segments, *, client=None):
+def segmented_sum(x: Tensor, idx: Tensor, num_segments: SegmentCount, *, client: ClientLike = None) -> Tensor:
     """out[s] = sum of x[i] over idx[i] == s; x (N,) or (N,3) -> (S,) or (S,3)."""
     return _apply("segmented_sum", (x,), idx, num_segments, client)
 
 
-def segmented_dot(x, y, idx, num_segments, *, client=None):
+def segmented_dot(
+    x: Tensor, y: Tensor, idx: Tensor, num_segments: SegmentCount, *, client: ClientLike = None
+) -> Tensor:
     """out[s] = sum of dot(x[i], y[i]) over idx[i] == s; x, y (N,) or (N,3) -> (S,)."""
     return _apply("segmented_dot", (x, y), idx, num_segments, client)
 
 
-def segmented_mul(x, y, idx, num_segments, *, client=None):
+def segmented_mul(
+    x: Tensor, y: Tensor, idx: Tensor, num_segments: SegmentCount, *, client: ClientLike = None
+) -> Tensor:
     """out[i] = x[i] * y[idx[i]]; x (N,) or (N,3), y (S,) -> like x."""
     return _apply("segmented_mul", (x, y), idx, num_segments, client)
 
 
-def segmented_mean(x, idx, num_segments, *, client=None):
+def segmented_mean(x: Tensor, idx: Tensor, num_segments: SegmentCount, *, client: ClientLike = None) -> Tensor:
     """out[s] = mean of x[i] over idx[i] == s (0 for an empty segment)."""
     return _apply("segmented_mean", (x,), idx, num_segments, client)
 
 
-def segmented_rms_norm(x, idx, num_segments, *, client=None):
+def segmented_rms_norm(x: Tensor, idx: Tensor, num_segments: SegmentCount, *, client: ClientLike = None) -> Tensor:
     """out[s] = sqrt(mean of |x[i]|^2 over idx[i] == s), 0 for an empty or all-zero segment (with
     gradient 0); x (N,3) -> (S,)."""
     return _apply("segmented_rms_norm", (x,), idx, num_segments, client)
 
 
-def segmented_matvec(v, m, idx, num_segments, *, client=None):
+def segmented_matvec(
+    v: Tensor, m: Tensor, idx: Tensor, num_segments: SegmentCount, *, client: ClientLike = None
+) -> Tensor:
     """out[i] = m[idx[i]]^T v[i]; v (N,3), m (S,3,3) -> (N,3)."""
     return _apply("segmented_matvec", (v, m), idx, num_segments, client)
