@@ -284,8 +284,11 @@ def test_numpy_input_refused(default_to):
     idx = torch.tensor([0, 1])
     with pytest.raises(TypeError, match=r"segops.torch.segmented_dot: y is a numpy array.*segops.segmented_dot"):
         st.segmented_dot(torch.ones(2), np.ones(2), idx, 2)
-    with pytest.raises(TypeError, match="segmented_sum: idx is a numpy array"):
-        st.segmented_sum(torch.ones(2), np.array([0, 1]), 2)
+    # idx takes no gradient: a numpy array or a list of integers is accepted as it is
+    assert torch.equal(st.segmented_sum(torch.ones(3), np.array([0, 1, 1]), 2), torch.tensor([1.0, 2.0]))
+    assert torch.equal(st.segmented_sum(torch.ones(3), [0, 0, 1], 2), torch.tensor([2.0, 1.0]))
+    with pytest.raises(TypeError, match=r"segmented_sum: idx has dtype float64; it must hold integers"):
+        st.segmented_sum(torch.ones(2), np.array([0.0, 1.0]), 2)
     with pytest.raises(TypeError, match="segmented_sum: x must be a torch.Tensor, not list"):
         st.segmented_sum([1.0, 2.0], idx, 2)
 

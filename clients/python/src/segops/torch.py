@@ -153,6 +153,18 @@ _SENDABLE = (torch.float32, torch.float64)
 _INDEX = (torch.int32, torch.int64)
 
 
+def _index(idx, like):
+    """idx as a tensor: a numpy array or list of integers is taken as it is (idx receives no
+    gradient), on the device of the first float input."""
+    if isinstance(idx, (np.ndarray, list, tuple)):
+        arr = np.asarray(idx)
+        if arr.dtype.kind not in "iu":
+            raise TypeError(f"idx has dtype {arr.dtype}; it must hold integers (int32 or int64)")
+        dev = like.device if isinstance(like, torch.Tensor) else None
+        return torch.as_tensor(arr.astype(np.int64, copy=False) if arr.dtype.kind == "u" else arr, device=dev)
+    return idx
+
+
 def _check(fname, names, values, idx):
     dev = None
     for name, t in list(zip(names, values)) + [("idx", idx)]:
@@ -219,6 +231,10 @@ def _forward_ad(fname, names, inputs):
 
 def _apply(op, inputs, idx, num_segments, client):
     names = _table.OPS[op][0]
+    try:
+        idx = _index(idx, inputs[0])
+    except TypeError as e:
+        raise TypeError(f"segops.torch.{op}: {e}") from None
     _check(op, names, inputs, idx)
     s = _segments(op, num_segments)
     args = (*inputs, idx, s, _client_key(client))
