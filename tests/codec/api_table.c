@@ -1,6 +1,7 @@
 /* api_table.c: prints the per-function request/response tables of proto/API.md from the op table,
  * so the document is generated, not written twice. `--check FILE` compares FILE's generated
- * section with the table (exit 1 on a difference); `--update FILE` rewrites that section. */
+ * section with the table and checks that every function of the table has its row in the
+ * document's "Formulas" section (exit 1 on a difference); `--update FILE` rewrites the section. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,31 @@ static size_t gen(char *buf, size_t cap) {
   return o;
 }
 
+/* Every function's formula row, "| `op/pass` | formula |", in the "## Formulas" section (which
+ * ends at the next "## " heading, before the generated tables). Returns how many are missing. */
+static int missing_formulas(const char *doc, const char *gen_begin, const char *path) {
+  const char *sec = strstr(doc, "\n## Formulas\n");
+  if (!sec || sec > gen_begin) {
+    fprintf(stderr, "%s: no \"## Formulas\" section before the generated tables\n", path);
+    return 1;
+  }
+  const char *end = strstr(sec + 1, "\n## ");
+  if (!end) end = gen_begin;
+  int missing = 0;
+  for (int op = 0; op < SEGOPS_OP_COUNT; op++)
+    for (int pass = 0; pass < SEGOPS_PASS_COUNT; pass++) {
+      char row[128];
+      snprintf(row, sizeof row, "\n| `%s/%s` | ", segops_op_name((segops_op)op), segops_pass_name((segops_pass)pass));
+      const char *hit = strstr(sec, row);
+      if (!hit || hit > end) {
+        fprintf(stderr, "%s: the Formulas section has no row for %s\n", path, row + 1);
+        missing++;
+      }
+    }
+  if (!missing) printf("%s: every function has its formula\n", path);
+  return missing;
+}
+
 int main(int argc, char **argv) {
   static char table[1 << 16];
   size_t tlen = gen(table, sizeof table);
@@ -77,6 +103,7 @@ int main(int argc, char **argv) {
     } else {
       printf("%s matches the op table\n", argv[2]);
     }
+    if (missing_formulas(doc, b, argv[2])) rc = 1;
   } else if (!strcmp(argv[1], "--update")) {
     FILE *f = fopen(argv[2], "wb");
     if (!f)
