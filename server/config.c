@@ -2,7 +2,10 @@
  * (so --help, the environment names and the defaults cannot drift apart). */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +56,13 @@ static const opt_desc OPTS[] = {
     {"worker-spin-us", "SEGOPS_WORKER_SPIN_US", "US", "50",
      "an idle worker polls for new work this long before it sleeps (0 = sleep at once)"},
     {"log-level", "SEGOPS_LOG_LEVEL", "LEVEL", "info", "error, warn, info or debug (to stderr)"},
+    {"drain-seconds", "SEGOPS_DRAIN_SECONDS", "SECONDS", "0",
+     "on SIGTERM/SIGINT /readyz turns 503 at once, and work is still served this long (so load balancers "
+     "can remove the endpoint)"},
+    {"shutdown-timeout", "SEGOPS_SHUTDOWN_TIMEOUT", "SECONDS", "30",
+     "after the drain, new work gets 503 and in-flight work must finish within this long (else exit 1)"},
+    {"allow-unauthenticated", "SEGOPS_ALLOW_UNAUTHENTICATED", NULL, "0",
+     "allow a non-loopback --listen address without a token (flag; env 1 or 0)"},
     {"help", NULL, NULL, NULL, "print this help and exit"},
     {"version", NULL, NULL, NULL, "print the version and exit"},
 };
@@ -96,6 +106,38 @@ static int parse_i64(const char *s, bool allow_suffix, int64_t *out) {
   if (*end) return -1;
   if (shift && v > (INT64_MAX >> shift)) return -1;
   *out = (int64_t)v << shift;
+  return 0;
+}
+
+static bool addr_is_loopback(const struct sockaddr *sa) {
+  if (sa->sa_family == AF_INET) return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+  if (sa->sa_family == AF_INET6) {
+    const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+    return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+  }
+  return false;
+}
+
+/* True when only this host can reach a TCP listen address: a name or address all of whose
+ * addresses are loopback (127.0.0.0/8, ::1). 0.0.0.0, :: and unresolvable names are not. */
+static bool listen_is_loopback(const char *host) {
+  struct addrinfo hints, *ai = NULL;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_socktype = SOCK_STREAM;
+  if (getaddrinfo(host, NULL, &hints, &ai) != 0 || !ai) return false;
+  bool all = true;
+  for (const struct addrinfo *p = ai; p; p = p->ai_next) all = all && addr_is_loopback(p->ai_addr);
+  freeaddrinfo(ai);
+  return all;
+}
+
+/* Seconds as a decimal number, at most a day; zero only when allow_zero. */
+static int parse_seconds(const char *v, bool allow_zero, double *out) {
+  char *end;
+  errno = 0;
+  double d = strtod(v, &end);
+  if (errno || end == v || *end || !(allow_zero ? d >= 0 : d > 0) || d > 86400) return -1;
+  *out = d;
   return 0;
 }
 
@@ -302,11 +344,14 @@ static int apply(segops_config *c, const opt_desc *o, const char *v, bool *segs_
     bad = parse_i64(v, false, &i) || i > 86400;
     c->idle_timeout_s = i;
   } else if (!strcmp(f, "request-timeout")) {
-    char *end;
-    errno = 0;
-    double d = strtod(v, &end);
-    bad = errno || end == v || *end || !(d > 0) || d > 86400;
-    c->request_timeout_s = d;
+    bad = parse_seconds(v, false, &c->request_timeout_s);
+  } else if (!strcmp(f, "drain-seconds")) {
+    bad = parse_seconds(v, true, &c->drain_seconds);
+  } else if (!strcmp(f, "shutdown-timeout")) {
+    bad = parse_seconds(v, false, &c->shutdown_timeout_s);
+  } else if (!strcmp(f, "allow-unauthenticated")) {
+    bad = strcmp(v, "1") && strcmp(v, "0") && strcmp(v, "true") && strcmp(v, "false");
+    c->allow_unauthenticated = !strcmp(v, "1") || !strcmp(v, "true");
   } else if (!strcmp(f, "max-queue")) {
     bad = parse_i64(v, false, &i) || i < 1 || i > 1000000;
     c->max_queue = i;
@@ -354,7 +399,10 @@ static void print_help(void) {
   printf("  %-36s whitespace and newlines are trimmed; anything else refuses to start\n\n", "");
   printf(
       "With a token configured, every path but /healthz and /readyz needs\n"
-      "'Authorization: Bearer <token>'. SIGTERM or SIGINT drains and exits 0.\n");
+      "'Authorization: Bearer <token>'. A non-loopback --listen address needs a token\n"
+      "or --allow-unauthenticated. SIGTERM or SIGINT: /readyz turns 503, work is served for\n"
+      "--drain-seconds, then new work gets 503 and in-flight work finishes within\n"
+      "--shutdown-timeout; exit 0 (1 when work was still running at the timeout).\n");
 }
 
 static const opt_desc *find_opt(const char *name, size_t len) {
@@ -409,7 +457,7 @@ int segops_config_load(segops_config *c, int argc, char **argv, char *err, size_
       printf("segopsd %s\n", SEGOPS_VERSION);
       return SEGOPS_CONFIG_EXIT_OK;
     }
-    const char *v = eq ? eq + 1 : NULL;
+    const char *v = eq ? eq + 1 : o->arg ? NULL : "1"; /* a flag without a value sets it */
     if (!v) {
       if (a + 1 >= argc) {
         snprintf(err, errlen, "option --%s needs a value (%s)", o->flag, o->arg);
@@ -431,6 +479,14 @@ int segops_config_load(segops_config *c, int argc, char **argv, char *err, size_
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     c->http_threads = c->threads > 0 ? c->threads : (int)(cpus < 2 ? 2 : cpus > 64 ? 64 : cpus);
   }
+  for (int k = 0; k < c->n_listen && !c->token && !c->allow_unauthenticated; k++)
+    if (!c->listen[k].is_unix && !listen_is_loopback(c->listen[k].host)) {
+      snprintf(err, errlen,
+               "refusing to listen on %s without a token: anyone who can reach it could use it. Give a token "
+               "(--token-file PATH or SEGOPS_TOKEN), listen on a loopback address, or pass --allow-unauthenticated",
+               c->listen[k].host);
+      return SEGOPS_CONFIG_ERROR;
+    }
   return SEGOPS_CONFIG_OK;
 }
 

@@ -46,6 +46,9 @@ typedef struct {
   int64_t max_queue_delay_us; /* how long a worker waits to fill a batch */
   int64_t worker_spin_us;     /* idle workers poll this long before sleeping */
   int log_level;
+  double drain_seconds;      /* after SIGTERM: readyz 503 but keep serving this long */
+  double shutdown_timeout_s; /* then: finish in-flight work within this long, or exit 1 */
+  int allow_unauthenticated; /* a non-loopback listen address without a token is refused unless set */
 } segops_config;
 
 #define SEGOPS_BATCH_AUTO (-1)

@@ -16,7 +16,14 @@
 #include "prepare.h"
 #include "scheduler.h"
 
-enum { SEGOPS_STATE_STARTING = 0, SEGOPS_STATE_READY, SEGOPS_STATE_DRAINING };
+/* LAME_DUCK: a shutdown signal arrived; /readyz says 503 but work is still served (for
+ * --drain-seconds, while load balancers remove the endpoint). DRAINING: new work gets 503. */
+enum { SEGOPS_STATE_STARTING = 0, SEGOPS_STATE_READY, SEGOPS_STATE_LAME_DUCK, SEGOPS_STATE_DRAINING };
+
+/* True while op requests are taken (ready, or lame duck during the drain period). */
+static inline bool segops_server_takes_work(int state) {
+  return state == SEGOPS_STATE_READY || state == SEGOPS_STATE_LAME_DUCK;
+}
 
 /* One listening address and the libmicrohttpd daemon that serves it (every listener shares the
  * server's callbacks and state). */
@@ -88,8 +95,10 @@ typedef struct {
 /* Starts one libmicrohttpd daemon per address of cfg->listen; fills srv->listeners and srv->port.
  * Returns 0, or -1 after logging (nothing left running). */
 int segops_server_start(segops_server *srv);
-/* Graceful stop: readyz 503, new op requests 503, finish queued and running work, wait for every
- * response to be sent (bounded), then stop libmicrohttpd (no connection is suspended then). */
+/* Graceful stop (SPEC §7): readyz 503 at once, work served for cfg->drain_seconds, then new op
+ * requests 503, queued and running work finished and every response sent, then libmicrohttpd
+ * stopped (no connection is suspended then). Work still running after cfg->shutdown_timeout_s
+ * ends the process with exit status 1. */
 void segops_server_drain_and_stop(segops_server *srv);
 
 /* --- helpers (http_neg.c) --- */

@@ -17,7 +17,8 @@ enum MHD_Result segops_http_readyz(segops_http_req *r) {
   segops_server *srv = r->srv;
   int st = atomic_load(&srv->state);
   if (st == SEGOPS_STATE_STARTING) return segops_http_error(r, SEGOPS_E_UNAVAILABLE, 0, "starting", NULL, false);
-  if (st == SEGOPS_STATE_DRAINING) return segops_http_error(r, SEGOPS_E_UNAVAILABLE, 0, "draining", NULL, false);
+  if (st == SEGOPS_STATE_DRAINING || st == SEGOPS_STATE_LAME_DUCK)
+    return segops_http_error(r, SEGOPS_E_UNAVAILABLE, 0, "draining", NULL, false);
   if (srv->backend->ready && !srv->backend->ready(srv->backend->ctx))
     return segops_http_error(r, SEGOPS_E_UNAVAILABLE, 0, "the backend cannot take work", NULL, false);
   char *b = strdup("{\"status\":\"ready\"}");
@@ -77,12 +78,13 @@ enum MHD_Result segops_http_info(segops_http_req *r) {
                                           (json_int_t)di.memory_total, "memory_used", (json_int_t)di.memory_used));
   }
   json_t *limits = json_pack(
-      "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:I}", "max_body_bytes", (json_int_t)c->max_body_bytes,
+      "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:I, s:f, s:f}", "max_body_bytes", (json_int_t)c->max_body_bytes,
       "max_body_items", (json_int_t)c->max_body_items, "max_inflight_bytes", (json_int_t)c->max_inflight_bytes,
       "max_elements", (json_int_t)c->max_elements, "max_segments", (json_int_t)c->max_segments, "max_connections",
       (json_int_t)c->max_connections, "idle_timeout_s", (json_int_t)c->idle_timeout_s, "request_timeout_s",
       c->request_timeout_s, "max_queue", (json_int_t)c->max_queue, "max_batch_elements",
-      (json_int_t)c->max_batch_elements, "max_queue_delay_us", (json_int_t)c->max_queue_delay_us);
+      (json_int_t)c->max_batch_elements, "max_queue_delay_us", (json_int_t)c->max_queue_delay_us, "drain_seconds",
+      c->drain_seconds, "shutdown_timeout_s", c->shutdown_timeout_s);
   json_t *listeners = json_array();
   for (int k = 0; k < srv->n_listeners; k++) json_array_append_new(listeners, json_string(srv->listeners[k].url));
   json_t *root =

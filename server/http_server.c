@@ -76,7 +76,7 @@ static enum MHD_Result first_call(segops_http_req *r, const char *url, const cha
       snprintf(msg, sizeof msg, "%.16s is not allowed on %.80s; use POST", method, url);
       return segops_http_error(r, SEGOPS_E_METHOD_NOT_ALLOWED, 0, msg, "POST", false);
     }
-    if (atomic_load(&srv->state) != SEGOPS_STATE_READY)
+    if (!segops_server_takes_work(atomic_load(&srv->state)))
       return segops_http_error(r, SEGOPS_E_UNAVAILABLE, 0, "the server is draining", NULL, true);
     return segops_http_op_begin(r);
   }
@@ -297,33 +297,47 @@ static void sleep_ms(long ms) {
 }
 
 void segops_server_drain_and_stop(segops_server *srv) {
-  atomic_store(&srv->state, SEGOPS_STATE_DRAINING);
-  /* New work is refused from here on: op requests get 503 unavailable + Retry-After +
-   * Connection: close, /readyz 503; the listening socket closes with MHD_stop_daemon below.
+  const segops_config *c = srv->cfg;
+  /* 1. Lame duck: /readyz says 503 at once, so load balancers and clients over many daemons
+   * stop sending here, while work that still arrives is served for --drain-seconds. */
+  atomic_store(&srv->state, SEGOPS_STATE_LAME_DUCK);
+  if (c->drain_seconds > 0) {
+    SEGOPS_LOGI("draining: /readyz is 503; still serving for %.3g s (--drain-seconds)", c->drain_seconds);
+    double until = segops_now() + c->drain_seconds;
+    for (double now = segops_now(); now < until; now = segops_now()) sleep_ms((long)((until - now) * 1e3) + 1);
+  }
+  /* 2. New work is refused from here on: op requests get 503 unavailable + Retry-After +
+   * Connection: close; the listening socket closes with MHD_stop_daemon below.
    * MHD_quiesce_daemon is not used: with an epoll thread pool (libmicrohttpd 0.9.75) it races
    * with the worker threads removing the listen socket from their epoll sets and can abort the
    * process ("Failed to remove listen FD from epoll set"), seen in a test run. */
-  SEGOPS_LOGI("draining: new requests get 503; %ld request(s) open, %ld accepted", (long)atomic_load(&srv->active),
-              (long)atomic_load(&srv->busy));
+  atomic_store(&srv->state, SEGOPS_STATE_DRAINING);
+  SEGOPS_LOGI("draining: new requests get 503; %ld request(s) open, %ld accepted; finishing within %.3g s",
+              (long)atomic_load(&srv->active), (long)atomic_load(&srv->busy), c->shutdown_timeout_s);
   /* Every accepted request (queued, running, or being answered) is finished and its answer
    * sent. A request still uploading its body gets a grace period to complete it (it may then
-   * be accepted and answered); after that it is cut. Bounded overall: a queued job waits at
-   * most request-timeout, a stalled client at most idle-timeout. */
+   * be accepted and answered); after that it is cut. All within --shutdown-timeout. */
   double t0 = segops_now();
-  double grace = (double)srv->cfg->idle_timeout_s < 5 ? (double)srv->cfg->idle_timeout_s : 5;
-  double limit = t0 + srv->cfg->request_timeout_s + (double)srv->cfg->idle_timeout_s + 5;
+  double deadline = t0 + c->shutdown_timeout_s;
+  double grace = (double)c->idle_timeout_s < 5 ? (double)c->idle_timeout_s : 5;
   for (;;) {
     long active = atomic_load(&srv->active), busy = atomic_load(&srv->busy);
     double now = segops_now();
-    if (active == 0 || (busy == 0 && now >= t0 + grace) || now >= limit) break;
+    if (active == 0 || (busy == 0 && now >= t0 + grace)) break;
+    if (now >= deadline) {
+      /* Work that outlives the timeout (a hung device call) cannot be waited for: the
+       * orchestrator would kill the process anyway. Say so and leave. */
+      SEGOPS_LOGE("shutdown timeout (%.3g s): %ld request(s) still running; exiting without them",
+                  c->shutdown_timeout_s, busy);
+      fflush(stderr);
+      _exit(1);
+    }
     sleep_ms(5);
   }
-  /* No more jobs; wait for the running ones. After this no connection is suspended (only a
-   * job in the scheduler holds one suspended, and each is resumed when its job is done). */
+  /* No more jobs; the accepted ones were all answered, so this returns at once. After it no
+   * connection is suspended (only a job in the scheduler holds one suspended). */
   segops_sched_close(srv->sched);
   segops_sched_drain(srv->sched);
-  double limit2 = segops_now() + 2; /* let just-resumed connections send their answers */
-  while (atomic_load(&srv->busy) > 0 && segops_now() < limit2) sleep_ms(5);
   long left = atomic_load(&srv->active);
   if (left > 0) SEGOPS_LOGW("closing %ld unfinished connection(s) (incomplete uploads or stalled clients)", left);
   stop_listeners(srv);

@@ -19,13 +19,15 @@ SANITIZER_MARKERS = ("AddressSanitizer", "LeakSanitizer", "runtime error:")
 class Daemon:
     """One segopsd process. url/host/port come from the line it prints once it accepts.
 
-    args go after --listen/--log-level; env is added to an environment without SEGOPS_* variables
+    listen is the first --listen address (more --listen in args add listeners); args go after
+    --listen/--log-level; env is added to an environment without SEGOPS_* variables
     (the tests say exactly what they configure); wrapper runs it under e.g. valgrind."""
 
-    def __init__(self, binary, args=(), env=None, expect_start=True, wrapper=(), start_timeout=30.0):
+    def __init__(self, binary, args=(), env=None, expect_start=True, wrapper=(), start_timeout=30.0,
+                 listen="127.0.0.1:0"):
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("SEGOPS_") or k == "SEGOPS_PYTHON"}
         full_env.update(env or {})
-        self.argv = [*wrapper, binary, "--listen", "127.0.0.1:0", "--log-level", "warn", *args]
+        self.argv = [*wrapper, binary, "--listen", listen, "--log-level", "warn", *args]
         # stderr goes to a file: a pipe nobody reads could fill up and block the daemon's logging.
         self.errfile = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=self.errfile, env=full_env)

@@ -2,7 +2,9 @@
 """test_dockerfile.py: the image builds with the README's scripts and runs as the Dockerfile says.
 
 There is no Docker engine in CI, so this checks the Dockerfile's structure and then runs the real
-segopsd with the image's ENV/ENTRYPOINT/CMD (port 0 instead of 8080) and the HEALTHCHECK command.
+segopsd with the image's ENV/ENTRYPOINT/CMD (port 0 instead of 8080) and the HEALTHCHECK command:
+without a token it must refuse to start (the image listens on 0.0.0.0); with the token file the
+header documents, it starts and the health check (readiness) passes.
 """
 import argparse
 import json
@@ -11,6 +13,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
 
 
 def fail(msg):
@@ -67,8 +70,12 @@ def main():
     if not any(l.startswith("EXPOSE ") and "8080" in l for l in stage2):
         fail("EXPOSE 8080 missing")
     hc = [l for l in stage2 if l.startswith("HEALTHCHECK ")]
-    if not hc or "/healthz" not in hc[0]:
-        fail("HEALTHCHECK on /healthz missing")
+    if not hc or "/readyz" not in hc[0]:
+        fail("HEALTHCHECK on /readyz (readiness: 503 after a device fault) missing")
+    header = df.split("ARG ", 1)[0]
+    for needed in ("SEGOPS_TOKEN_FILE=", "-p 127.0.0.1:8080:8080", "SEGOPS_ALLOW_UNAUTHENTICATED"):
+        if needed not in header:
+            fail(f"the Dockerfile's header does not document {needed!r} (passing a token, a safe publish)")
     env = {}
     for l in stage2:
         if l.startswith("ENV "):
@@ -84,6 +91,15 @@ def main():
     run_env = dict(os.environ)
     run_env.update(env)
     run_env["SEGOPS_LISTEN"] = "0.0.0.0:0"
+    for k in ("SEGOPS_TOKEN", "SEGOPS_TOKEN_FILE", "SEGOPS_ALLOW_UNAUTHENTICATED"):
+        run_env.pop(k, None)
+    r = subprocess.run([a.segopsd] + args, env=run_env, capture_output=True, text=True, timeout=10)
+    if r.returncode == 0 or "without a token" not in r.stderr:
+        fail(f"the image's settings without a token must refuse to start: rc={r.returncode} {r.stderr!r}")
+    tok = tempfile.NamedTemporaryFile("w", suffix=".token", delete=False)
+    tok.write("image-test-token\n")
+    tok.close()
+    run_env["SEGOPS_TOKEN_FILE"] = tok.name
     p = subprocess.Popen([a.segopsd] + args, env=run_env, stdout=subprocess.PIPE, text=True)
     try:
         line = p.stdout.readline()
@@ -95,9 +111,10 @@ def main():
         port = m.group(2)
         check = hc[0].split(" CMD ", 1)[1].replace("8080", port)
         r = subprocess.run(check, shell=True, capture_output=True, text=True, timeout=10)
-        if r.returncode != 0 or '"ok"' not in r.stdout:
+        if r.returncode != 0 or '"ready"' not in r.stdout:
             fail(f"HEALTHCHECK command failed: rc={r.returncode} out={r.stdout!r} err={r.stderr!r}")
     finally:
+        os.unlink(tok.name)
         p.terminate()
         try:
             rc = p.wait(timeout=20)
