@@ -8,7 +8,7 @@ import socket
 import threading
 import urllib.parse
 
-from . import _table, _wire
+from . import _endpoints, _table, _wire
 from ._status import Status
 from .errors import ProtocolError, SegopsConnectionError, SegopsError, SegopsTimeout, error_for
 
@@ -54,10 +54,13 @@ class _HTTPSConnection(_BodyMixin, http.client.HTTPSConnection):
 
 
 class Client:
-    """A client of one segops server.
+    """A client of one segops server, or of several.
 
     url: "http://host:port" (an optional path prefix is kept); default $SEGOPS_URL, then
-    http://127.0.0.1:8080. token: bearer token; default $SEGOPS_TOKEN when set.
+    http://127.0.0.1:8080. A list of URLs, or one string of comma-separated URLs, makes a client
+    of several daemons: calls go to the healthy one with the fewest calls in flight, and move to
+    another on a refused or dropped connection or a 503 (see _endpoints.py); timeout then also
+    bounds how long one call may keep moving. token: bearer token; default $SEGOPS_TOKEN when set.
     timeout: seconds for connecting and for each socket read/write.
     max_idle: idle keep-alive connections kept for reuse (one is in use per calling thread).
 
@@ -65,7 +68,14 @@ class Client:
     and return numpy arrays (writable, aligned, owning their memory)."""
 
     def __init__(self, url=None, *, token=None, timeout=60.0, max_idle=64):
-        url = url or os.environ.get("SEGOPS_URL") or DEFAULT_URL
+        urls = _endpoints.split_urls(url or os.environ.get("SEGOPS_URL") or DEFAULT_URL)
+        self._endpoints = None
+        if len(urls) > 1:
+            clients = [Client(u, token=token, timeout=timeout, max_idle=max_idle) for u in urls]
+            self._endpoints = _endpoints.EndpointSet(clients, budget=timeout)
+            self.url, self.timeout = ",".join(c.url for c in clients), timeout
+            return
+        url = urls[0]
         if "://" not in url:
             url = "http://" + url
         parts = urllib.parse.urlsplit(url)
@@ -99,6 +109,8 @@ class Client:
 
     def close(self):
         """Closes the idle connections; connections in use close when their call ends."""
+        if self._endpoints is not None:
+            return self._endpoints.close()
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []
@@ -126,6 +138,8 @@ class Client:
         """Sends one request and hands the response to read(resp) -> result, which must read
         the whole body. Raises the typed error for non-2xx answers. Retries once on a fresh
         connection when a reused one turns out to be closed."""
+        if self._endpoints is not None:
+            return self._endpoints.run(lambda c: c._roundtrip(method, path, body, length, headers, read))
         hdrs = dict(self._headers)
         if headers:
             hdrs.update(headers)
@@ -234,6 +248,8 @@ class Client:
         """Runs one function: POST /v1/{op}/{pass_} with args (name -> array, None left out;
         idx and num_segments included). outputs: names to compute and return (default all).
         Returns {output name: np.ndarray}."""
+        if self._endpoints is not None:
+            return self._endpoints.run(lambda c: c.call(op, pass_, args, outputs=outputs))
         body, length = _wire.encode_request(args, outputs)
         return self._roundtrip("POST", f"/v1/{op}/{pass_}", body, length, read=self._read_outputs)
 
@@ -248,7 +264,10 @@ class Client:
 
     def ready(self) -> Status:
         """GET /readyz: Status(ok=True, status="ready") when the backend can take work;
-        ok=False with the reason ("starting", "draining", ...) while it cannot (503)."""
+        ok=False with the reason ("starting", "draining", ...) while it cannot (503).
+        Over several daemons: the first ready one's answer, else the last one's."""
+        if self._endpoints is not None:
+            return self._endpoints.any_ready()
         return self._probe("/readyz")
 
     def _probe(self, path):
