@@ -78,13 +78,13 @@ enum MHD_Result segops_http_info(segops_http_req *r) {
                                           (json_int_t)di.memory_total, "memory_used", (json_int_t)di.memory_used));
   }
   json_t *limits = json_pack(
-      "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:I, s:f, s:f}", "max_body_bytes", (json_int_t)c->max_body_bytes,
-      "max_body_items", (json_int_t)c->max_body_items, "max_inflight_bytes", (json_int_t)c->max_inflight_bytes,
-      "max_elements", (json_int_t)c->max_elements, "max_segments", (json_int_t)c->max_segments, "max_connections",
-      (json_int_t)c->max_connections, "idle_timeout_s", (json_int_t)c->idle_timeout_s, "request_timeout_s",
-      c->request_timeout_s, "max_queue", (json_int_t)c->max_queue, "max_batch_elements",
-      (json_int_t)c->max_batch_elements, "max_queue_delay_us", (json_int_t)c->max_queue_delay_us, "drain_seconds",
-      c->drain_seconds, "shutdown_timeout_s", c->shutdown_timeout_s);
+      "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:I, s:f, s:f}", "max_body_bytes",
+      (json_int_t)c->max_body_bytes, "max_body_items", (json_int_t)c->max_body_items, "max_inflight_bytes",
+      (json_int_t)c->max_inflight_bytes, "max_elements", (json_int_t)c->max_elements, "max_segments",
+      (json_int_t)c->max_segments, "max_connections", (json_int_t)c->max_connections, "idle_timeout_s",
+      (json_int_t)c->idle_timeout_s, "request_timeout_s", c->request_timeout_s, "max_queue", (json_int_t)c->max_queue,
+      "max_batch_elements", (json_int_t)c->max_batch_elements, "max_queue_delay_us", (json_int_t)c->max_queue_delay_us,
+      "drain_seconds", c->drain_seconds, "shutdown_timeout_s", c->shutdown_timeout_s);
   json_t *listeners = json_array();
   for (int k = 0; k < srv->n_listeners; k++) json_array_append_new(listeners, json_string(srv->listeners[k].url));
   json_t *root =

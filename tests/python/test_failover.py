@@ -27,7 +27,7 @@ def daemons(segopsd_path, own_daemons):
     made = []
 
     def start(addr, *args):
-        d = Daemon(segopsd_path, ["--listen", addr, "--threads", "1", "--backend", "cpu", *args])
+        d = Daemon(segopsd_path, ["--threads", "1", "--backend", "cpu", *args], listen=addr)
         made.append(d)
         return d
 
