@@ -98,10 +98,19 @@ static void test_config(void) {
   CHECK(c.listen[2].is_unix && !strcmp(c.listen[2].path, "/tmp/b.sock") && c.socket_mode == 0600);
   CHECK(!strcmp(c.listen_host, "127.0.0.1") && c.listen_port == 0);
   segops_config_free(&c);
-  CHECK(load(&c, 1, a0) == SEGOPS_CONFIG_OK);
+  /* A non-loopback address needs a token or SEGOPS_ALLOW_UNAUTHENTICATED. */
+  CHECK(load(&c, 1, a0) == SEGOPS_CONFIG_ERROR);
+  segops_config_free(&c);
+  setenv("SEGOPS_ALLOW_UNAUTHENTICATED", "1", 1);
+  CHECK(load(&c, 1, a0) == SEGOPS_CONFIG_OK && c.allow_unauthenticated);
   CHECK(c.n_listen == 1 && !strcmp(c.listen[0].host, "10.0.0.1") && c.listen[0].port == 9);
   CHECK(c.socket_mode == 0660 && c.max_shm_bytes == 1LL << 30);
   segops_config_free(&c);
+  unsetenv("SEGOPS_ALLOW_UNAUTHENTICATED");
+  setenv("SEGOPS_TOKEN", "t", 1);
+  CHECK(load(&c, 1, a0) == SEGOPS_CONFIG_OK);
+  segops_config_free(&c);
+  unsetenv("SEGOPS_TOKEN");
   unsetenv("SEGOPS_LISTEN");
   char *a4[] = {"segopsd", "--listen", "unix:rel.sock"};
   CHECK(load(&c, 3, a4) == SEGOPS_CONFIG_ERROR);
