@@ -11,7 +11,7 @@ import itertools
 import threading
 import time
 
-from .errors import SegopsConnectionError, SegopsError
+from .errors import ProtocolError, SegopsConnectionError, SegopsError
 
 BACKOFF_MIN = 0.25  # seconds an endpoint rests after its first failure in a row
 BACKOFF_MAX = 30.0
@@ -27,7 +27,10 @@ def split_urls(url):
 
 
 def retryable(err):
-    """True for a failure another daemon may not have: no connection, or 503 (draining, busy)."""
+    """True for a failure another daemon may not have: no connection, a connection dropped in
+    the middle of the answer (a truncated body), or 503 (draining, busy)."""
+    if isinstance(err, ProtocolError):
+        return "truncated" in str(err)
     return isinstance(err, SegopsConnectionError) or (isinstance(err, SegopsError) and err.status == 503)
 
 
