@@ -107,7 +107,7 @@ static void test_config(void) {
   CHECK(c.socket_mode == 0660 && c.max_shm_bytes == 1LL << 30);
   segops_config_free(&c);
   unsetenv("SEGOPS_ALLOW_UNAUTHENTICATED");
-  setenv("SEGOPS_TOKEN", "t", 1);
+  setenv("SEGOPS_TOKEN", "unit-test-token", 1);
   CHECK(load(&c, 1, a0) == SEGOPS_CONFIG_OK);
   segops_config_free(&c);
   unsetenv("SEGOPS_TOKEN");
