@@ -49,6 +49,7 @@ typedef struct {
   struct iovec *iov;
   int iovcnt;
   size_t total;
+  size_t json_len; /* OIP: bytes of the JSON header in front of the binary data */
   void *owned;
 } segops_encoded;
 

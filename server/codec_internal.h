@@ -2,8 +2,10 @@
 #ifndef SEGOPS_CODEC_INTERNAL_H
 #define SEGOPS_CODEC_INTERNAL_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "codec.h"
 
@@ -38,6 +40,21 @@ int segops_codec_fail(int code, char *err, size_t errlen, segops_op op, const ch
  * and returns SEGOPS_E_INVALID_ARGUMENT. arg is a printable argument name. */
 int segops_codec_dtype(segops_op op, const char *arg, const char *s, size_t len, segops_dtype *dt, char *err,
                        size_t errlen);
+
+/* JSON pieces shared by the v1 and OIP encoders (codec_json_enc.c): a tensor's numbers,
+ * comma-separated (17 significant digits for float64, 9 for float32), at most
+ * segops_codec_json_numbers_max bytes; an escaped string in quotes (at most 6x + 2 bytes); an
+ * integer. Each returns the end of what it wrote. */
+char *segops_codec_json_numbers(char *p, const segops_out_tensor *o);
+size_t segops_codec_json_numbers_max(const segops_out_tensor *o);
+char *segops_codec_json_str(char *p, const char *s);
+char *segops_codec_json_i64(char *p, int64_t v);
+
+/* The JSON decoders' shared front (codec_json.c): the depth/item pre-scan of the raw bytes, and
+ * the message for a body jansson refused. */
+int segops_codec_json_prescan(const char *b, size_t len, const segops_codec_limits *lim, segops_op op, char *err,
+                              size_t errlen);
+int segops_codec_json_syntax_error(const json_error_t *je, size_t len, segops_op op, char *err, size_t errlen);
 
 /* Rounds n up to a multiple of 64; false on overflow. */
 bool segops_codec_align64(size_t n, size_t *out);

@@ -16,7 +16,8 @@
  * its own depth cap is 2048. This linear walk over the raw bytes enforces our depth and item
  * limits first, so an over-limit body is refused before any tree is allocated. Items are the
  * elements of arrays plus the pairs of objects. Syntax is left to jansson. */
-static int prescan(const char *b, size_t len, const segops_codec_limits *lim, segops_op op, char *err, size_t errlen) {
+int segops_codec_json_prescan(const char *b, size_t len, const segops_codec_limits *lim, segops_op op, char *err,
+                              size_t errlen) {
   int depth = 0;
   size_t items = 0;
   bool opened = false; /* just after '[' or '{': the next token decides if the container is empty */
@@ -273,7 +274,7 @@ static int tensor_shape(const jctx *c, const char *an, json_t *v, segops_dtype t
 
 /* ---- request ------------------------------------------------------------------------------ */
 
-static int json_syntax_error(const json_error_t *je, size_t len, segops_op op, char *err, size_t errlen) {
+int segops_codec_json_syntax_error(const json_error_t *je, size_t len, segops_op op, char *err, size_t errlen) {
   char tb[96];
   const char *text = je->text;
   if (json_error_code(je) == json_error_duplicate_key) {
@@ -426,12 +427,12 @@ int segops_decode_json(const char *body, size_t len, segops_op op, segops_pass p
   if (!segops_fn(op, pass)) return segops_errf(SEGOPS_E_NOT_FOUND, err, errlen, "unknown op or pass");
   if (!body) len = 0;
   segops_codec_limits l = segops_codec_limits_eff(lim);
-  int rc = prescan(body, len, &l, op, err, errlen);
+  int rc = segops_codec_json_prescan(body, len, &l, op, err, errlen);
   if (rc) return rc;
   json_error_t je;
   /* Duplicate keys are refused by name; trailing bytes after the value are refused too. */
   json_t *root = json_loadb(body ? body : "", len, JSON_REJECT_DUPLICATES, &je);
-  if (!root) return json_syntax_error(&je, len, op, err, errlen);
+  if (!root) return segops_codec_json_syntax_error(&je, len, op, err, errlen);
   rc = decode_tree(root, op, pass, out, err, errlen);
   json_decref(root);
   if (rc) {

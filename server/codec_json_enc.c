@@ -203,17 +203,59 @@ static char *put_lit(char *p, const char *s) {
   return p + n;
 }
 
+char *segops_codec_json_numbers(char *p, const segops_out_tensor *o) {
+  size_t count = o->nbytes / segops_dtype_size(o->dtype);
+  const unsigned char *src = o->data;
+  for (size_t k = 0; k < count; k++) {
+    if (k) *p++ = ',';
+    switch (o->dtype) { /* memcpy loads: callers may hand any alignment */
+      case SEGOPS_F64: {
+        double v;
+        memcpy(&v, src + k * 8, 8);
+        p = put_float(p, v, 17);
+        break;
+      }
+      case SEGOPS_F32: {
+        float v;
+        memcpy(&v, src + k * 4, 4);
+        p = put_float(p, (double)v, 9);
+        break;
+      }
+      case SEGOPS_I32: {
+        int32_t v;
+        memcpy(&v, src + k * 4, 4);
+        p = put_i64(p, v);
+        break;
+      }
+      default: {
+        int64_t v;
+        memcpy(&v, src + k * 8, 8);
+        p = put_i64(p, v);
+        break;
+      }
+    }
+  }
+  return p;
+}
+
+size_t segops_codec_json_numbers_max(const segops_out_tensor *o) {
+  size_t isz = segops_dtype_size(o->dtype);
+  size_t count = isz ? o->nbytes / isz : 0, mc = max_chars(o->dtype);
+  return count > (SIZE_MAX / 4) / mc ? SIZE_MAX : count * mc;
+}
+
+char *segops_codec_json_str(char *p, const char *s) { return put_str(p, s); }
+char *segops_codec_json_i64(char *p, int64_t v) { return put_i64(p, v); }
+
 int segops_encode_json(const segops_out_tensor *outs, int n, segops_encoded *enc) {
   memset(enc, 0, sizeof *enc);
   if (n < 0) return SEGOPS_E_INTERNAL;
   size_t cap = 8 + sizeof(struct iovec);
   for (int i = 0; i < n; i++) {
-    size_t isz = segops_dtype_size(outs[i].dtype);
-    if (!isz) return SEGOPS_E_INTERNAL;
-    size_t count = outs[i].nbytes / isz;
-    size_t mc = max_chars(outs[i].dtype);
-    if (count > (SIZE_MAX / 2) / mc) return SEGOPS_E_NOMEM;
-    cap += strlen(outs[i].name) * 6 + 96 + SEGOPS_MAX_NDIM * 21 + count * mc;
+    if (!segops_dtype_size(outs[i].dtype)) return SEGOPS_E_INTERNAL;
+    size_t nm = segops_codec_json_numbers_max(&outs[i]);
+    if (nm > SIZE_MAX / 4) return SEGOPS_E_NOMEM;
+    cap += strlen(outs[i].name) * 6 + 96 + SEGOPS_MAX_NDIM * 21 + nm;
   }
   char *block = malloc(cap);
   if (!block) return SEGOPS_E_NOMEM;
@@ -232,37 +274,7 @@ int segops_encode_json(const segops_out_tensor *outs, int n, segops_encoded *enc
       p = put_i64(p, o->shape[d]);
     }
     p = put_lit(p, "],\"data\":[");
-    size_t count = o->nbytes / segops_dtype_size(o->dtype);
-    const unsigned char *src = o->data;
-    for (size_t k = 0; k < count; k++) {
-      if (k) *p++ = ',';
-      switch (o->dtype) { /* memcpy loads: callers may hand any alignment */
-        case SEGOPS_F64: {
-          double v;
-          memcpy(&v, src + k * 8, 8);
-          p = put_float(p, v, 17);
-          break;
-        }
-        case SEGOPS_F32: {
-          float v;
-          memcpy(&v, src + k * 4, 4);
-          p = put_float(p, (double)v, 9);
-          break;
-        }
-        case SEGOPS_I32: {
-          int32_t v;
-          memcpy(&v, src + k * 4, 4);
-          p = put_i64(p, v);
-          break;
-        }
-        default: {
-          int64_t v;
-          memcpy(&v, src + k * 8, 8);
-          p = put_i64(p, v);
-          break;
-        }
-      }
-    }
+    p = segops_codec_json_numbers(p, o);
     p = put_lit(p, "]}");
   }
   *p++ = '}';

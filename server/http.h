@@ -10,6 +10,7 @@
 
 #include "backend.h"
 #include "codec.h"
+#include "codec_v2.h"
 #include "config.h"
 #include "http_watchdog.h"
 #include "metrics.h"
@@ -52,8 +53,18 @@ typedef struct segops_server {
   segops_watchdog *watchdog; /* owned: the request-head deadline */
 } segops_server;
 
-/* Wire encodings. */
-enum { SEGOPS_ENC_MSGPACK = 0, SEGOPS_ENC_JSON = 1 };
+/* Wire encodings. SEGOPS_ENC_OIP: the Open Inference Protocol's JSON header + binary tensor data. */
+enum { SEGOPS_ENC_MSGPACK = 0, SEGOPS_ENC_JSON = 1, SEGOPS_ENC_OIP = 2 };
+
+/* What a route handler did with a request; on_request alone turns it into the next phase. */
+typedef enum {
+  SEGOPS_HTTP_FAIL = 0,     /* nothing could be queued: libmicrohttpd closes the connection */
+  SEGOPS_HTTP_ANSWERED,     /* a response is queued */
+  SEGOPS_HTTP_DEFERRED,     /* an error is recorded, answered once the (small) body is dropped */
+  SEGOPS_HTTP_ANSWER_LATER, /* answer (route's finish) once the request is fully read */
+  SEGOPS_HTTP_READ_BODY,    /* feed the body to the request's buffer, then call the route's finish */
+  SEGOPS_HTTP_SUSPENDED,    /* the connection waits on work; the route's resume answers it */
+} segops_http_outcome;
 
 /* Per-request state: created on the first access-handler callback, freed only in the
  * NOTIFY_COMPLETED callback (libmicrohttpd's contract). */
@@ -61,11 +72,15 @@ enum { SEGOPS_ENC_MSGPACK = 0, SEGOPS_ENC_JSON = 1 };
  * libmicrohttpd close the connection). PH_ERROR: an error decided on the first callback,
  * answered once the (small) body has been read and discarded, so keep-alive survives. */
 enum { PH_BODY = 0, PH_WAIT, PH_DONE, PH_GET, PH_ERROR };
+struct segops_http_route;
 typedef struct {
   segops_server *srv;
   struct MHD_Connection *conn;
-  segops_route route;
-  int op, pass; /* for SEGOPS_ROUTE_OP; -1 until known */
+  const struct segops_http_route *rt; /* the matched row of the route table, NULL for none */
+  segops_route route;                 /* the metric the request is counted under */
+  char param[128];                    /* a {name} segment of the path, NUL-terminated */
+  bool oip_errors;                    /* errors as {"error": "message"}: an OIP route, or a /v2 path */
+  int op, pass;                       /* for SEGOPS_ROUTE_OP (v1 op, v2 model); -1 until known */
   int phase;
   char *body; /* owned */
   size_t len, cap;
@@ -76,6 +91,7 @@ typedef struct {
   bool counted;      /* already in the request metrics */
   size_t reserved;   /* bytes of srv->body_bytes this request holds */
   int req_enc, resp_enc;
+  segops_oip_opts oip;   /* SEGOPS_ENC_OIP: the request's header length and output choices */
   const char *resp_type; /* static Content-Type of a successful op response */
   double t_start;
   segops_decoded dec;   /* owned until the job finished */
@@ -114,13 +130,17 @@ int segops_http_content_type(const char *ctype);
 int segops_http_accept(const char *accept, int req_enc, const char **type);
 /* Constant-time check of an Authorization header against the token. */
 bool segops_http_auth_ok(const char *authorization, const char *token);
-/* Queues a JSON error {"error":{"code","message"}} with the status of the error table (or
- * http_status when > 0). Adds Allow / WWW-Authenticate / Retry-After where the status needs
- * them; close=true adds Connection: close. */
-enum MHD_Result segops_http_error(segops_http_req *r, int err, int http_status, const char *message, const char *allow,
-                                  bool close);
+/* Queues a JSON error with the status of the error table (or http_status when > 0):
+ * {"error":{"code","message"}} on v1 routes, {"error":"message"} on the Open Inference Protocol's.
+ * Adds Allow / WWW-Authenticate / Retry-After where the status needs them; close=true adds
+ * Connection: close. During the first callback of a request with a small or no body the error is
+ * recorded instead (SEGOPS_HTTP_DEFERRED) and answered once the body is dropped. */
+segops_http_outcome segops_http_error(segops_http_req *r, int err, int http_status, const char *message,
+                                      const char *allow, bool close);
 /* Queues a response built from a malloc'd buffer (taken over: freed by libmicrohttpd). */
-enum MHD_Result segops_http_send_buffer(segops_http_req *r, int status, const char *ctype, char *buf, size_t len);
+segops_http_outcome segops_http_send_buffer(segops_http_req *r, int status, const char *ctype, char *buf, size_t len);
+/* Queues a JSON document (a jansson json_t *, consumed) as 200 application/json. */
+segops_http_outcome segops_http_send_json(segops_http_req *r, void *json);
 
 /* --- request-head rules (http_strict.c) --- */
 
@@ -128,22 +148,60 @@ enum MHD_Result segops_http_send_buffer(segops_http_req *r, int status, const ch
  * Content-Length with Transfer-Encoding (400), a Transfer-Encoding other than chunked (501),
  * HTTP/1.1 without Host, an encoded NUL in the path (400); each answered at once with
  * Connection: close. Returns true with *ret set when it answered. */
-bool segops_http_strict_head(segops_http_req *r, const char *url, const char *version, enum MHD_Result *ret);
+bool segops_http_strict_head(segops_http_req *r, const char *url, const char *version, segops_http_outcome *ret);
 /* MHD_OPTION_UNESCAPE_CALLBACK: percent-decoding that leaves %2F and %00 as written. */
 size_t segops_http_unescape(void *cls, struct MHD_Connection *conn, char *s);
 /* The head announces a body (Transfer-Encoding, or a Content-Length other than 0). */
 bool segops_http_has_body(struct MHD_Connection *conn);
 
-/* --- routes --- */
-enum MHD_Result segops_http_info(segops_http_req *r);    /* http_routes.c */
-enum MHD_Result segops_http_metrics(segops_http_req *r); /* http_routes.c */
-enum MHD_Result segops_http_healthz(segops_http_req *r); /* http_routes.c */
-enum MHD_Result segops_http_readyz(segops_http_req *r);  /* http_routes.c */
-/* http_ops.c: the op route in its three phases. */
-enum MHD_Result segops_http_op_begin(segops_http_req *r);
+/* --- the route table (http_route_table.c) --- */
+typedef segops_http_outcome (*segops_http_handler)(segops_http_req *r);
+enum { SEGOPS_M_GET = 1u, SEGOPS_M_HEAD = 2u, SEGOPS_M_POST = 4u };
+enum {
+  SEGOPS_RF_OPEN = 1u, /* served without the token (health checks) */
+  SEGOPS_RF_OIP = 2u,  /* an Open Inference Protocol route: errors are {"error": "message"} */
+  SEGOPS_RF_WORK = 4u, /* takes work: refused with 503 + Connection: close while draining */
+};
+/* One route. pattern: literal path segments, or "{op}", "{pass}" (a v1 function), "{model}" (an
+ * OIP model, <op>_<pass>; sets r->op and r->pass) and "{name}" (copied into r->param), each one
+ * segment. begin runs on the first callback once auth and method passed; a NULL begin means
+ * SEGOPS_HTTP_ANSWER_LATER. finish answers (or, after READ_BODY, takes the complete body); resume
+ * answers a SUSPENDED request. */
+typedef struct segops_http_route {
+  const char *pattern;
+  unsigned methods;
+  segops_route metric;
+  unsigned flags;
+  segops_http_handler begin, finish, resume;
+} segops_http_route;
+/* Finds the route of a path. NULL when none: then msg gets the 404's message (which names an
+ * unknown op, pass or model where the path has the shape of a route). */
+const segops_http_route *segops_http_route_find(const char *url, segops_http_req *r, char *msg, size_t msglen);
+/* "GET, HEAD" / "POST" for a route's methods. */
+const char *segops_http_route_allow(const segops_http_route *rt);
+
+/* --- route handlers --- */
+segops_http_outcome segops_http_info(segops_http_req *r);    /* http_routes.c */
+segops_http_outcome segops_http_metrics(segops_http_req *r); /* http_routes.c */
+segops_http_outcome segops_http_healthz(segops_http_req *r); /* http_routes.c */
+segops_http_outcome segops_http_readyz(segops_http_req *r);  /* http_routes.c */
+/* Why the server cannot take work now ("starting", "draining", ...), or NULL when it can. */
+const char *segops_http_not_ready(segops_server *srv); /* http_routes.c */
+/* http_ops.c: running a function for a v1 or OIP request. begin checks v1's headers; body_start
+ * sizes and reserves the body buffer; body feeds it (on_request calls it with each piece);
+ * complete decodes, validates and submits; respond encodes the outputs. */
+segops_http_outcome segops_http_op_begin(segops_http_req *r);
+segops_http_outcome segops_http_body_start(segops_http_req *r);
 enum MHD_Result segops_http_op_body(segops_http_req *r, const char *data, size_t *size);
-enum MHD_Result segops_http_op_complete(segops_http_req *r);
-enum MHD_Result segops_http_op_respond(segops_http_req *r);
+segops_http_outcome segops_http_op_complete(segops_http_req *r);
+segops_http_outcome segops_http_op_respond(segops_http_req *r);
 void segops_http_op_free(segops_http_req *r);
+/* http_v2.c: the Open Inference Protocol's routes. */
+segops_http_outcome segops_v2_live(segops_http_req *r);
+segops_http_outcome segops_v2_ready(segops_http_req *r);
+segops_http_outcome segops_v2_server(segops_http_req *r);
+segops_http_outcome segops_v2_model(segops_http_req *r);
+segops_http_outcome segops_v2_model_ready(segops_http_req *r);
+segops_http_outcome segops_v2_infer_begin(segops_http_req *r);
 
 #endif

@@ -1,6 +1,7 @@
 /* http_neg.c: content negotiation (Content-Type, Accept), bearer-token auth, and the JSON error
  * responses of SPEC §5, whose codes and statuses come from kernels/errors.h alone. */
 #include <ctype.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -214,11 +215,12 @@ void segops_http_busy(segops_http_req *r) {
   atomic_fetch_add(&r->srv->busy, 1);
 }
 
-enum MHD_Result segops_http_send_buffer(segops_http_req *r, int status, const char *ctype, char *buf, size_t len) {
+segops_http_outcome segops_http_send_buffer(segops_http_req *r, int status, const char *ctype, char *buf, size_t len) {
+  if (!buf) return SEGOPS_HTTP_FAIL;
   struct MHD_Response *resp = MHD_create_response_from_buffer(len, buf, MHD_RESPMEM_MUST_FREE);
   if (!resp) {
     free(buf);
-    return MHD_NO;
+    return SEGOPS_HTTP_FAIL;
   }
   if (ctype) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
   enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)status, resp);
@@ -228,18 +230,25 @@ enum MHD_Result segops_http_send_buffer(segops_http_req *r, int status, const ch
     r->bytes_out = len;
     segops_http_busy(r);
   }
-  return ret;
+  return ret == MHD_YES ? SEGOPS_HTTP_ANSWERED : SEGOPS_HTTP_FAIL;
 }
 
-enum MHD_Result segops_http_error(segops_http_req *r, int err, int http_status, const char *message, const char *allow,
-                                  bool close) {
+segops_http_outcome segops_http_send_json(segops_http_req *r, void *json) {
+  json_t *j = json;
+  char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+  json_decref(j);
+  if (!text) return segops_http_error(r, SEGOPS_E_NOMEM, 0, NULL, NULL, false);
+  return segops_http_send_buffer(r, 200, "application/json", text, strlen(text));
+}
+
+segops_http_outcome segops_http_error(segops_http_req *r, int err, int http_status, const char *message,
+                                      const char *allow, bool close) {
   if (r->defer_errors && !close) {
     r->deferred.err = err;
     r->deferred.http_status = http_status;
     r->deferred.allow = allow;
     snprintf(r->deferred.message, sizeof r->deferred.message, "%s", message ? message : "");
-    r->phase = PH_ERROR;
-    return MHD_YES;
+    return SEGOPS_HTTP_DEFERRED;
   }
   int status = http_status > 0 ? http_status : segops_err_http_status(err);
   const char *code = segops_err_code(err);
@@ -247,12 +256,14 @@ enum MHD_Result segops_http_error(segops_http_req *r, int err, int http_status, 
   json_escape(esc, sizeof esc, message && *message ? message : segops_err_message(err));
   size_t cap = strlen(esc) + strlen(code) + 64;
   char *buf = malloc(cap);
-  if (!buf) return MHD_NO;
-  int n = snprintf(buf, cap, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}", code, esc);
+  if (!buf) return SEGOPS_HTTP_FAIL;
+  /* The Open Inference Protocol's error body is a bare message; v1's carries the code too. */
+  int n = r->oip_errors ? snprintf(buf, cap, "{\"error\":\"%s\"}", esc)
+                        : snprintf(buf, cap, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}", code, esc);
   struct MHD_Response *resp = MHD_create_response_from_buffer((size_t)n, buf, MHD_RESPMEM_MUST_FREE);
   if (!resp) {
     free(buf);
-    return MHD_NO;
+    return SEGOPS_HTTP_FAIL;
   }
   MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
   if (status == 405 && allow) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
@@ -268,5 +279,5 @@ enum MHD_Result segops_http_error(segops_http_req *r, int err, int http_status, 
     segops_http_busy(r);
   }
   SEGOPS_LOGD("%d %s: %s", status, code, message ? message : "");
-  return ret;
+  return ret == MHD_YES ? SEGOPS_HTTP_ANSWERED : SEGOPS_HTTP_FAIL;
 }

@@ -36,8 +36,7 @@ static void release_body(segops_http_req *r) {
   r->reserved = 0;
 }
 
-enum MHD_Result segops_http_op_begin(segops_http_req *r) {
-  segops_server *srv = r->srv;
+segops_http_outcome segops_http_op_begin(segops_http_req *r) {
   int enc = segops_http_content_type(header(r, MHD_HTTP_HEADER_CONTENT_TYPE));
   if (enc < 0)
     return segops_http_error(r, SEGOPS_E_UNSUPPORTED_MEDIA, 0,
@@ -49,6 +48,11 @@ enum MHD_Result segops_http_op_begin(segops_http_req *r) {
   if (r->resp_enc < 0)
     return segops_http_error(r, SEGOPS_E_NOT_ACCEPTABLE, 0,
                              "Accept allows neither application/msgpack nor application/json", NULL, false);
+  return segops_http_body_start(r);
+}
+
+segops_http_outcome segops_http_body_start(segops_http_req *r) {
+  segops_server *srv = r->srv;
   const char *cl = header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
   size_t initial = 64 * 1024;
   if (cl) {
@@ -71,8 +75,7 @@ enum MHD_Result segops_http_op_begin(segops_http_req *r) {
   r->body = malloc(initial);
   if (!r->body) return segops_http_error(r, SEGOPS_E_NOMEM, 0, "out of memory for the request body", NULL, true);
   r->cap = initial;
-  r->phase = PH_BODY;
-  return MHD_YES;
+  return SEGOPS_HTTP_READ_BODY;
 }
 
 /* Answers 413 in the middle of a chunked upload (a Content-Length over the cap is refused before
@@ -146,19 +149,30 @@ static void on_job_done(segops_job *job) {
   MHD_resume_connection(r->conn);
 }
 
-enum MHD_Result segops_http_op_complete(segops_http_req *r) {
+/* The body in the request's encoding, decoded into r->dec. */
+static int decode(segops_http_req *r, char *err, size_t errlen) {
+  segops_server *srv = r->srv;
+  segops_op op = (segops_op)r->op;
+  segops_pass pass = (segops_pass)r->pass;
+  switch (r->req_enc) {
+    case SEGOPS_ENC_MSGPACK:
+      return segops_decode_msgpack(r->body, r->len, op, pass, &srv->codec_limits, &r->dec, err, errlen);
+    case SEGOPS_ENC_JSON:
+      return segops_decode_json(r->body, r->len, op, pass, &srv->codec_limits, &r->dec, err, errlen);
+    default:
+      return segops_decode_oip(r->body, r->len, op, pass, &srv->codec_limits, &r->dec, &r->oip, err, errlen);
+  }
+}
+
+segops_http_outcome segops_http_op_complete(segops_http_req *r) {
   segops_server *srv = r->srv;
   char err[512];
   if (r->overflow) {
-    if (r->raw_answered) return MHD_NO; /* answered already: just close */
+    if (r->raw_answered) return SEGOPS_HTTP_FAIL; /* answered already: just close */
     snprintf(err, sizeof err, "the request body exceeds the limit of %" PRId64 " bytes", srv->cfg->max_body_bytes);
     return segops_http_error(r, SEGOPS_E_TOO_LARGE, 0, err, NULL, true);
   }
-  int rc = r->req_enc == SEGOPS_ENC_MSGPACK
-               ? segops_decode_msgpack(r->body, r->len, (segops_op)r->op, (segops_pass)r->pass, &srv->codec_limits,
-                                       &r->dec, err, sizeof err)
-               : segops_decode_json(r->body, r->len, (segops_op)r->op, (segops_pass)r->pass, &srv->codec_limits,
-                                    &r->dec, err, sizeof err);
+  int rc = decode(r, err, sizeof err);
   if (rc != SEGOPS_OK) return segops_http_error(r, rc, 0, err, NULL, false);
   rc = segops_prepare(&r->dec.req, &srv->limits, &r->prep, err, sizeof err);
   if (rc != SEGOPS_OK) return segops_http_error(r, rc, 0, err, NULL, false);
@@ -179,7 +193,6 @@ enum MHD_Result segops_http_op_complete(segops_http_req *r) {
   r->job.deadline = r->t_start + srv->cfg->request_timeout_s;
   r->job.done = on_job_done;
   r->job.user = r;
-  r->phase = PH_WAIT;
   segops_http_busy(r);
   /* Suspend before submitting: a worker may finish and resume the connection before this
    * callback returns, and resuming a connection that is not suspended is undefined. */
@@ -192,7 +205,7 @@ enum MHD_Result segops_http_op_complete(segops_http_req *r) {
              rc == SEGOPS_E_RESOURCE_EXHAUSTED ? "the request queue is full; retry later" : "the server is draining");
     MHD_resume_connection(r->conn); /* answered from the resumed callback like every other job */
   }
-  return MHD_YES;
+  return SEGOPS_HTTP_SUSPENDED;
 }
 
 /* What a successful op response owns: the encoded pieces and the output buffer they borrow. */
@@ -208,8 +221,7 @@ static void free_payload(void *cls) {
   free(p);
 }
 
-enum MHD_Result segops_http_op_respond(segops_http_req *r) {
-  r->phase = PH_DONE;
+segops_http_outcome segops_http_op_respond(segops_http_req *r) {
   segops_job *j = &r->job;
   double queue_s = j->t_started - j->t_enqueued, compute_s = j->t_finished - j->t_started;
   if (queue_s < 0) queue_s = 0;
@@ -230,9 +242,11 @@ enum MHD_Result segops_http_op_respond(segops_http_req *r) {
 
   const segops_fn_desc *fn = r->prep.call.fn;
   segops_out_tensor outs[SEGOPS_MAX_OUTPUTS];
+  bool binary[SEGOPS_MAX_OUTPUTS];
   int n = 0;
   for (int k = 0; k < fn->n_out; k++) {
     if (!r->prep.requested[k]) continue;
+    binary[n] = r->oip.out_set[k] ? r->oip.out_binary[k] : r->oip.binary_default;
     segops_out_tensor *o = &outs[n++];
     o->name = fn->out[k].name;
     o->dtype = r->prep.call.dtype;
@@ -244,7 +258,10 @@ enum MHD_Result segops_http_op_respond(segops_http_req *r) {
   resp_payload *p = calloc(1, sizeof *p);
   if (!p) return segops_http_error(r, SEGOPS_E_NOMEM, 0, "out of memory for the response", NULL, false);
   int rc = r->resp_enc == SEGOPS_ENC_MSGPACK ? segops_encode_msgpack(outs, n, &p->enc)
-                                             : segops_encode_json(outs, n, &p->enc);
+           : r->resp_enc == SEGOPS_ENC_JSON
+               ? segops_encode_json(outs, n, &p->enc)
+               : segops_encode_oip((segops_op)r->op, (segops_pass)r->pass, r->oip.has_id ? r->oip.id : NULL, outs,
+                                   binary, n, &p->enc);
   if (rc != SEGOPS_OK) {
     free_payload(p);
     return segops_http_error(r, rc, 0, "could not encode the response", NULL, false);
@@ -270,15 +287,21 @@ enum MHD_Result segops_http_op_respond(segops_http_req *r) {
     free_payload(p);
     return segops_http_error(r, SEGOPS_E_NOMEM, 0, "out of memory for the response", NULL, false);
   }
-  MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->resp_type);
+  if (r->resp_enc == SEGOPS_ENC_OIP && p->enc.json_len < total) {
+    char hl[32];
+    snprintf(hl, sizeof hl, "%zu", p->enc.json_len);
+    MHD_add_response_header(resp, "Inference-Header-Content-Length", hl);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
+  } else {
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->resp_type);
+  }
   MHD_add_response_header(resp, "Server-Timing", timing);
   enum MHD_Result ret = MHD_queue_response(r->conn, MHD_HTTP_OK, resp);
   MHD_destroy_response(resp);
-  if (ret == MHD_YES) {
-    r->status = 200;
-    r->bytes_out = total;
-  }
-  return ret;
+  if (ret != MHD_YES) return SEGOPS_HTTP_FAIL;
+  r->status = 200;
+  r->bytes_out = total;
+  return SEGOPS_HTTP_ANSWERED;
 }
 
 void segops_http_op_free(segops_http_req *r) {

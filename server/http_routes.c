@@ -1,5 +1,5 @@
-/* http_routes.c: the non-op routes: /healthz, /readyz, /metrics and /v1/info (whose op table
- * is generated from kernels/ops.c's table, never written twice). */
+/* http_routes.c: the non-op routes: /healthz, /readyz (and the readiness the v2 routes share), /metrics and /v1/info
+ * (whose op table is generated from kernels/ops.c's table, never written twice). */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,26 +7,29 @@
 #include "errors.h"
 #include "http.h"
 
-enum MHD_Result segops_http_healthz(segops_http_req *r) {
+segops_http_outcome segops_http_healthz(segops_http_req *r) {
   char *b = strdup("{\"status\":\"ok\"}");
-  if (!b) return MHD_NO;
+  if (!b) return SEGOPS_HTTP_FAIL;
   return segops_http_send_buffer(r, 200, "application/json", b, strlen(b));
 }
 
-enum MHD_Result segops_http_readyz(segops_http_req *r) {
-  segops_server *srv = r->srv;
+const char *segops_http_not_ready(segops_server *srv) {
   int st = atomic_load(&srv->state);
-  if (st == SEGOPS_STATE_STARTING) return segops_http_error(r, SEGOPS_E_UNAVAILABLE, 0, "starting", NULL, false);
-  if (st == SEGOPS_STATE_DRAINING || st == SEGOPS_STATE_LAME_DUCK)
-    return segops_http_error(r, SEGOPS_E_UNAVAILABLE, 0, "draining", NULL, false);
-  if (srv->backend->ready && !srv->backend->ready(srv->backend->ctx))
-    return segops_http_error(r, SEGOPS_E_UNAVAILABLE, 0, "the backend cannot take work", NULL, false);
+  if (st == SEGOPS_STATE_STARTING) return "starting";
+  if (st == SEGOPS_STATE_DRAINING || st == SEGOPS_STATE_LAME_DUCK) return "draining";
+  if (srv->backend->ready && !srv->backend->ready(srv->backend->ctx)) return "the backend cannot take work";
+  return NULL;
+}
+
+segops_http_outcome segops_http_readyz(segops_http_req *r) {
+  const char *why = segops_http_not_ready(r->srv);
+  if (why) return segops_http_error(r, SEGOPS_E_UNAVAILABLE, 0, why, NULL, false);
   char *b = strdup("{\"status\":\"ready\"}");
-  if (!b) return MHD_NO;
+  if (!b) return SEGOPS_HTTP_FAIL;
   return segops_http_send_buffer(r, 200, "application/json", b, strlen(b));
 }
 
-enum MHD_Result segops_http_metrics(segops_http_req *r) {
+segops_http_outcome segops_http_metrics(segops_http_req *r) {
   size_t len = 0;
   char *text = segops_metrics_render(segops_sched_depth(r->srv->sched), r->srv->backend, &len);
   if (!text) return segops_http_error(r, SEGOPS_E_NOMEM, 0, NULL, NULL, false);
@@ -64,7 +67,7 @@ static json_t *op_table_json(void) {
   return ops;
 }
 
-enum MHD_Result segops_http_info(segops_http_req *r) {
+segops_http_outcome segops_http_info(segops_http_req *r) {
   segops_server *srv = r->srv;
   const segops_config *c = srv->cfg;
   const segops_backend *be = srv->backend;
@@ -92,8 +95,5 @@ enum MHD_Result segops_http_info(segops_http_req *r) {
                 "backend", be->name ? be->name : "?", "devices", devs, "listeners", listeners, "limits", limits, "auth",
                 c->token != NULL, "encodings", "application/msgpack", "application/x-msgpack",
                 "application/vnd.msgpack", "application/json", "ops", op_table_json());
-  char *text = root ? json_dumps(root, JSON_COMPACT) : NULL;
-  json_decref(root);
-  if (!text) return segops_http_error(r, SEGOPS_E_NOMEM, 0, NULL, NULL, false);
-  return segops_http_send_buffer(r, 200, "application/json", text, strlen(text));
+  return segops_http_send_json(r, root);
 }

@@ -1,6 +1,7 @@
 /* http_server.c: libmicrohttpd setup (epoll, internal thread pool, suspend/resume), routing,
- * auth, the request life cycle (state created on the first callback, freed on completion),
- * and the graceful drain. */
+ * auth, the request life cycle (state created on the first callback, freed on completion;
+ * on_request alone moves it between phases, from the outcomes the route handlers return), and
+ * the graceful drain. Routes: http_route_table.c. */
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <stdint.h>
@@ -15,94 +16,70 @@
 #include "listen_unix.h"
 #include "log.h"
 
-static bool path_is(const char *url, const char *lit) { return strcmp(url, lit) == 0; }
-
-/* Resolves the route of a URL; for /v1/{op}/{pass} fills op/pass (-1 when unknown). */
-static segops_route route_of(const char *url, int *op, int *pass) {
-  *op = *pass = -1;
-  if (path_is(url, "/healthz")) return SEGOPS_ROUTE_HEALTHZ;
-  if (path_is(url, "/readyz")) return SEGOPS_ROUTE_READYZ;
-  if (path_is(url, "/metrics")) return SEGOPS_ROUTE_METRICS;
-  if (path_is(url, "/v1/info")) return SEGOPS_ROUTE_INFO;
-  if (strncmp(url, "/v1/", 4) == 0) {
-    const char *a = url + 4;
-    const char *slash = strchr(a, '/');
-    if (!slash || strchr(slash + 1, '/')) return SEGOPS_ROUTE_OTHER;
-    *op = segops_op_parse(a, (size_t)(slash - a));
-    *pass = segops_pass_parse(slash + 1, strlen(slash + 1));
-    if (*op >= 0 && *pass >= 0) return SEGOPS_ROUTE_OP;
-    return SEGOPS_ROUTE_OTHER;
+/* The one place a request changes phase: after every handler, from the outcome it returned. */
+static enum MHD_Result advance(segops_http_req *r, segops_http_outcome o) {
+  switch (o) {
+    case SEGOPS_HTTP_ANSWERED:
+      r->phase = PH_DONE;
+      return MHD_YES;
+    case SEGOPS_HTTP_DEFERRED:
+      r->phase = PH_ERROR;
+      return MHD_YES;
+    case SEGOPS_HTTP_ANSWER_LATER:
+      r->phase = PH_GET;
+      return MHD_YES;
+    case SEGOPS_HTTP_READ_BODY:
+      r->phase = PH_BODY;
+      return MHD_YES;
+    case SEGOPS_HTTP_SUSPENDED:
+      r->phase = PH_WAIT;
+      return MHD_YES;
+    default:
+      r->phase = PH_DONE;
+      return MHD_NO;
   }
-  return SEGOPS_ROUTE_OTHER;
 }
 
-static enum MHD_Result not_found(segops_http_req *r, const char *url) {
-  char msg[256];
-  if (strncmp(url, "/v1/", 4) == 0 && r->op < 0 && strchr(url + 4, '/'))
-    snprintf(msg, sizeof msg, "unknown op in '%.120s' (GET /v1/info lists them)", url);
-  else if (strncmp(url, "/v1/", 4) == 0 && r->op >= 0 && r->pass < 0)
-    snprintf(msg, sizeof msg, "unknown pass in '%.120s' (forward, backward or double_backward)", url);
-  else
-    snprintf(msg, sizeof msg, "no route for '%.120s'", url);
-  return segops_http_error(r, SEGOPS_E_NOT_FOUND, 0, msg, NULL, false);
+static unsigned method_bit(const char *method) {
+  if (strcmp(method, MHD_HTTP_METHOD_GET) == 0) return SEGOPS_M_GET;
+  if (strcmp(method, MHD_HTTP_METHOD_HEAD) == 0) return SEGOPS_M_HEAD;
+  if (strcmp(method, MHD_HTTP_METHOD_POST) == 0) return SEGOPS_M_POST;
+  return 0;
 }
 
 /* Decides what a request gets from its headers alone. Errors found here are deferred (see
  * PH_ERROR) unless the body is large or of unknown length: then the answer goes out at once and
  * libmicrohttpd closes the connection instead of reading the body. */
-static enum MHD_Result first_call(segops_http_req *r, const char *url, const char *method, const char *version) {
+static segops_http_outcome first_call(segops_http_req *r, const char *url, const char *method, const char *version) {
   segops_server *srv = r->srv;
   const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
   const char *te = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
   /* Not deferred when the client waits for 100 Continue: answering now sends no 100. */
   r->defer_errors = !te && (!cl || strtoull(cl, NULL, 10) <= 64 * 1024) &&
                     !MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
-  r->route = route_of(url, &r->op, &r->pass);
-  enum MHD_Result ret;
+  char msg[256];
+  r->rt = segops_http_route_find(url, r, msg, sizeof msg);
+  r->route = r->rt ? r->rt->metric : SEGOPS_ROUTE_OTHER;
+  r->oip_errors = r->rt ? (r->rt->flags & SEGOPS_RF_OIP) != 0 : strncmp(url, "/v2/", 4) == 0 || !strcmp(url, "/v2");
+  segops_http_outcome ret;
   if (segops_http_strict_head(r, url, version, &ret)) return ret;
-  bool health = r->route == SEGOPS_ROUTE_HEALTHZ || r->route == SEGOPS_ROUTE_READYZ;
+  bool open = r->rt && (r->rt->flags & SEGOPS_RF_OPEN);
   /* Authentication is decided on the head: a request with a body is answered at once and its
    * connection closed, so no byte of an unauthenticated body is read. */
-  if (!health && srv->cfg->token &&
+  if (!open && srv->cfg->token &&
       !segops_http_auth_ok(MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
                            srv->cfg->token))
     return segops_http_error(r, SEGOPS_E_UNAUTHENTICATED, 0, "a valid 'Authorization: Bearer <token>' is required",
                              NULL, segops_http_has_body(r->conn));
-  bool get = strcmp(method, MHD_HTTP_METHOD_GET) == 0 || strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
-  if (r->route == SEGOPS_ROUTE_OTHER) return not_found(r, url);
-  if (r->route == SEGOPS_ROUTE_OP) {
-    if (strcmp(method, MHD_HTTP_METHOD_POST) != 0) {
-      char msg[128];
-      snprintf(msg, sizeof msg, "%.16s is not allowed on %.80s; use POST", method, url);
-      return segops_http_error(r, SEGOPS_E_METHOD_NOT_ALLOWED, 0, msg, "POST", false);
-    }
-    if (!segops_server_takes_work(atomic_load(&srv->state)))
-      return segops_http_error(r, SEGOPS_E_UNAVAILABLE, 0, "the server is draining", NULL, true);
-    return segops_http_op_begin(r);
+  if (!r->rt) return segops_http_error(r, SEGOPS_E_NOT_FOUND, 0, msg, NULL, false);
+  if (!(r->rt->methods & method_bit(method))) {
+    snprintf(msg, sizeof msg, "%.16s is not allowed on %.80s; use %s", method, url,
+             r->rt->methods & SEGOPS_M_POST ? "POST" : "GET");
+    return segops_http_error(r, SEGOPS_E_METHOD_NOT_ALLOWED, 0, msg, segops_http_route_allow(r->rt), false);
   }
-  if (!get) {
-    char msg[128];
-    snprintf(msg, sizeof msg, "%.16s is not allowed on %.80s; use GET", method, url);
-    return segops_http_error(r, SEGOPS_E_METHOD_NOT_ALLOWED, 0, msg, "GET, HEAD", false);
-  }
-  r->phase = PH_GET;
-  return MHD_YES;
-}
-
-static enum MHD_Result answer_get(segops_http_req *r) {
-  r->phase = PH_DONE;
-  switch (r->route) {
-    case SEGOPS_ROUTE_HEALTHZ:
-      return segops_http_healthz(r);
-    case SEGOPS_ROUTE_READYZ:
-      return segops_http_readyz(r);
-    case SEGOPS_ROUTE_METRICS:
-      return segops_http_metrics(r);
-    case SEGOPS_ROUTE_INFO:
-      return segops_http_info(r);
-    default:
-      return segops_http_error(r, SEGOPS_E_NOT_FOUND, 0, "no route", NULL, false);
-  }
+  if ((r->rt->flags & SEGOPS_RF_WORK) && !segops_server_takes_work(atomic_load(&srv->state)))
+    return segops_http_error(r, SEGOPS_E_UNAVAILABLE, 0, "the server is draining", NULL, true);
+  return r->rt->begin ? r->rt->begin(r) : SEGOPS_HTTP_ANSWER_LATER;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
@@ -120,16 +97,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     segops_watchdog_request_begin(srv->watchdog, conn);
     atomic_fetch_add(&srv->active, 1);
     segops_metrics_inflight_add(1);
-    enum MHD_Result ret = first_call(r, url, method, version);
+    segops_http_outcome o = first_call(r, url, method, version);
     r->defer_errors = false;
-    return ret;
+    return advance(r, o);
   }
   switch (r->phase) {
     case PH_BODY:
       if (*upload_data_size) return segops_http_op_body(r, upload_data, upload_data_size);
-      return segops_http_op_complete(r);
+      return advance(r, r->rt->finish(r));
     case PH_WAIT:
-      return segops_http_op_respond(r);
+      return advance(r, r->rt->resume(r));
     case PH_GET:
     case PH_ERROR:
       if (*upload_data_size) { /* a body nobody will read: count it and drop it */
@@ -137,10 +114,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *upload_data_size = 0;
         return MHD_YES;
       }
-      if (r->phase == PH_GET) return answer_get(r);
-      r->phase = PH_DONE;
-      return segops_http_error(r, r->deferred.err, r->deferred.http_status, r->deferred.message, r->deferred.allow,
-                               false);
+      if (r->phase == PH_GET) return advance(r, r->rt->finish(r));
+      return advance(r, segops_http_error(r, r->deferred.err, r->deferred.http_status, r->deferred.message,
+                                          r->deferred.allow, false));
     default:
       /* A response could not be queued: nothing more to do. */
       return MHD_NO;
@@ -154,10 +130,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   segops_watchdog_request_end(srv->watchdog, conn); /* a keep-alive connection waits for its next head */
   *con_cls = NULL;
   if (r->status && segops_log_level >= SEGOPS_LOG_DEBUG) {
-    static const char *const ROUTES[SEGOPS_ROUTE_COUNT] = {"op",      "/v1/info", "/healthz",
-                                                           "/readyz", "/metrics", "other"};
-    SEGOPS_LOGD("%s%s%s -> %d, %llu bytes in, %llu out, %.3f ms%s",
-                r->route == SEGOPS_ROUTE_OP && r->op >= 0 ? segops_op_name((segops_op)r->op) : ROUTES[r->route],
+    SEGOPS_LOGD("%s%s%s%s%s -> %d, %llu bytes in, %llu out, %.3f ms%s", r->rt ? r->rt->pattern : "(no route)",
+                r->route == SEGOPS_ROUTE_OP && r->op >= 0 ? " " : "",
+                r->route == SEGOPS_ROUTE_OP && r->op >= 0 ? segops_op_name((segops_op)r->op) : "",
                 r->route == SEGOPS_ROUTE_OP && r->pass >= 0 ? "/" : "",
                 r->route == SEGOPS_ROUTE_OP && r->pass >= 0 ? segops_pass_name((segops_pass)r->pass) : "", r->status,
                 (unsigned long long)r->bytes_in, (unsigned long long)r->bytes_out, (segops_now() - r->t_start) * 1e3,

@@ -61,7 +61,7 @@ bool segops_http_has_body(struct MHD_Connection *conn) {
   return te || (cl && strcmp(cl, "0") != 0);
 }
 
-bool segops_http_strict_head(segops_http_req *r, const char *url, const char *version, enum MHD_Result *ret) {
+bool segops_http_strict_head(segops_http_req *r, const char *url, const char *version, segops_http_outcome *ret) {
   struct MHD_Connection *c = r->conn;
   head_scan h = {0};
   MHD_get_connection_values(c, MHD_HEADER_KIND, scan_header, &h);

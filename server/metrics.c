@@ -11,7 +11,8 @@
 static const int STATUSES[] = {200, 400, 401, 404, 405, 406, 413, 415, 500, 503, 504, 0};
 #define N_STATUS (sizeof STATUSES / sizeof STATUSES[0])
 
-static const char *const ROUTE_NAMES[SEGOPS_ROUTE_COUNT] = {"op", "info", "healthz", "readyz", "metrics", "other"};
+static const char *const ROUTE_NAMES[SEGOPS_ROUTE_COUNT] = {"op",      "info", "healthz", "readyz",
+                                                            "metrics", "v2",   "shm",     "other"};
 
 /* Seconds; spans a tiny CPU request (tens of microseconds) to the request timeout. */
 static const double BUCKETS[] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,

@@ -16,6 +16,8 @@ typedef enum {
   SEGOPS_ROUTE_HEALTHZ,
   SEGOPS_ROUTE_READYZ,
   SEGOPS_ROUTE_METRICS,
+  SEGOPS_ROUTE_V2,  /* the Open Inference Protocol's non-infer routes (infer counts as its function) */
+  SEGOPS_ROUTE_SHM, /* the system shared memory routes */
   SEGOPS_ROUTE_OTHER,
   SEGOPS_ROUTE_COUNT
 } segops_route;

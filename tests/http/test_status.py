@@ -61,9 +61,13 @@ def test_400_malformed_body(shared_daemon):
 
 def test_404(shared_daemon):
     for path in ["/v1/segmented_foo/forward", "/v1/segmented_sum/sideways", "/nope", "/v1/segmented_sum",
-                 "/v1/segmented_sum/forward/x", "/v2/info"]:
+                 "/v1/segmented_sum/forward/x"]:
         st, _, data = post(shared_daemon.url, GOOD, path=path)
         assert st == 404 and err_of(data)[0] == "not_found", path
+    # Under /v2 errors take the Open Inference Protocol's form: {"error": "<message>"}.
+    for path in ["/v2/info", "/v2/models/segmented_foo_forward/infer"]:
+        st, _, data = post(shared_daemon.url, GOOD, path=path)
+        assert st == 404 and isinstance(json.loads(data)["error"], str), path
     st, _, data = request(shared_daemon.url, "GET", "/favicon.ico")
     assert st == 404 and err_of(data)[0] == "not_found"
 
