@@ -105,6 +105,7 @@ static void overflow_now(segops_http_req *r) {
     r->bytes_out = (uint64_t)bl;
     /* Counted now: the connection may linger until the client's close is noticed. */
     segops_metrics_request(r->route, r->op, r->pass, 413, r->bytes_in, r->bytes_out);
+    segops_metrics_rejected(SEGOPS_E_TOO_LARGE);
     r->counted = true;
   }
 }
@@ -226,8 +227,8 @@ segops_http_outcome segops_http_op_respond(segops_http_req *r) {
   double queue_s = j->t_started - j->t_enqueued, compute_s = j->t_finished - j->t_started;
   if (queue_s < 0) queue_s = 0;
   if (compute_s < 0) compute_s = 0;
-  segops_metrics_observe(SEGOPS_HIST_QUEUE, queue_s);
-  if (j->status == SEGOPS_OK) segops_metrics_observe(SEGOPS_HIST_COMPUTE, compute_s);
+  segops_metrics_observe(SEGOPS_HIST_QUEUE, r->op, r->pass, queue_s);
+  if (j->status == SEGOPS_OK) segops_metrics_observe(SEGOPS_HIST_COMPUTE, r->op, r->pass, compute_s);
   /* The inputs are no longer needed: give their memory back before encoding. */
   segops_decoded_free(&r->dec);
   memset(&r->dec, 0, sizeof r->dec);

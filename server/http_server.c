@@ -141,7 +141,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   if (r->status && !r->counted) {
     segops_metrics_request(r->route, r->op, r->pass, r->status, r->bytes_in,
                            toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? r->bytes_out : 0);
-    segops_metrics_observe(SEGOPS_HIST_TOTAL, segops_now() - r->t_start);
+    if (r->route == SEGOPS_ROUTE_OP)
+      segops_metrics_observe(SEGOPS_HIST_TOTAL, r->op, r->pass, segops_now() - r->t_start);
   }
   if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && toe != MHD_REQUEST_TERMINATED_CLIENT_ABORT)
     SEGOPS_LOGD("request ended early (termination code %d)", (int)toe);

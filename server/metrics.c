@@ -1,4 +1,5 @@
-/* metrics.c: request counters, latency and batch histograms, and their Prometheus rendering. */
+/* metrics.c: request counters, latency, size and batch histograms, gauges and per-device
+ * counters, and their Prometheus rendering (units in names: _seconds, _bytes, _total). */
 #include "metrics.h"
 
 #include <stdarg.h>
@@ -6,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "errors.h"
 
 /* The statuses SPEC §5 can produce; anything else lands in the last slot ("other"). */
 static const int STATUSES[] = {200, 400, 401, 404, 405, 406, 413, 415, 500, 503, 504, 0};
@@ -18,10 +21,30 @@ static const char *const ROUTE_NAMES[SEGOPS_ROUTE_COUNT] = {"op",      "info", "
 static const double BUCKETS[] = {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                  0.1,     0.25,   0.5,     1,      2.5,   5,      10,    30,   60};
 #define N_BUCKETS (sizeof BUCKETS / sizeof BUCKETS[0])
-static const char *const HIST_NAMES[SEGOPS_HIST_COUNT] = {"queue", "compute", "total"};
-static const char *const HIST_HELP[SEGOPS_HIST_COUNT] = {"Time a request waited in the scheduler queue",
-                                                         "Time of the backend call that ran a request",
-                                                         "Time from the request's headers to its completion"};
+static const char *const HIST_NAMES[SEGOPS_HIST_COUNT] = {"queue", "compute", "request"};
+static const char *const HIST_HELP[SEGOPS_HIST_COUNT] = {
+    "Time an op request waited in the scheduler queue, by op and pass",
+    "Time of the backend call that ran an op request, by op and pass",
+    "Time from an op request's headers to its completion, by op and pass (probes and scrapes not counted)"};
+
+/* Body sizes in bytes: powers of four from 64 B to 1 GiB. */
+static const double SIZE_BUCKETS[] = {64,      256,     1024,     4096,     16384,     65536,     262144,
+                                      1048576, 4194304, 16777216, 67108864, 268435456, 1073741824};
+#define N_SIZE (sizeof SIZE_BUCKETS / sizeof SIZE_BUCKETS[0])
+
+/* Why a request was turned away (segops_metrics_rejected); the label is the wire code but for
+ * out_of_memory, which shares resource_exhausted on the wire. */
+static const struct {
+  int err;
+  const char *reason;
+} REJECT[] = {{SEGOPS_E_UNAUTHENTICATED, "unauthenticated"},
+              {SEGOPS_E_TOO_LARGE, "too_large"},
+              {SEGOPS_E_RESOURCE_EXHAUSTED, "resource_exhausted"},
+              {SEGOPS_E_NOMEM, "out_of_memory"},
+              {SEGOPS_E_UNAVAILABLE, "unavailable"},
+              {SEGOPS_E_DEADLINE_EXCEEDED, "deadline_exceeded"}};
+#define N_REJECT (sizeof REJECT / sizeof REJECT[0])
+#define MAX_DEV 64
 
 /* Requests per backend call: powers of two. */
 static const int BATCH_BUCKETS[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
@@ -33,15 +56,21 @@ typedef struct {
   atomic_uint_fast64_t sum_ns;
 } hist;
 
+typedef struct {
+  atomic_uint_fast64_t bucket[N_SIZE + 1];
+  atomic_uint_fast64_t count, sum;
+} size_hist;
+
 static struct {
   atomic_uint_fast64_t op_req[SEGOPS_OP_COUNT][SEGOPS_PASS_COUNT][N_STATUS];
   atomic_uint_fast64_t route_req[SEGOPS_ROUTE_COUNT][N_STATUS];
-  atomic_uint_fast64_t bytes_in, bytes_out;
-  atomic_int_fast64_t inflight;
-  hist h[SEGOPS_HIST_COUNT];
+  size_hist req_size, resp_size;
+  atomic_int_fast64_t inflight, executing;
+  hist h[SEGOPS_HIST_COUNT][SEGOPS_OP_COUNT][SEGOPS_PASS_COUNT];
+  atomic_uint_fast64_t rejected[N_REJECT];
   atomic_uint_fast64_t batch_bucket[N_BATCH + 1];
   atomic_uint_fast64_t batch_count, batch_sum, batch_elements;
-  atomic_uint_fast64_t busy_ns;
+  atomic_uint_fast64_t busy_ns[MAX_DEV];
 } M;
 
 static size_t status_slot(int status) {
@@ -52,19 +81,35 @@ static size_t status_slot(int status) {
 
 #define RLX memory_order_relaxed
 
-void segops_metrics_request(segops_route route, int op, int pass, int status, uint64_t bytes_in, uint64_t bytes_out) {
-  size_t s = status_slot(status);
-  if (route == SEGOPS_ROUTE_OP && op >= 0 && op < SEGOPS_OP_COUNT && pass >= 0 && pass < SEGOPS_PASS_COUNT)
-    atomic_fetch_add_explicit(&M.op_req[op][pass][s], 1, RLX);
-  else if ((unsigned)route < SEGOPS_ROUTE_COUNT)
-    atomic_fetch_add_explicit(&M.route_req[route == SEGOPS_ROUTE_OP ? SEGOPS_ROUTE_OTHER : route][s], 1, RLX);
-  atomic_fetch_add_explicit(&M.bytes_in, bytes_in, RLX);
-  atomic_fetch_add_explicit(&M.bytes_out, bytes_out, RLX);
+static bool is_fn(int op, int pass) { return op >= 0 && op < SEGOPS_OP_COUNT && pass >= 0 && pass < SEGOPS_PASS_COUNT; }
+
+static void observe_size(size_hist *h, uint64_t bytes) {
+  size_t b = 0;
+  while (b < N_SIZE && (double)bytes > SIZE_BUCKETS[b]) b++;
+  atomic_fetch_add_explicit(&h->bucket[b], 1, RLX);
+  atomic_fetch_add_explicit(&h->count, 1, RLX);
+  atomic_fetch_add_explicit(&h->sum, bytes, RLX);
 }
 
-void segops_metrics_observe(segops_hist which, double seconds) {
-  if ((unsigned)which >= SEGOPS_HIST_COUNT) return;
-  hist *h = &M.h[which];
+void segops_metrics_request(segops_route route, int op, int pass, int status, uint64_t bytes_in, uint64_t bytes_out) {
+  size_t s = status_slot(status);
+  if (route == SEGOPS_ROUTE_OP && is_fn(op, pass)) {
+    atomic_fetch_add_explicit(&M.op_req[op][pass][s], 1, RLX);
+    observe_size(&M.req_size, bytes_in);
+    observe_size(&M.resp_size, bytes_out);
+  } else if ((unsigned)route < SEGOPS_ROUTE_COUNT) {
+    atomic_fetch_add_explicit(&M.route_req[route == SEGOPS_ROUTE_OP ? SEGOPS_ROUTE_OTHER : route][s], 1, RLX);
+  }
+}
+
+void segops_metrics_rejected(int err) {
+  for (size_t k = 0; k < N_REJECT; k++)
+    if (REJECT[k].err == err) atomic_fetch_add_explicit(&M.rejected[k], 1, RLX);
+}
+
+void segops_metrics_observe(segops_hist which, int op, int pass, double seconds) {
+  if ((unsigned)which >= SEGOPS_HIST_COUNT || !is_fn(op, pass)) return;
+  hist *h = &M.h[which][op][pass];
   if (seconds < 0) seconds = 0;
   size_t b = 0;
   while (b < N_BUCKETS && seconds > BUCKETS[b]) b++;
@@ -82,11 +127,13 @@ void segops_metrics_batch(int requests, int64_t elements) {
   atomic_fetch_add_explicit(&M.batch_elements, (uint64_t)(elements > 0 ? elements : 0), RLX);
 }
 
-void segops_metrics_backend_busy(double seconds) {
-  if (seconds > 0) atomic_fetch_add_explicit(&M.busy_ns, (uint64_t)(seconds * 1e9), RLX);
+void segops_metrics_backend_busy(int device, double seconds) {
+  if (seconds > 0 && device >= 0 && device < MAX_DEV)
+    atomic_fetch_add_explicit(&M.busy_ns[device], (uint64_t)(seconds * 1e9), RLX);
 }
 
 void segops_metrics_inflight_add(int delta) { atomic_fetch_add_explicit(&M.inflight, delta, RLX); }
+void segops_metrics_executing_add(int delta) { atomic_fetch_add_explicit(&M.executing, delta, RLX); }
 
 /* A growable text buffer; on OOM it stops growing and render returns NULL. */
 typedef struct {
@@ -121,9 +168,54 @@ static void put(sbuf *b, const char *fmt, ...) {
 
 static uint64_t ld(atomic_uint_fast64_t *a) { return atomic_load_explicit(a, RLX); }
 
+static void put_size_hist(sbuf *b, const char *name, const char *help, size_hist *h) {
+  put(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+  uint64_t cum = 0;
+  for (size_t k = 0; k < N_SIZE; k++) {
+    cum += ld(&h->bucket[k]);
+    put(b, "%s_bucket{le=\"%.0f\"} %llu\n", name, SIZE_BUCKETS[k], (unsigned long long)cum);
+  }
+  cum += ld(&h->bucket[N_SIZE]);
+  put(b, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %llu\n%s_count %llu\n", name, (unsigned long long)cum, name,
+      (unsigned long long)ld(&h->sum), name, (unsigned long long)ld(&h->count));
+}
+
+/* One latency histogram family: a series per function that has observations. */
+static void put_latency(sbuf *b, int which) {
+  const char *n = HIST_NAMES[which];
+  put(b, "# HELP segops_%s_duration_seconds %s.\n# TYPE segops_%s_duration_seconds histogram\n", n, HIST_HELP[which],
+      n);
+  for (int o = 0; o < SEGOPS_OP_COUNT; o++)
+    for (int p = 0; p < SEGOPS_PASS_COUNT; p++) {
+      hist *h = &M.h[which][o][p];
+      uint64_t count = ld(&h->count);
+      if (!count) continue;
+      const char *on = segops_op_name(o), *pn = segops_pass_name(p);
+      uint64_t cum = 0;
+      for (size_t k = 0; k <= N_BUCKETS; k++) {
+        cum += ld(&h->bucket[k]);
+        char le[32];
+        if (k < N_BUCKETS)
+          snprintf(le, sizeof le, "%g", BUCKETS[k]);
+        else
+          snprintf(le, sizeof le, "+Inf");
+        put(b, "segops_%s_duration_seconds_bucket{op=\"%s\",pass=\"%s\",le=\"%s\"} %llu\n", n, on, pn, le,
+            (unsigned long long)cum);
+      }
+      put(b, "segops_%s_duration_seconds_sum{op=\"%s\",pass=\"%s\"} %.9f\n", n, on, pn, (double)ld(&h->sum_ns) / 1e9);
+      put(b, "segops_%s_duration_seconds_count{op=\"%s\",pass=\"%s\"} %llu\n", n, on, pn, (unsigned long long)count);
+    }
+}
+
+static void put_gauge(sbuf *b, const char *name, const char *help, long long v) {
+  put(b, "# HELP %s %s\n# TYPE %s gauge\n%s %lld\n", name, help, name, name, v);
+}
+
 char *segops_metrics_render(int64_t queue_depth, const segops_backend *be, size_t *len) {
-  sbuf b = {malloc(16384), 0, 16384, 0};
+  sbuf b = {malloc(65536), 0, 65536, 0};
   if (!b.p) return NULL;
+  put(&b, "# HELP segops_build_info The daemon's version and backend (always 1).\n# TYPE segops_build_info gauge\n");
+  put(&b, "segops_build_info{version=\"%s\",backend=\"%s\"} 1\n", SEGOPS_VERSION, be && be->name ? be->name : "none");
   put(&b, "# HELP segops_requests_total Op requests answered, by op, pass and HTTP status.\n");
   put(&b, "# TYPE segops_requests_total counter\n");
   for (int o = 0; o < SEGOPS_OP_COUNT; o++)
@@ -152,19 +244,16 @@ char *segops_metrics_render(int64_t queue_depth, const segops_backend *be, size_
         put(&b, "segops_http_requests_total{route=\"%s\",status=\"other\"} %llu\n", ROUTE_NAMES[r],
             (unsigned long long)v);
     }
-  for (int h = 0; h < SEGOPS_HIST_COUNT; h++) {
-    const char *n = HIST_NAMES[h];
-    put(&b, "# HELP segops_%s_seconds %s.\n# TYPE segops_%s_seconds histogram\n", n, HIST_HELP[h], n);
-    uint64_t cum = 0;
-    for (size_t k = 0; k < N_BUCKETS; k++) {
-      cum += ld(&M.h[h].bucket[k]);
-      put(&b, "segops_%s_seconds_bucket{le=\"%g\"} %llu\n", n, BUCKETS[k], (unsigned long long)cum);
-    }
-    cum += ld(&M.h[h].bucket[N_BUCKETS]);
-    put(&b, "segops_%s_seconds_bucket{le=\"+Inf\"} %llu\n", n, (unsigned long long)cum);
-    put(&b, "segops_%s_seconds_sum %.9f\n", n, (double)ld(&M.h[h].sum_ns) / 1e9);
-    put(&b, "segops_%s_seconds_count %llu\n", n, (unsigned long long)ld(&M.h[h].count));
-  }
+  put(&b,
+      "# HELP segops_rejected_requests_total Requests turned away, by reason (the error code; out_of_memory "
+      "for host memory).\n# TYPE segops_rejected_requests_total counter\n");
+  for (size_t k = 0; k < N_REJECT; k++)
+    put(&b, "segops_rejected_requests_total{reason=\"%s\"} %llu\n", REJECT[k].reason,
+        (unsigned long long)ld(&M.rejected[k]));
+  for (int h = 0; h < SEGOPS_HIST_COUNT; h++) put_latency(&b, h);
+  put_size_hist(&b, "segops_request_size_bytes", "Body sizes of op requests.", &M.req_size);
+  put_size_hist(&b, "segops_response_size_bytes", "Body sizes of op responses (0 when the connection broke).",
+                &M.resp_size);
   put(&b, "# HELP segops_batch_size Requests joined into one backend call.\n# TYPE segops_batch_size histogram\n");
   uint64_t cum = 0;
   for (size_t k = 0; k < N_BATCH; k++) {
@@ -178,29 +267,24 @@ char *segops_metrics_render(int64_t queue_depth, const segops_backend *be, size_
   put(&b, "# HELP segops_batch_elements_total Elements (N) sent to the backend.\n");
   put(&b, "# TYPE segops_batch_elements_total counter\nsegops_batch_elements_total %llu\n",
       (unsigned long long)ld(&M.batch_elements));
-  put(&b, "# HELP segops_backend_busy_seconds_total Time the backend spent running calls.\n");
-  put(&b, "# TYPE segops_backend_busy_seconds_total counter\nsegops_backend_busy_seconds_total %.9f\n",
-      (double)ld(&M.busy_ns) / 1e9);
-  put(&b, "# HELP segops_bytes_received_total Request body bytes received on op routes.\n");
-  put(&b, "# TYPE segops_bytes_received_total counter\nsegops_bytes_received_total %llu\n",
-      (unsigned long long)ld(&M.bytes_in));
-  put(&b, "# HELP segops_bytes_sent_total Response body bytes sent.\n");
-  put(&b, "# TYPE segops_bytes_sent_total counter\nsegops_bytes_sent_total %llu\n",
-      (unsigned long long)ld(&M.bytes_out));
-  put(&b, "# HELP segops_in_flight_requests Requests received and not yet answered.\n");
-  put(&b, "# TYPE segops_in_flight_requests gauge\nsegops_in_flight_requests %lld\n",
-      (long long)atomic_load_explicit(&M.inflight, RLX));
-  put(&b, "# HELP segops_queue_depth Requests waiting for a worker.\n");
-  put(&b, "# TYPE segops_queue_depth gauge\nsegops_queue_depth %lld\n", (long long)queue_depth);
+  put_gauge(&b, "segops_in_flight_requests", "HTTP requests received and not yet answered (every route).",
+            (long long)atomic_load_explicit(&M.inflight, RLX));
+  put_gauge(&b, "segops_queued_requests", "Op requests waiting for a backend worker.", (long long)queue_depth);
+  put_gauge(&b, "segops_executing_requests", "Op requests in a backend call now.",
+            (long long)atomic_load_explicit(&M.executing, RLX));
+  int nd = be ? (be->n_devices < MAX_DEV ? be->n_devices : MAX_DEV) : 0;
+  put(&b, "# HELP segops_device_busy_seconds_total Time each backend device (worker) spent running calls.\n");
+  put(&b, "# TYPE segops_device_busy_seconds_total counter\n");
+  for (int d = 0; d < nd; d++)
+    put(&b, "segops_device_busy_seconds_total{device=\"%d\"} %.9f\n", d, (double)ld(&M.busy_ns[d]) / 1e9);
   if (be && be->device_info) {
-    put(&b, "# HELP segops_device_memory_used_bytes Memory in use on each device.\n");
-    put(&b, "# TYPE segops_device_memory_used_bytes gauge\n");
-    segops_device_info di[16];
-    int nd = be->n_devices < 16 ? be->n_devices : 16;
+    segops_device_info di[MAX_DEV];
     for (int d = 0; d < nd; d++) {
       memset(&di[d], 0, sizeof di[d]);
       if (be->device_info(be->ctx, d, &di[d]) != 0) di[d].name[0] = 0;
     }
+    put(&b, "# HELP segops_device_memory_used_bytes Memory in use on each device.\n");
+    put(&b, "# TYPE segops_device_memory_used_bytes gauge\n");
     for (int d = 0; d < nd; d++)
       put(&b, "segops_device_memory_used_bytes{device=\"%d\"} %llu\n", d, (unsigned long long)di[d].memory_used);
     put(&b, "# HELP segops_device_memory_total_bytes Memory of each device.\n");

@@ -22,17 +22,26 @@ typedef enum {
   SEGOPS_ROUTE_COUNT
 } segops_route;
 
+/* Latency histograms of op requests, labelled by op and pass. TOTAL: headers to completion. */
 typedef enum { SEGOPS_HIST_QUEUE = 0, SEGOPS_HIST_COMPUTE, SEGOPS_HIST_TOTAL, SEGOPS_HIST_COUNT } segops_hist;
 
 /* Counts one finished request. op/pass only for SEGOPS_ROUTE_OP with a known function
- * (else pass -1). status is the HTTP status sent. */
+ * (else pass -1); those also go into the request/response size histograms. status is the
+ * HTTP status sent. */
 void segops_metrics_request(segops_route route, int op, int pass, int status, uint64_t bytes_in, uint64_t bytes_out);
-/* Observes a duration in seconds in one of the latency histograms. */
-void segops_metrics_observe(segops_hist h, double seconds);
+/* Observes a duration in seconds in one of the latency histograms of function (op, pass);
+ * anything that is not a known function (a probe, a scrape, a bad path) is ignored. */
+void segops_metrics_observe(segops_hist h, int op, int pass, double seconds);
+/* Counts a request turned away with error err (a SEGOPS_E_* code): unauthenticated, too large,
+ * queue or memory full, unavailable (starting, draining), deadline exceeded; others ignored. */
+void segops_metrics_rejected(int err);
 /* Observes the number of requests joined in one backend call, and its elements. */
 void segops_metrics_batch(int requests, int64_t elements);
-void segops_metrics_backend_busy(double seconds);
+/* Time backend device (worker) `device` spent in a call. */
+void segops_metrics_backend_busy(int device, double seconds);
 void segops_metrics_inflight_add(int delta);
+/* Op requests inside a backend call now (+n before the call, -n after). */
+void segops_metrics_executing_add(int delta);
 
 /* Renders everything into a malloc'd NUL-terminated buffer (caller frees); NULL on OOM.
  * queue_depth is sampled by the caller; the backend is asked for per-device memory. */

@@ -170,6 +170,7 @@ static void run_jobs(segops_sched *s, int device, segops_job **jobs, int n) {
   }
   if (!live) return;
   char err[256] = "";
+  segops_metrics_executing_add(live);
   int rc = segops_test_hook_before_run(jobs[0]->call, err, sizeof err);
   if (rc == SEGOPS_OK) {
     if (live == 1)
@@ -178,7 +179,8 @@ static void run_jobs(segops_sched *s, int device, segops_job **jobs, int n) {
       rc = segops_batch_run(s->backend, device, jobs, live, err, sizeof err);
   }
   double t1 = segops_now();
-  segops_metrics_backend_busy(t1 - t0);
+  segops_metrics_executing_add(-live);
+  segops_metrics_backend_busy(device, t1 - t0);
   int64_t rows = 0;
   for (int i = 0; i < live; i++) rows += jobs[i]->call->n;
   segops_metrics_batch(live, rows);

@@ -35,7 +35,11 @@ ON=$PORT
 BACKEND_NAME=$(curl -s "http://127.0.0.1:$ON/v1/info" | sed -n 's/.*"backend":"\([a-z]*\)".*/\1/p')
 
 field() { sed -n "s/.*$1=\([^ ]*\).*/\1/p" <<< "$2"; }
-metric() { curl -s "http://127.0.0.1:$1/metrics" | awk -v m="$2" '$1 == m { print $2 }'; }
+# metric PORT NAME: the value of an unlabelled series, or the sum over a labelled family's series.
+metric() {
+  curl -s "http://127.0.0.1:$1/metrics" |
+    awk -v m="$2" '$1 == m || index($1, m "{") == 1 { s += $2; n++ } END { if (n) printf "%.9f\n", s }'
+}
 calc() { awk "BEGIN { $1 }"; }
 
 printf '\nmany clients: backend %s, N=1024 vec3 float32, 32 segments, msgpack; %ss per run after %ss;\n' \
@@ -49,11 +53,11 @@ for fn in $FNS; do
     declare -A R=()
     for mode in off on; do
       port=$OFF; [ $mode = on ] && port=$ON
-      b0=$(metric "$port" segops_backend_busy_seconds_total); n0=$(metric "$port" segops_batch_size_count)
+      b0=$(metric "$port" segops_device_busy_seconds_total); n0=$(metric "$port" segops_batch_size_count)
       s0=$(metric "$port" segops_batch_size_sum); t0=$(date +%s.%N)
       out=$("$LOADGEN" 127.0.0.1 "$port" --fn "$fn" --n 1024 --vec3 --segments 32 --connections "$c" \
             --duration "$DURATION" --warmup "$WARMUP")
-      t1=$(date +%s.%N); b1=$(metric "$port" segops_backend_busy_seconds_total)
+      t1=$(date +%s.%N); b1=$(metric "$port" segops_device_busy_seconds_total)
       n1=$(metric "$port" segops_batch_size_count); s1=$(metric "$port" segops_batch_size_sum)
       errors=$((errors + $(field errors "$out")))
       R[$mode.rps]=$(field rps "$out"); R[$mode.p50]=$(field p50_ms "$out"); R[$mode.p99]=$(field p99_ms "$out")

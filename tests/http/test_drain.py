@@ -125,3 +125,33 @@ def test_non_loopback_needs_a_token(segopsd_path, tmp_path):
     finally:
         for d in made:
             d.stop_and_check()
+
+
+def _metric(url, series):
+    text = request(url, "GET", "/metrics", headers={"Authorization": "Bearer rejected-test"})[2].decode()
+    for line in text.splitlines():
+        if line.startswith(series + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"{series} not in /metrics")
+
+
+def test_rejections_counted_by_reason(daemon_factory, tmp_path):
+    tok = tmp_path / "token"
+    tok.write_text("rejected-test")
+    d = daemon_factory("--token-file", str(tok), "--max-body-bytes", "1k", "--drain-seconds", "0.2",
+                       "--shutdown-timeout", "5")
+    auth = {"Authorization": "Bearer rejected-test", "Content-Type": JSON}
+    assert request(d.url, "POST", SUM, GOOD, {"Content-Type": JSON})[0] == 401
+    assert request(d.url, "POST", SUM, b"[" + b"1," * 600 + b"1]", auth)[0] == 413
+    assert request(d.url, "GET", "/readyz")[0] == 200  # probes are never rejections
+    assert _metric(d.url, 'segops_rejected_requests_total{reason="unauthenticated"}') == 1
+    assert _metric(d.url, 'segops_rejected_requests_total{reason="too_large"}') == 1
+    assert _metric(d.url, 'segops_rejected_requests_total{reason="unavailable"}') == 0
+    d.proc.send_signal(15)
+    time.sleep(0.5)  # past the drain period: op requests are refused now
+    try:
+        assert request(d.url, "POST", SUM, GOOD, auth)[0] == 503
+        assert _metric(d.url, 'segops_rejected_requests_total{reason="unavailable"}') >= 1
+    except (ConnectionError, OSError):
+        pass  # already gone: the exit below is what matters then
+    assert d.proc.wait(timeout=10) == 0

@@ -215,13 +215,23 @@ def test_metrics_after_traffic(daemon_factory):
     assert metric(t, "segops_requests_total", op="segmented_sum", status=200) == 5
     assert metric(t, "segops_requests_total", op="segmented_sum", status=400) == 2
     assert metric(t, "segops_requests_total", op="segmented_dot", status=200) == 0
-    for h in ("queue", "compute", "total"):
-        assert metric(t, f"segops_{h}_seconds_count") >= 5, h
-        assert metric(t, f"segops_{h}_seconds_bucket", le="+Inf") == metric(t, f"segops_{h}_seconds_count")
-    assert metric(t, "segops_total_seconds_count") == 7
-    assert metric(t, "segops_bytes_received_total") == 5 * len(GOOD) + 2
-    assert metric(t, "segops_bytes_sent_total") > 5 * 60
+    fn = {"op": "segmented_sum", "pass": "forward"}
+    for h in ("queue", "compute", "request"):
+        assert metric(t, f"segops_{h}_duration_seconds_count", **fn) >= 5, h
+        assert metric(t, f"segops_{h}_duration_seconds_bucket", le="+Inf", **fn) == metric(
+            t, f"segops_{h}_duration_seconds_count", **fn)
+    # Op requests only (the 400s too): no probe or scrape in the op latency.
+    assert metric(t, "segops_request_duration_seconds_count", **fn) == 7
+    assert metric(t, "segops_request_size_bytes_sum") == 5 * len(GOOD) + 2
+    assert metric(t, "segops_request_size_bytes_count") == 7
+    assert metric(t, "segops_response_size_bytes_sum") > 5 * 60
     assert metric(t, "segops_in_flight_requests") == 1  # this scrape itself
-    assert metric(t, "segops_queue_depth") == 0
+    assert metric(t, "segops_queued_requests") == 0 and metric(t, "segops_executing_requests") == 0
     assert metric(t, "segops_batch_size_count") == 5
-    assert "# TYPE segops_total_seconds histogram" in t
+    assert metric(t, "segops_rejected_requests_total", reason="resource_exhausted") == 0
+    assert metric(t, "segops_build_info", backend="cpu") == 1
+    assert metric(t, "segops_device_busy_seconds_total", device=0) > 0
+    assert "# TYPE segops_request_duration_seconds histogram" in t
+    for old in ("segops_total_seconds", "segops_queue_depth", "segops_bytes_received_total",
+                "segops_backend_busy_seconds_total"):
+        assert old not in t, old  # renamed (CHANGELOG.md)
