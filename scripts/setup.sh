@@ -62,7 +62,7 @@ pip() { .venv/bin/python -m pip -q --disable-pip-version-check "$@"; }
 have() { .venv/bin/python -c "import $1" 2>/dev/null; }
 have numpy && have msgpack && have pytest && have yaml && have wheel || pip install numpy msgpack pytest pyyaml wheel
 # tritonclient: examples/tritonclient_oip.py (skipped without it).
-have tritonclient.http || pip install 'tritonclient[http]' || echo "setup: tritonclient not installed; its example will be SKIPPED"
+have tritonclient.http || pip install 'tritonclient[http]' || echo "setup: tritonclient not installed; its example and the OIP tests (tests/http/test_oip.py) will be SKIPPED"
 # The client's distribution was called "segops" before it became "segops-client": drop the old name.
 if .venv/bin/python -m pip show segops 2>/dev/null | grep -q "clients/python"; then pip uninstall -y segops >/dev/null; fi
 if [ -f clients/python/pyproject.toml ]; then

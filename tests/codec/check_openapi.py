@@ -50,7 +50,8 @@ if params["pass"]["schema"]["enum"] != passes:
 enum = sorted(doc["components"]["schemas"]["Error"]["properties"]["error"]["properties"]["code"]["enum"])
 if enum != codes:
     fails.append(f"error codes {enum} != errors.h {codes}")
-for p in ["/v1/info", "/healthz", "/readyz", "/metrics"]:
+for p in ["/v1/info", "/healthz", "/readyz", "/metrics", "/v2", "/v2/health/live", "/v2/health/ready",
+          "/v2/models/{model}", "/v2/models/{model}/ready", "/v2/models/{model}/infer"]:
     if p not in doc["paths"]:
         fails.append(f"missing path {p}")
 for f in fails:

@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
-"""make_corpus.py: writes the fuzz seed corpus (tests/fuzz/corpus/{msgpack,json,prepare}/) from the
+"""make_corpus.py: writes the fuzz seed corpus (tests/fuzz/corpus/{msgpack,json,prepare,oip}/) from the
 example bodies of proto/examples (SPEC §5 and GOLDEN.md cases). The first byte of each seed picks
 (op, pass) as fuzz_common.h reads it; for the prepare target bit 7 selects JSON.
 Run: python3 tests/fuzz/make_corpus.py  (needs numpy and msgpack). The seeds are committed."""
+import json
 import os
+import struct
 import sys
+
+import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "proto", "examples"))
@@ -22,6 +26,41 @@ def write(kind, name, data):
         f.write(data)
 
 
+OIP_TYPES = {"float32": ("FP32", np.float32), "float64": ("FP64", np.float64), "int32": ("INT32", np.int32),
+             "int64": ("INT64", np.int64)}
+
+
+def oip_seeds(jtext):
+    """A v1 JSON body as an OIP infer request: (all-JSON header, header + binary data, header length)."""
+    body = json.loads(jtext)
+    top = body.get("dtype", "float64")
+    ins_json, ins_bin, blobs = [], [], []
+    for k, v in body.items():
+        if k in ("dtype", "outputs"):
+            continue
+        if k == "num_segments":
+            t = {"name": k, "datatype": "INT64", "shape": [1]}
+            ins_json.append(dict(t, data=[v]))
+            ins_bin.append(dict(t, parameters={"binary_data_size": 8}))
+            blobs.append(struct.pack("<q", v))
+            continue
+        dt = v["dtype"] if isinstance(v, dict) else ("int32" if k == "idx" else top)
+        a = np.array(v["data"] if isinstance(v, dict) else v, dtype=OIP_TYPES[dt][1])
+        if isinstance(v, dict):
+            a = a.reshape(v["shape"])
+        t = {"name": k, "datatype": OIP_TYPES[dt][0], "shape": list(a.shape)}
+        ins_json.append(dict(t, data=a.reshape(-1).tolist()))
+        ins_bin.append(dict(t, parameters={"binary_data_size": a.nbytes}))
+        blobs.append(a.tobytes())
+    outs = [{"name": o, "parameters": {"binary_data": True}} for o in body.get("outputs", [])]
+    j = {"id": "seed", "inputs": ins_json}
+    b = {"inputs": ins_bin, "parameters": {"binary_data_output": True}}
+    if outs:
+        j["outputs"] = b["outputs"] = outs
+    head = json.dumps(b).encode()
+    return json.dumps(j).encode(), head + b"".join(blobs), len(head)
+
+
 def main():
     for case in make_examples.CASES:
         fn = OPS.index(case[0]) * 3 + PASSES.index(case[1])
@@ -31,6 +70,10 @@ def main():
         write("json", stem, bytes([fn]) + jtext.encode())
         write("prepare", stem + ".m", bytes([fn]) + mbytes)
         write("prepare", stem + ".j", bytes([fn | 0x80]) + jtext.encode())
+        whole, binary, hl = oip_seeds(jtext)
+        if hl < 65536:
+            write("oip", stem + ".json", bytes([fn, 0, 0]) + whole)
+            write("oip", stem + ".bin", bytes([fn, hl & 0xFF, hl >> 8]) + binary)
     write("json", "spec_example", bytes([0]) + make_examples.spec_example().encode())
     write("json", "map_form", bytes([0]) + make_examples.map_form_example().encode())
     write("prepare", "map_form.j", bytes([0x80]) + make_examples.map_form_example().encode())
