@@ -16,6 +16,10 @@ def run(load, url, *args):
     m = re.search(r"requests: (\d+)\s+concurrency: (\d+)\s+ok: (\d+)\s+errors: (\d+)\s+seconds: (\S+)\s+"
                   r"requests/s: (\S+)", p.stdout)
     assert m, (p.stdout, p.stderr)
+    lat = re.search(r"latency ms: p50 (\S+)\s+p90 (\S+)\s+p99 (\S+)\s+max (\S+)", p.stdout)
+    assert lat, p.stdout
+    p50, p90, p99, mx = (float(x) for x in lat.groups())
+    assert 0 < p50 <= p90 <= p99 <= mx, lat.group(0)
     return p.returncode, [float(x) for x in m.groups()]
 
 
@@ -30,6 +34,14 @@ def main():
         assert rc == 0 and n == 300 and ok == 300 and err == 0 and rps > 0, (rc, n, ok, err, rps)
         rc, (n, c, ok, err, secs, rps) = run(load, d.url, "-n", "40", "-c", "4", "--op", "segmented_matvec/forward")
         assert rc == 0 and ok == 40, (rc, ok)
+        # Example bodies (msgpack too) and generated ones of a chosen size, for every op.
+        rc, (n, c, ok, err, secs, rps) = run(load, d.url, "-n", "10", "-c", "2", "--op",
+                                             "segmented_dot/double_backward", "--example", "msgpack")
+        assert rc == 0 and ok == 10, (rc, ok)
+        for op in ("sum", "dot", "mul", "mean", "rms_norm", "matvec"):
+            rc, (n, c, ok, err, secs, rps) = run(load, d.url, "-n", "4", "-c", "2", "--op",
+                                                 f"segmented_{op}/forward", "--size", "5000", "--segments", "9")
+            assert rc == 0 and ok == 4, (op, rc, ok)
     finally:
         d.kill()
     d = Daemon(segopsd, (), {"SEGOPS_TOKEN": "load-smoke-tok"})
