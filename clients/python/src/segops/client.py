@@ -8,7 +8,9 @@ import socket
 import threading
 import urllib.parse
 
-from . import _endpoints, _table, _wire
+import numpy as np
+
+from . import _endpoints, _table, _transport, _wire
 from ._status import Status
 from .errors import ProtocolError, SegopsConnectionError, SegopsError, SegopsTimeout, error_for
 
@@ -21,71 +23,55 @@ _USER_AGENT = "segops-python/0.1"
 _STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
 
 
-class _BodyMixin:
-    """Sends the request body with the header block: one send for a small body (http.client
-    would send the headers and the body separately, two packets and two wake-ups of the
-    server per call), and a large body piece by piece from the arrays' buffers."""
-
-    pending_body = None  # set just before request(); consumed by the header block's send
-
-    def connect(self):
-        super().connect()
-        # A large body goes out in several sends: without this, Nagle's algorithm and the
-        # server's delayed ACK can stall a request by tens of milliseconds.
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    def send(self, data):
-        body, self.pending_body = self.pending_body, None
-        if body is None:
-            return super().send(data)
-        if isinstance(body, (bytes, bytearray)):
-            return super().send(data + body)
-        super().send(data)
-        for piece in body:
-            super().send(piece)
-
-
-class _HTTPConnection(_BodyMixin, http.client.HTTPConnection):
-    pass
-
-
-class _HTTPSConnection(_BodyMixin, http.client.HTTPSConnection):
-    pass
-
-
 class Client:
     """A client of one segops server, or of several.
 
-    url: "http://host:port" (an optional path prefix is kept); default $SEGOPS_URL, then
-    http://127.0.0.1:8080. A list of URLs, or one string of comma-separated URLs, makes a client
-    of several daemons: calls go to the healthy one with the fewest calls in flight, and move to
-    another on a refused or dropped connection or a 503 (see _endpoints.py); timeout then also
-    bounds how long one call may keep moving. token: bearer token; default $SEGOPS_TOKEN when set.
+    url: "http://host:port" (an optional path prefix is kept) or "unix:///path/segops.sock";
+    default $SEGOPS_URL, then http://127.0.0.1:8080. A list of URLs, or one string of
+    comma-separated URLs, makes a client of several daemons: calls go to the healthy one with
+    the fewest calls in flight, and move to another on a refused or dropped connection or a 503
+    (see _endpoints.py); timeout then also bounds how long one call may keep moving.
+    token: bearer token; default $SEGOPS_TOKEN when set.
     timeout: seconds for connecting and for each socket read/write.
     max_idle: idle keep-alive connections kept for reuse (one is in use per calling thread).
+    transport: "auto" (default) picks, on the first call, shared memory when the daemon is on
+    this host and can map this process's region, else its unix socket when it has one here,
+    else HTTP bodies over the url; "shm", "unix" and "http" force one (see `transport_used`).
 
     Safe to share between threads. Methods take numpy arrays (or anything np.asarray takes)
-    and return numpy arrays (writable, aligned, owning their memory)."""
+    and return numpy arrays (writable, aligned, owning their memory: with shared memory too,
+    results are copied out of the region, never views of it). Arrays made by `empty()` are
+    sent by reference when shared memory is in use, without a copy."""
 
-    def __init__(self, url=None, *, token=None, timeout=60.0, max_idle=64):
+    def __init__(self, url=None, *, token=None, timeout=60.0, max_idle=64, transport="auto"):
+        if transport not in _transport.TRANSPORTS:
+            raise ValueError(f"segops: transport must be one of {', '.join(_transport.TRANSPORTS)}, not {transport!r}")
         urls = _endpoints.split_urls(url or os.environ.get("SEGOPS_URL") or DEFAULT_URL)
         self._endpoints = None
+        self._want = transport
+        self._used = None  # the transport in use, once resolved (first call)
+        self._shm = None  # _transport.ShmSession while shared memory is in use
         if len(urls) > 1:
-            clients = [Client(u, token=token, timeout=timeout, max_idle=max_idle) for u in urls]
+            clients = [Client(u, token=token, timeout=timeout, max_idle=max_idle, transport=transport) for u in urls]
             self._endpoints = _endpoints.EndpointSet(clients, budget=timeout)
             self.url, self.timeout = ",".join(c.url for c in clients), timeout
             return
         url = urls[0]
-        if "://" not in url:
-            url = "http://" + url
-        parts = urllib.parse.urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"segops: unsupported server url {url!r} (want http://host:port)")
+        self._unix = _transport.unix_path_of(url)
+        if self._unix is not None:
+            parts = urllib.parse.urlsplit("http://localhost")
+        else:
+            if "://" not in url:
+                url = "http://" + url
+            parts = urllib.parse.urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise ValueError(f"segops: unsupported server url {url!r} (want http://host:port or unix:///path)")
         self.url = url
         self._https = parts.scheme == "https"
         self._host = parts.hostname
         self._port = parts.port or (443 if self._https else 80)
         self._prefix = parts.path.rstrip("/")
+        self._resolve_lock = threading.Lock()
         if token is None:
             token = os.environ.get("SEGOPS_TOKEN") or None
         self.timeout = timeout
@@ -108,14 +94,99 @@ class Client:
         self.close()
 
     def close(self):
-        """Closes the idle connections; connections in use close when their call ends."""
+        """Unregisters and removes the shared-memory regions, closes the idle connections;
+        connections in use close when their call ends."""
         if self._endpoints is not None:
             return self._endpoints.close()
+        shm, self._shm = self._shm, None
+        if shm is not None:
+            shm.close()
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []
         for c in idle:
             c.close()
+
+    # ---- transport ----
+
+    @property
+    def transport_used(self):
+        """"shm", "unix" or "http": what this client's calls use (probed now if not yet); for
+        a client of several daemons, each one's, comma-separated."""
+        if self._endpoints is not None:
+            return ",".join(ep.client.transport_used for ep in self._endpoints.endpoints)
+        if self._used is None:
+            self._resolve()
+        return self._used
+
+    def _resolve(self):
+        with self._resolve_lock:
+            if self._used is not None:
+                return
+            want = self._want
+            if want != "http" and self._unix is None and not self._prefix and not self._https:
+                path = self._discover_unix()
+                if path is not None:
+                    self._use_unix(path)
+            if want == "unix" and self._unix is None:
+                raise SegopsConnectionError(0, "connection_error", f"segops: transport='unix': {self.url} lists no unix listener that answers here")
+            if want in ("auto", "shm"):
+                session = _transport.ShmSession(self)
+                try:
+                    ok = _transport.probe_shm(session)
+                    why = "the daemon did not compute from this process's region"
+                except (SegopsError, OSError, _transport.NoRegion) as e:
+                    ok, why = False, str(e)
+                if ok:
+                    self._shm = session
+                else:
+                    session.close()
+                    if want == "shm":
+                        raise SegopsConnectionError(0, "connection_error", f"segops: transport='shm' with {self.url}: {why}")
+            self._used = "shm" if self._shm is not None else ("unix" if self._unix is not None else "http")
+
+    def _discover_unix(self):
+        """A unix listener of this daemon that answers here as the same daemon, or None."""
+        try:
+            listeners = self.info().get("listeners") or []
+        except (SegopsError, AttributeError):
+            return None
+        for addr in listeners:
+            path = _transport.unix_path_of(addr) if isinstance(addr, str) else None
+            if not path or not os.path.exists(path):
+                continue
+            conn = _transport.UnixHTTPConnection(path, timeout=min(self.timeout, 5.0))
+            try:
+                conn.request("GET", "/v1/info", headers=self._headers)
+                resp = conn.getresponse()
+                same = resp.status == 200 and json.loads(resp.read()).get("listeners") == listeners
+            except (OSError, http.client.HTTPException, ValueError):
+                same = False
+            finally:
+                conn.close()
+            if same:
+                return path
+        return None
+
+    def _use_unix(self, path):
+        self._unix = path
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for c in idle:
+            c.close()
+
+    def empty(self, shape, dtype=np.float64):
+        """An uninitialised C-contiguous array for inputs: inside a shared-memory region of
+        its own when this client uses shared memory (then sent by reference, never copied;
+        the region is released when the array and all its views are gone), else np.empty."""
+        if self._endpoints is not None:
+            return np.empty(shape, dtype)
+        if self._used is None:
+            self._resolve()
+        shm = self._shm
+        if shm is None:
+            return np.empty(shape, dtype)
+        return shm.empty(shape, dtype)
 
     # ---- connection pool ----
 
@@ -124,7 +195,9 @@ class Client:
             if self._idle:
                 return self._idle.pop(), True
             self.connections_opened += 1
-        cls = _HTTPSConnection if self._https else _HTTPConnection
+        if self._unix is not None:
+            return _transport.UnixHTTPConnection(self._unix, timeout=self.timeout), False
+        cls = _transport.HTTPSConnection if self._https else _transport.HTTPConnection
         return cls(self._host, self._port, timeout=self.timeout), False
 
     def _release(self, conn):
@@ -250,6 +323,20 @@ class Client:
         Returns {output name: np.ndarray}."""
         if self._endpoints is not None:
             return self._endpoints.run(lambda c: c.call(op, pass_, args, outputs=outputs))
+        if self._used is None:
+            self._resolve()
+        shm = self._shm
+        row = _table.FUNCS.get((op, pass_))
+        if shm is not None and row is not None:  # (an unknown function: the daemon's 404)
+            try:
+                return shm.call(op, pass_, args, outputs, row[1])
+            except _transport.NoRegion as e:
+                if self._want == "shm":
+                    cause = e.args[0]
+                    if isinstance(cause, SegopsError):
+                        raise cause from None
+                    raise SegopsConnectionError(0, "connection_error", f"segops: {op}/{pass_}: no shared-memory region: {cause}") from None
+                # auto: a call that no new region can hold goes as HTTP bodies
         body, length = _wire.encode_request(args, outputs)
         return self._roundtrip("POST", f"/v1/{op}/{pass_}", body, length, read=self._read_outputs)
 

@@ -1,0 +1,458 @@
+"""_transport.py: how a Client's requests reach the daemon (SPEC §5.2, §5.3, §6).
+
+Three transports, fastest first:
+- "shm": tensors travel through a POSIX shared-memory region that the client registers with the
+  daemon (Triton's system shared memory extension); the HTTP request and answer only name
+  offsets in it. Needs the daemon on this host, seeing this host's /dev/shm.
+- "unix": HTTP bodies over the daemon's unix-domain socket (a `unix:///path` URL, or a unix
+  listener that /v1/info lists and that answers here as the same daemon).
+- "http": HTTP bodies over the URL's own socket.
+"auto" picks the first that works; its probe runs once, on the client's first call.
+
+Regions: each call borrows one "scratch" region from the client's pool (a thread that calls
+holds one at a time, so threads never share one), copies the inputs in at aligned offsets,
+asks the outputs into the same region and copies them out before the region goes back to the
+pool: a returned array never aliases memory a later call overwrites. A region too small for a
+call is replaced by one of the next power-of-two size. Arrays from Client.empty() live in
+regions of their own and are sent by reference, without any copy. Every region is unregistered
+and unlinked by Client.close(), at interpreter exit, or (Client.empty's) when its array dies.
+"""
+
+import atexit
+import http.client
+import itertools
+import json
+import mmap
+import os
+import secrets
+import socket
+import threading
+import weakref
+
+import msgpack
+import numpy as np
+
+from . import _wire
+from .errors import ProtocolError, SegopsConnectionError, SegopsError
+
+TRANSPORTS = ("auto", "shm", "unix", "http")
+SHM_DIR = "/dev/shm"
+_ALIGN = 64
+_MIN_REGION = 1 << 20
+
+
+# ---------------------------------------------------------------- connections
+
+
+class _BodyMixin:
+    """Sends the request body with the header block: one send for a small body (http.client
+    would send the headers and the body separately, two packets and two wake-ups of the
+    server per call), and a large body piece by piece from the arrays' buffers."""
+
+    pending_body = None  # set just before request(); consumed by the header block's send
+
+    def send(self, data):
+        body, self.pending_body = self.pending_body, None
+        if body is None:
+            return super().send(data)
+        if isinstance(body, (bytes, bytearray)):
+            return super().send(data + body)
+        super().send(data)
+        for piece in body:
+            super().send(piece)
+
+
+class HTTPConnection(_BodyMixin, http.client.HTTPConnection):
+    def connect(self):
+        super().connect()
+        # A large body goes out in several sends: without this, Nagle's algorithm and the
+        # server's delayed ACK can stall a request by tens of milliseconds.
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class HTTPSConnection(_BodyMixin, http.client.HTTPSConnection):
+    def connect(self):
+        super().connect()
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class UnixHTTPConnection(_BodyMixin, http.client.HTTPConnection):
+    """HTTP/1.1 over a unix-domain socket (Host: localhost)."""
+
+    def __init__(self, path, timeout=None):
+        super().__init__("localhost", timeout=timeout)
+        self.unix_path = path
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.settimeout(self.timeout)
+            s.connect(self.unix_path)
+        except BaseException:
+            s.close()
+            raise
+        self.sock = s
+
+
+def unix_path_of(url):
+    """The socket path of a `unix:///path` or `unix:/path` URL (None for other URLs)."""
+    if url.startswith("unix://"):
+        return url[len("unix://") :] or None
+    if url.startswith("unix:"):
+        return url[len("unix:") :] or None
+    return None
+
+
+# ---------------------------------------------------------------- shared-memory regions
+
+_names = itertools.count()
+
+
+class Region:
+    """One POSIX shared-memory object (/dev/shm/<name>), mapped here, registered under <name>."""
+
+    __slots__ = ("name", "key", "size", "mm", "buf", "addr", "registered", "__weakref__")
+
+    def __init__(self, size):
+        self.name = f"segops-{os.getpid()}-{secrets.token_hex(4)}-{next(_names)}"
+        self.key = "/" + self.name
+        self.size = size
+        path = os.path.join(SHM_DIR, self.name)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.ftruncate(fd, size)
+            self.mm = mmap.mmap(fd, size)
+        except BaseException:
+            os.close(fd)
+            os.unlink(path)
+            raise
+        os.close(fd)
+        self.buf = np.frombuffer(self.mm, dtype=np.uint8)
+        self.addr = self.buf.ctypes.data
+        self.registered = False
+
+    def view(self, offset, dtype, shape):
+        count = 1
+        for d in shape:
+            count *= d
+        dt = np.dtype(dtype)
+        return self.buf[offset : offset + count * dt.itemsize].view(dt).reshape(shape)
+
+    def unlink(self):
+        try:
+            os.unlink(os.path.join(SHM_DIR, self.name))
+        except OSError:
+            pass
+
+    def close(self):
+        """Unmaps when nothing borrows the memory any more (else the mapping dies with the
+        last array that uses it)."""
+        self.buf = None
+        try:
+            self.mm.close()
+        except (BufferError, ValueError):
+            pass
+
+
+class NoRegion(Exception):
+    """A call's region could not be made or registered (cause in .args[0])."""
+
+
+def _align(n):
+    return (n + _ALIGN - 1) & ~(_ALIGN - 1)
+
+
+# Output shapes, from the op table's rules (SPEC §2): grad_<a> has the shape of input a;
+# grad_g_out that of g_out; a forward's out is reduced to (S,...) or keeps its input's shape.
+_REDUCED = {"segmented_sum": True, "segmented_mean": True, "segmented_dot": False, "segmented_rms_norm": False}
+
+
+def _forward_shape(op, arrays, s):
+    if op in ("segmented_sum", "segmented_mean"):
+        x = arrays.get("x", arrays.get("gg_x"))
+        return (s,) + tuple(x.shape[1:])
+    if op in ("segmented_dot", "segmented_rms_norm"):
+        return (s,)
+    if op == "segmented_mul":
+        return tuple((arrays.get("x") if "x" in arrays else arrays["gg_x"]).shape)
+    if op == "segmented_matvec":
+        return tuple((arrays.get("v") if "v" in arrays else arrays["gg_v"]).shape)
+    raise KeyError(op)
+
+
+def output_shape(op, name, arrays, s):
+    """The shape of output `name` for these (wire) input arrays, or None when unknown."""
+    try:
+        if name == "out":
+            return _forward_shape(op, arrays, s)
+        if name == "grad_g_out":
+            g = arrays.get("g_out")
+            return tuple(g.shape) if g is not None else _forward_shape(op, arrays, s)
+        if name.startswith("grad_"):
+            a = arrays.get(name[5:])
+            if a is None:
+                a = arrays.get("gg_" + name[5:])
+            return tuple(a.shape) if a is not None else None
+    except (KeyError, AttributeError, TypeError):
+        return None
+    return None
+
+
+_registry = weakref.WeakSet()  # live ShmSession objects, closed at interpreter exit
+
+
+@atexit.register
+def _close_all():
+    for s in list(_registry):
+        try:
+            s.close()
+        except Exception:
+            pass
+
+
+def _after_fork():
+    # A forked child shares the parent's mappings but not its registrations: it must neither
+    # use nor unregister them. Its sessions start afresh (new regions) on their next call.
+    for s in list(_registry):
+        s._forked()
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
+class ShmSession:
+    """A client's regions and the calls that go through them. `rpc(method, path, json_obj)`
+    sends a small JSON request to the daemon and returns the parsed answer."""
+
+    def __init__(self, client):
+        self._client = weakref.ref(client)
+        self._lock = threading.Lock()
+        self._idle = []  # scratch regions not in use
+        self._all = {}  # name -> Region: every region registered by this process
+        self._user = []  # (start, end, region) of Client.empty() regions
+        self._dead = []  # entries of _user whose arrays have died (appended by finalizers)
+        self._pid = os.getpid()
+        self.bytes_copied = 0  # input bytes copied into scratch regions (statistics)
+        _registry.add(self)
+
+    # -- registration --
+
+    def _rpc(self, method, path, obj=None):
+        c = self._client()
+        if c is None:
+            raise SegopsConnectionError(0, "connection_error", "segops: client is gone")
+        body = json.dumps(obj).encode() if obj is not None else None
+        hdrs = {"Content-Type": "application/json", "Accept": "application/json"}
+        return c._roundtrip(method, path, body, len(body) if body else 0, headers=hdrs, read=lambda r: r.read())
+
+    def _register(self, size):
+        r = Region(max(size, 1))
+        try:
+            self._rpc("POST", f"/v2/systemsharedmemory/region/{r.name}/register",
+                      {"key": r.key, "offset": 0, "byte_size": r.size})
+        except BaseException:
+            r.unlink()
+            r.close()
+            raise
+        r.registered = True
+        with self._lock:
+            self._all[r.name] = r
+        return r
+
+    def _drop(self, r, tell_daemon=True):
+        with self._lock:
+            self._all.pop(r.name, None)
+        if r.registered and tell_daemon:
+            try:
+                self._rpc("POST", f"/v2/systemsharedmemory/region/{r.name}/unregister")
+            except (SegopsError, OSError):
+                pass  # the daemon is gone or forgot it: nothing left to undo there
+        r.registered = False
+        r.unlink()
+        r.close()
+
+    def close(self):
+        """Unregisters and unlinks every region (arrays from empty() stay readable here)."""
+        if os.getpid() != self._pid:
+            return
+        with self._lock:
+            regions = list(self._all.values())
+            self._idle, self._user, self._dead = [], [], []
+        for r in regions:
+            self._drop(r)
+
+    def _forked(self):
+        self._lock = threading.Lock()
+        self._idle, self._all, self._user, self._dead = [], {}, [], []
+        self._pid = os.getpid()
+
+    # -- user arrays --
+
+    def empty(self, shape, dtype):
+        """A C-contiguous array in a region of its own, registered now; sent by reference."""
+        dt = np.dtype(dtype)
+        if dt.byteorder == ">":
+            dt = dt.newbyteorder("<")
+        shape = tuple(int(d) for d in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+        count = 1
+        for d in shape:
+            count *= d
+        r = self._register(_align(max(count * dt.itemsize, 1)))
+        # The user's arrays all hang from `owner` (numpy views keep their base alive): when
+        # the last one dies, the region is unregistered on the next call or at close. The
+        # finalizer only queues it: it may run inside any allocation, even under self._lock.
+        owner = np.frombuffer(r.mm, dtype=np.uint8)
+        arr = owner[: count * dt.itemsize].view(dt).reshape(shape)
+        entry = (r.addr, r.addr + r.size, r)
+        with self._lock:
+            self._user.append(entry)
+        weakref.finalize(owner, self._dead.append, entry)
+        return arr
+
+    def _reap(self):
+        """Unregisters the regions of Client.empty() arrays that have died."""
+        while self._dead:
+            entry = self._dead.pop()
+            with self._lock:
+                if entry not in self._user:
+                    continue
+                self._user.remove(entry)
+            self._drop(entry[2])
+
+    def _find_user(self, arr):
+        if not self._user:
+            return None
+        start = arr.__array_interface__["data"][0]
+        end = start + arr.nbytes
+        for lo, hi, r in self._user:
+            if lo <= start and end <= hi:
+                return r, start - lo
+        return None
+
+    # -- calls --
+
+    def _acquire(self, need):
+        with self._lock:
+            for i, r in enumerate(self._idle):
+                if r.size >= need:
+                    return self._idle.pop(i)
+            old = self._idle.pop() if self._idle else None
+        if old is not None:
+            self._drop(old)
+        size = _MIN_REGION
+        while size < need:
+            size *= 2
+        try:
+            return self._register(size)
+        except (SegopsError, OSError) as e:  # over the daemon's --max-shm-bytes, /dev/shm full
+            raise NoRegion(e) from e
+
+    def _release(self, r):
+        with self._lock:
+            if r.name in self._all and len(self._idle) < 64:
+                self._idle.append(r)
+                return
+        self._drop(r)
+
+    def call(self, op, pass_, args, outputs, out_names):
+        """One function through shared memory; returns {output name: np.ndarray} (copies)."""
+        if os.getpid() != self._pid:
+            self._forked()
+        if self._dead:
+            self._reap()
+        tensors = []  # (name, wire array, user region ref or None)
+        scalars = {}
+        arrays = {}
+        pos = 0
+        for name, v in args.items():
+            if v is None:
+                continue
+            if name == "num_segments" or isinstance(v, (int, np.integer, float)):
+                scalars[name] = _wire._scalar(v, name)
+                continue
+            arr = _wire.wire_array(v, name)
+            arrays[name] = arr
+            ref = self._find_user(arr)
+            if ref is None:
+                tensors.append((name, arr, pos))
+                pos = _align(pos + arr.nbytes)
+            else:
+                tensors.append((name, arr, ref))
+        s = scalars.get("num_segments")
+        dts = [a.dtype for a in arrays.values() if a.dtype.kind == "f"]
+        odt = dts[0] if dts else np.dtype("<f8")
+        want = out_names if outputs is None else tuple(outputs)
+        outs = []  # (name, offset, nbytes)
+        for name in want:
+            shape = output_shape(op, name, arrays, s) if isinstance(s, int) else None
+            if shape is None:
+                continue  # answered inline
+            nb = odt.itemsize
+            for d in shape:
+                nb *= d
+            outs.append((name, pos, nb))
+            pos = _align(pos + nb)
+        region = self._acquire(pos)
+        try:
+            body = {}
+            for name, arr, where in tensors:
+                if isinstance(where, tuple):
+                    rname, off = where[0].name, where[1]
+                else:
+                    rname, off = region.name, where
+                    if arr.nbytes:
+                        region.buf[off : off + arr.nbytes] = arr.reshape(-1).view(np.uint8)
+                        self.bytes_copied += arr.nbytes
+                body[name] = {"dtype": arr.dtype.name, "shape": list(arr.shape), "shm": {"region": rname, "offset": off}}
+            body.update(scalars)
+            if outputs is not None:
+                body["outputs"] = list(outputs)
+            if outs:
+                body["outputs_shm"] = {name: {"region": region.name, "offset": off} for name, off, _ in outs}
+            c = self._client()
+            packed = msgpack.packb(body)
+            raw = c._roundtrip("POST", f"/v1/{op}/{pass_}", packed, len(packed), read=_read_small)
+            return self._decode(raw, region, {n: (o, nb) for n, o, nb in outs})
+        finally:
+            self._release(region)
+
+    def _decode(self, raw, region, placed):
+        try:
+            top = msgpack.unpackb(raw, raw=False, strict_map_key=False)
+        except Exception as e:
+            raise ProtocolError(200, "protocol_error", f"segops: response is not valid msgpack: {e}") from None
+        if not isinstance(top, dict):
+            raise ProtocolError(200, "protocol_error", "segops: response is not a map")
+        out = {}
+        for k, t in top.items():
+            ref = t.get("shm") if isinstance(t, dict) else None
+            if ref is None:
+                if isinstance(t, dict) and isinstance(t.get("data"), bytes):
+                    t = dict(t, data=np.frombuffer(t["data"], dtype=np.uint8).copy())
+                out[k] = _wire._tensor(k, t)
+                continue
+            dt = _wire.WIRE_DTYPES.get(t.get("dtype"))
+            shape = tuple(int(d) for d in t.get("shape", ()))
+            off = ref.get("offset")
+            if dt is None or ref.get("region") != region.name or k not in placed or off != placed[k][0]:
+                raise ProtocolError(200, "protocol_error", f"segops: output {k!r} answered at an unexpected place {ref!r}")
+            nb = np.dtype(dt).itemsize
+            for d in shape:
+                nb *= d
+            if nb > placed[k][1] or off + nb > region.size:
+                raise ProtocolError(200, "protocol_error", f"segops: output {k!r} ({nb} bytes) overflows its place")
+            out[k] = region.view(off, dt, shape).copy()
+        return out
+
+
+def _read_small(resp):
+    return resp.read()
+
+
+def probe_shm(session):
+    """True when the daemon reads and writes this process's region: a tiny sum through it."""
+    x = np.array([1.0, 2.0, 4.0])
+    res = session.call("segmented_sum", "forward", {"x": x, "idx": np.zeros(3, np.int32), "num_segments": 1},
+                       None, ("out",))
+    out = res.get("out")
+    return out is not None and out.shape == (1,) and float(out[0]) == 7.0

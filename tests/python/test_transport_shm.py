@@ -1,0 +1,221 @@
+"""test_transport_shm.py: segops.Client over shared memory (SPEC §5.2) against the real daemon:
+every function bit-identical to HTTP bodies, results that never alias the region, arrays from
+Client.empty() sent without a copy, regions grown, released on close and at exit, threads,
+errors, the torch functions, and auto's fall-back when no region can be registered.
+Skipped (77 via run_pytest.py --skip-if-all-skipped) while the daemon has no shm endpoints."""
+
+import http.client
+import json
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import segops
+from segops import _table
+from segref import FORWARD_INPUTS, WIDTHS, shape_of
+
+
+def _status(url):
+    host, port = url.split("//")[1].split(":")
+    c = http.client.HTTPConnection(host, int(port), timeout=10)
+    c.request("GET", "/v2/systemsharedmemory/status")
+    r = c.getresponse()
+    body = r.read()
+    c.close()
+    return r.status, (json.loads(body) if r.status == 200 else body)
+
+
+@pytest.fixture(scope="module")
+def shm_url(server_url):
+    if _status(server_url)[0] != 200:
+        pytest.skip("this segopsd has no /v2/systemsharedmemory endpoints yet")
+    return server_url
+
+
+@pytest.fixture(scope="module")
+def shm_client(shm_url):
+    c = segops.Client(shm_url, transport="shm")
+    yield c
+    c.close()
+
+
+def _ours(url, client):
+    return [r for r in _status(url)[1] if r["name"].startswith(f"segops-{os.getpid()}-")]
+
+
+def _args(op, pass_, dtype, width, n=50, s=7, seed=0):
+    rng = np.random.default_rng(seed)
+    idx = np.sort(rng.integers(0, s, n)).astype(np.int32)
+    a = {}
+    for name, _use in _table.FUNCS[(op, pass_)][0]:
+        a[name] = rng.standard_normal(shape_of(op, name, width, n, s)).astype(dtype)
+    a["idx"] = idx
+    a["num_segments"] = s
+    return a
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_every_function_bit_identical_to_http(shm_url, shm_client, dtype):
+    assert shm_client.transport_used == "shm"
+    with segops.Client(shm_url, transport="http") as h:
+        for (op, pass_) in _table.FUNCS:
+            for width in WIDTHS[op]:
+                args = _args(op, pass_, dtype, width)
+                a = shm_client.call(op, pass_, dict(args))
+                b = h.call(op, pass_, dict(args))
+                assert sorted(a) == sorted(b) == sorted(_table.output_names(op, pass_)), (op, pass_)
+                for k in a:
+                    assert a[k].dtype == b[k].dtype and a[k].shape == b[k].shape, (op, pass_, k)
+                    assert np.array_equal(a[k], b[k]), (op, pass_, k)
+
+
+def test_output_subset_and_omitted_inputs(shm_client):
+    args = _args("segmented_dot", "double_backward", "float64", 3)
+    only = shm_client.call("segmented_dot", "double_backward", dict(args), outputs=["grad_y"])
+    full = shm_client.call("segmented_dot", "double_backward", dict(args))
+    assert list(only) == ["grad_y"] and np.array_equal(only["grad_y"], full["grad_y"])
+    # sum double backward without g_out and x: grad_g_out's shape comes from gg_x
+    gg = np.ones((10, 3))
+    out = shm_client.segmented_sum_double_backward(gg, None, None, np.zeros(10, np.int32), 2)
+    np.testing.assert_array_equal(out, [[10, 10, 10], [0, 0, 0]])
+
+
+def test_results_do_not_alias_the_region(shm_client):
+    idx = np.zeros(4, np.int32)
+    r1 = shm_client.segmented_sum(np.ones(4), idx, 1)
+    r2 = shm_client.segmented_sum(np.full(4, 2.0), idx, 1)
+    assert r1[0] == 4.0 and r2[0] == 8.0
+    assert r1.flags.owndata or r1.base is None or not isinstance(r1.base, np.ndarray) or r1.base.flags.owndata
+    r1[0] = 99.0  # writable, and nobody else's memory
+    assert shm_client.segmented_sum(np.ones(4), idx, 1)[0] == 4.0
+
+
+def test_empty_arrays_go_by_reference(shm_url, shm_client):
+    n = 1 << 16
+    x = shm_client.empty((n, 3), np.float32)
+    x[:] = 1.0
+    idx = np.zeros(n, np.int32)
+    sess = shm_client._shm
+    before = sess.bytes_copied
+    out = shm_client.segmented_sum(x, idx, 1)
+    np.testing.assert_array_equal(out, [[n, n, n]])
+    assert sess.bytes_copied - before == idx.nbytes  # idx copied, x not
+    names = {r["name"] for r in _ours(shm_url, shm_client)}
+    del x
+    shm_client.segmented_sum(np.ones(3), np.zeros(3, np.int32), 1)  # reaps the dead array's region
+    assert len({r["name"] for r in _ours(shm_url, shm_client)}) == len(names) - 1
+
+
+def test_region_grows_and_old_one_is_released(shm_url):
+    with segops.Client(shm_url, transport="shm") as c:
+        c.segmented_sum(np.ones(3), np.zeros(3, np.int32), 1)
+        small = _ours(shm_url, c)
+        assert len(small) == 1
+        n = 1 << 18  # 6 MiB of float64 vec3: more than the first region
+        x = np.ones((n, 3))
+        np.testing.assert_array_equal(c.segmented_sum(x, np.zeros(n, np.int32), 1), [[n, n, n]])
+        big = _ours(shm_url, c)
+        assert len(big) == 1 and big[0]["byte_size"] > small[0]["byte_size"]
+        assert big[0]["name"] != small[0]["name"]
+    assert _ours(shm_url, None) == []
+
+
+def test_close_unregisters_and_unlinks(shm_url):
+    c = segops.Client(shm_url, transport="shm")
+    c.segmented_sum(np.ones(3), np.zeros(3, np.int32), 1)
+    keep = c.empty(5)
+    names = [r["name"] for r in _ours(shm_url, c)]
+    assert len(names) == 2 and all(os.path.exists("/dev/shm/" + n) for n in names)
+    c.close()
+    assert _ours(shm_url, c) == []
+    assert not any(os.path.exists("/dev/shm/" + n) for n in names)
+    keep[:] = 1.0  # the array stays usable here after close
+
+
+def test_exit_without_close_cleans_up(shm_url):
+    code = (
+        "import sys, numpy as np, segops\n"
+        f"c = segops.Client({shm_url!r}, transport='shm')\n"
+        "c.segmented_sum(np.ones(3), np.zeros(3, np.int32), 1)\n"
+        "print(c._shm and list(c._shm._all))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    names = eval(out.stdout.strip())
+    assert names
+    regions = {r["name"] for r in _status(shm_url)[1]}
+    for n in names:
+        assert n not in regions and not os.path.exists("/dev/shm/" + n)
+
+
+def test_threads_get_their_own_regions(shm_client):
+    errors = []
+
+    def work(k):
+        try:
+            rng = np.random.default_rng(k)
+            for _ in range(30):
+                n = int(rng.integers(1, 3000))
+                x = rng.standard_normal((n, 3))
+                idx = np.sort(rng.integers(0, 5, n)).astype(np.int32)
+                ref = np.zeros((5, 3))
+                np.add.at(ref, idx, x)
+                np.testing.assert_allclose(shm_client.segmented_sum(x, idx, 5), ref, rtol=1e-12, atol=1e-12)
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=work, args=(k,)) for k in range(8)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors[0]
+
+
+def test_errors_name_op_and_argument(shm_client):
+    with pytest.raises(segops.InvalidArgument) as ei:
+        shm_client.segmented_mul(np.ones(4), np.ones(3), np.zeros(4, np.int32), 4)
+    assert "segmented_mul" in ei.value.message and "num_segments" in ei.value.message
+    with pytest.raises(segops.InvalidArgument) as ei:
+        shm_client.segmented_sum(np.ones(4), np.array([0, 1, 2, 9], np.int32), 3)
+    assert "idx" in ei.value.message
+    # the client still works, the region was given back
+    assert shm_client.segmented_sum(np.ones(2), np.zeros(2, np.int32), 1)[0] == 2.0
+
+
+def test_torch_step_through_shm(shm_url, shm_client):
+    torch = pytest.importorskip("torch")
+    import segops.torch as st
+
+    with segops.Client(shm_url, transport="http") as h:
+        grads = []
+        for c in (shm_client, h):
+            g = torch.Generator().manual_seed(3)
+            v = torch.randn(64, 3, dtype=torch.float64, generator=g, requires_grad=True)
+            m = torch.randn(4, 3, 3, dtype=torch.float64, generator=g, requires_grad=True)
+            idx = torch.sort(torch.randint(0, 4, (64,), generator=g)).values
+            out = st.segmented_matvec(v, m, idx, 4, client=c)
+            gv, gm = torch.autograd.grad((out**2).sum(), (v, m), create_graph=True)
+            ((gv**2).sum() + (gm**2).sum()).backward()
+            grads.append((v.grad.clone(), m.grad.clone()))
+        assert torch.equal(grads[0][0], grads[1][0]) and torch.equal(grads[0][1], grads[1][1])
+
+
+def test_auto_falls_back_when_registration_is_refused(start_daemon, own_daemons):
+    d = start_daemon(["--max-shm-bytes", "4096"])  # below the client's first region
+    try:
+        if _status(d.url)[0] != 200:
+            pytest.skip("this segopsd has no shm endpoints")
+        with segops.Client(d.url) as c:
+            assert c.segmented_sum(np.ones(3), np.zeros(3, np.int32), 1)[0] == 3.0
+            assert c.transport_used == "http"
+        with segops.Client(d.url, transport="shm") as c:
+            with pytest.raises(segops.SegopsError):
+                c.segmented_sum(np.ones(3), np.zeros(3, np.int32), 1)
+    finally:
+        d.stop_and_check()
