@@ -32,7 +32,7 @@ def test_unix_url(unix_daemon):
             np.testing.assert_array_equal(c.segmented_sum(x, idx, 3), [3, 12, 6])
         assert c.transport_used == "unix"
         assert c.connections_opened == 1  # one keep-alive unix connection
-        assert c.health() == {"status": "ok"}
+        assert c.health().ok
 
 
 def test_auto_finds_the_unix_listener(unix_daemon):
