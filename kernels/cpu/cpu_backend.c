@@ -1,5 +1,6 @@
-/* cpu_backend.c: the CPU backend behind backend.h: plans a call (CSR of the segments), then runs
- * its segment phase and element phase on a thread pool. The reference for every other backend.
+/* cpu_backend.c: the CPU backend behind backend.h: plans a call from its op table row
+ * (segops_plan_of), then runs the function's tasks on a thread pool: one walk for sorted idx,
+ * reduce then elems for unsorted (cpu_internal.h). The reference for every other backend.
  *
  * Determinism: a segment's reduction is done by one thread, over its elements in increasing i,
  * in double; an element's output depends only on that element and its segment. How work is cut
@@ -20,52 +21,48 @@
 
 /* Below this many elements plus segments a call runs on one thread: waking workers costs more. */
 #define PARALLEL_MIN_WORK ((int64_t)1 << 15)
-/* Smallest element-phase chunk, so a chunk amortises its dispatch. */
-#define MIN_ELEM_CHUNK ((int64_t)1 << 12)
-/* Fused phases (sorted idx): segments per block, so a block's rows are still in cache when the
- * element phase reads them again (about 64 KiB to 300 KiB of rows at 32 elements a segment). */
-#define FUSED_BLOCK_SEGMENTS 128
+/* Elements per chunk at least, so a chunk amortises its dispatch; chunks per thread at most. */
+#define MIN_CHUNK ((int64_t)1 << 14)
+#define CHUNKS_PER_THREAD 4
 
 typedef struct {
   segops_cpu_pool *pool;
   int threads;
 } cpu_ctx;
 
+static int64_t elem_chunks(int64_t n, int threads, bool parallel) {
+  if (!parallel || n < 2 * MIN_CHUNK) return 1;
+  int64_t k = CHUNKS_PER_THREAD * (int64_t)threads, most = n / MIN_CHUNK;
+  return k < most ? k : most;
+}
+
+/* Unsorted idx: scratch of the reduce task, and its segment ranges (even split of the ids:
+ * each range's task scans all of idx, so one range per thread). */
 typedef struct {
-  const segops_cpu_kernel *k;
-  segops_cpu_job job;
-  const int64_t *bounds; /* segment phase: chunk c is segments bounds[c] .. bounds[c+1] */
-  int64_t n, elem_chunk; /* element phase: chunk c is elements c*elem_chunk .. */
-  bool fused;            /* sorted idx: each segment block runs both phases, see seg_chunk */
-} phase_task;
+  double *acc, *segval;
+  int64_t *cnt, *bounds;
+} unsorted_scratch;
 
-static void seg_chunk(void *vp, int64_t c) {
-  const phase_task *t = vp;
-  if (!t->fused) {
-    t->k->seg(&t->job, t->bounds[c], t->bounds[c + 1]);
-    return;
-  }
-  /* With sorted idx the elements of segments [a, b) are exactly off[a] .. off[b], and their
-   * element outputs need only those segments' scratch: running the element phase right after
-   * each block's segment phase reads the rows while they are in cache. Same bits either way. */
-  for (int64_t a = t->bounds[c]; a < t->bounds[c + 1]; a += FUSED_BLOCK_SEGMENTS) {
-    int64_t b = a + FUSED_BLOCK_SEGMENTS < t->bounds[c + 1] ? a + FUSED_BLOCK_SEGMENTS : t->bounds[c + 1];
-    t->k->seg(&t->job, a, b);
-    if (t->job.off[b] > t->job.off[a]) t->k->elem(&t->job, t->job.off[a], t->job.off[b]);
-  }
+static void unsorted_free(unsorted_scratch *u) {
+  free(u->acc);
+  free(u->segval);
+  free(u->cnt);
+  free(u->bounds);
 }
 
-static void elem_chunk(void *vp, int64_t c) {
-  const phase_task *t = vp;
-  int64_t i0 = c * t->elem_chunk, i1 = i0 + t->elem_chunk < t->n ? i0 + t->elem_chunk : t->n;
-  t->k->elem(&t->job, i0, i1);
-}
-
-static void *alloc_i64(int64_t count, bool want, bool *failed) {
-  if (!want) return NULL;
-  void *p = malloc((size_t)(count > 0 ? count : 1) * sizeof(int64_t));
-  if (!p) *failed = true;
-  return p;
+static bool unsorted_alloc(segops_cpu_job *J, unsorted_scratch *u, int64_t ranges) {
+  const int64_t s = J->s > 0 ? J->s : 1;
+  u->cnt = malloc((size_t)s * sizeof *u->cnt);
+  u->bounds = malloc((size_t)(ranges + 1) * sizeof *u->bounds);
+  u->acc = J->n_acc ? malloc((size_t)(s * SEGOPS_CPU_LANES * J->n_acc) * sizeof *u->acc) : NULL;
+  u->segval = J->n_segval ? malloc((size_t)(s * J->n_segval) * sizeof *u->segval) : NULL;
+  if (!u->cnt || !u->bounds || (J->n_acc && !u->acc) || (J->n_segval && !u->segval)) return false;
+  for (int64_t c = 0; c <= ranges; c++) u->bounds[c] = segops_cpu_split(J->s, ranges, c);
+  J->acc = u->acc;
+  J->segval = u->segval;
+  J->cnt = u->cnt;
+  J->bounds = u->bounds;
+  return true;
 }
 
 static int cpu_run(void *vctx, int device, const segops_call *call, char *err, size_t errlen) {
@@ -74,76 +71,42 @@ static int cpu_run(void *vctx, int device, const segops_call *call, char *err, s
   if (!call || !call->fn || (call->dtype != SEGOPS_F32 && call->dtype != SEGOPS_F64) ||
       (call->width != 1 && call->width != 3) || call->n < 0 || call->s < 0 || (call->n > 0 && !call->idx))
     return segops_errf(SEGOPS_E_INTERNAL, err, errlen, "cpu backend: call was not prepared");
-  const segops_cpu_kernel *k = call->dtype == SEGOPS_F32 ? &segops_cpu_kernels_f32[call->fn->op][call->fn->pass]
-                                                         : &segops_cpu_kernels_f64[call->fn->op][call->fn->pass];
-  const int64_t n = call->n, s = call->s;
-
+  const segops_fn_desc *fn = call->fn;
+  const segops_cpu_fn *f = &segops_cpu_fns[call->dtype == SEGOPS_F64][fn->op][fn->pass];
+  segops_cpu_job J = {.idx = call->idx, .n = call->n, .s = call->s, .w = call->width};
   unsigned requested = 0;
-  for (int o = 0; o < call->fn->n_out; o++)
+  for (int k = 0; k < fn->n_in; k++) J.in[k] = call->in[k];
+  for (int o = 0; o < fn->n_out; o++) {
+    J.out[o] = call->out[o];
     if (call->out[o]) requested |= 1u << o;
-  const segops_plan plan = segops_plan_of(call->fn, requested);
-  bool run_elem = (plan.post || plan.gather) && n > 0;
-  bool run_seg = plan.reduce && s > 0;
-  bool need_off = run_seg || (run_elem && plan.counts);
-  bool need_perm = run_seg && !call->idx_sorted && n > 0;
-  bool need_scratch = run_seg && call->fn->n_segval > 0;
-
-  bool parallel = ctx->threads > 1 && n + s >= PARALLEL_MIN_WORK;
-  int64_t seg_chunks = parallel ? 4 * (int64_t)ctx->threads : 1;
-  if (seg_chunks > s) seg_chunks = s > 0 ? s : 1;
-
-  bool failed = false;
-  int64_t *off = alloc_i64(s + 1, need_off, &failed);
-  int64_t *perm = alloc_i64(n, need_perm, &failed);
-  int64_t *pos = alloc_i64(s, need_perm, &failed);
-  int64_t *bounds = alloc_i64(seg_chunks + 1, run_seg, &failed);
-  double *scratch = need_scratch ? malloc((size_t)(2 * s) * sizeof(double)) : NULL;
-  if (failed || (need_scratch && !scratch)) {
-    free(off);
-    free(perm);
-    free(pos);
-    free(bounds);
-    free(scratch);
-    return segops_errf(SEGOPS_E_NOMEM, err, errlen, "%s: cpu backend out of memory for %lld elements",
-                       segops_op_name(call->fn->op), (long long)n);
   }
+  J.plan = segops_plan_of(fn, requested);
+  J.n_acc = fn->n_acc[1];
+  J.n_segval = fn->n_segval;
+  const segops_plan *P = &J.plan;
+  const bool parallel = ctx->threads > 1 && J.n + J.s >= PARALLEL_MIN_WORK;
+  J.nchunks = elem_chunks(J.n, ctx->threads, parallel);
 
-  if (need_off) {
-    if (call->idx_sorted)
-      segops_cpu_offsets_sorted(parallel ? ctx->pool : NULL, call->idx, n, s, off);
-    else
-      segops_cpu_offsets_any(call->idx, n, s, off, perm, pos);
+  /* Sorted idx: one walk over the elements does everything. */
+  if (call->idx_sorted || J.n == 0) {
+    if (P->reduce || P->gather || P->post) segops_cpu_parallel_for(ctx->pool, J.nchunks, f->walk, &J);
+    return SEGOPS_OK;
   }
-
-  phase_task t = {.k = k, .n = n, .bounds = bounds};
-  t.job.c = call;
-  t.job.w = call->width;
-  t.job.off = off;
-  t.job.perm = perm;
-  t.job.sa = scratch;
-  t.job.sb = scratch ? scratch + s : NULL;
-
-  /* The segment phase first: it fills the scratch that an element phase may read. */
-  t.fused = run_seg && run_elem && call->idx_sorted;
-  if (run_seg) {
-    segops_cpu_segment_bounds(off, s, seg_chunks, bounds);
-    segops_cpu_parallel_for(ctx->pool, seg_chunks, seg_chunk, &t);
+  /* Unsorted: a pure gather needs no segment state; anything else reduces (or counts) first. */
+  if (!P->reduce && !P->counts) {
+    if (P->gather) segops_cpu_parallel_for(ctx->pool, J.nchunks, f->elems, &J);
+    return SEGOPS_OK;
   }
-  if (run_elem && !t.fused) {
-    int64_t chunk = n;
-    if (parallel) {
-      chunk = (n + 8 * (int64_t)ctx->threads - 1) / (8 * (int64_t)ctx->threads);
-      if (chunk < MIN_ELEM_CHUNK) chunk = MIN_ELEM_CHUNK;
-    }
-    t.elem_chunk = chunk;
-    segops_cpu_parallel_for(ctx->pool, (n + chunk - 1) / chunk, elem_chunk, &t);
+  const int64_t ranges = parallel ? (ctx->threads < J.s ? ctx->threads : (J.s > 0 ? J.s : 1)) : 1;
+  unsorted_scratch u = {0};
+  if (!unsorted_alloc(&J, &u, ranges)) {
+    unsorted_free(&u);
+    return segops_errf(SEGOPS_E_NOMEM, err, errlen, "%s: cpu backend out of memory for %lld segments",
+                       segops_op_name(fn->op), (long long)J.s);
   }
-
-  free(off);
-  free(perm);
-  free(pos);
-  free(bounds);
-  free(scratch);
+  segops_cpu_parallel_for(ctx->pool, ranges, f->reduce, &J);
+  if (P->post || P->gather) segops_cpu_parallel_for(ctx->pool, J.nchunks, f->elems, &J);
+  unsorted_free(&u);
   return SEGOPS_OK;
 }
 

@@ -1,5 +1,5 @@
-/* cpu_internal.h: what the files of the CPU backend share (thread pool, CSR plan, kernel table).
- * Not installed, not used outside kernels/cpu/. */
+/* cpu_internal.h: what the files of the CPU backend share (thread pool, the job a call becomes,
+ * the per-function tasks). Not installed, not used outside kernels/cpu/. */
 #ifndef SEGOPS_CPU_INTERNAL_H
 #define SEGOPS_CPU_INTERNAL_H
 
@@ -26,40 +26,57 @@ int segops_cpu_pool_threads(const segops_cpu_pool *pool);
  * chunks run on the calling thread in order (same results, less parallelism). Thread-safe. */
 void segops_cpu_parallel_for(segops_cpu_pool *pool, int64_t nchunks, segops_cpu_task_fn fn, void *arg);
 
-/* ---- Segment plan (cpu_csr.c) ----
- * off[s] .. off[s+1] are the positions in "segment order" of segment s's elements; perm maps a
- * position to the element index (NULL: the identity, when idx is sorted). perm is a stable
- * counting sort, so every segment's elements come in increasing i: a fixed reduction order. */
+/* ---- A call as the kernels see it ----
+ * Phases (names of segops_rowmath.h): visit + finish reduce a segment, post and gather write
+ * element outputs. Which run comes from plan (segops_plan_of, the op table's row).
+ *
+ * Sorted idx: one pass, "walk". Chunk c is the elements from the first segment start at or after
+ * c*n/nchunks to the next chunk's start; for each segment in it: visit its elements in order,
+ * finish, then post or gather the same elements (still in L1). A chunk also finishes the empty
+ * segments just before each of its segments (and the last chunk the trailing ones).
+ * Unsorted idx: "reduce" (chunk c = segments bounds[c] .. bounds[c+1]: scans all of idx in
+ * increasing i and accumulates only its own segments into acc, counts into cnt, then finishes
+ * them, segment values into segval), then "elems" (chunk c = elements c*n/nchunks ..: post and
+ * gather in element order).
+ * Either way a segment is reduced by one thread over its elements in increasing i, so the bits
+ * do not depend on the chunking, the thread count or whether idx was known to be sorted. */
+/* Accumulator sets per segment: element p of a segment adds into set p % LANES (cpu_phases.h). */
+#define SEGOPS_CPU_LANES 4
 
-/* Builds off[0..s] for a non-decreasing idx (parallel over elements). */
-void segops_cpu_offsets_sorted(segops_cpu_pool *pool, const int32_t *idx, int64_t n, int64_t s, int64_t *off);
-/* Builds off[0..s] for any idx; when perm is not NULL also the stable permutation perm[0..n).
- * pos is scratch of s entries (only needed when perm is not NULL). Serial. */
-void segops_cpu_offsets_any(const int32_t *idx, int64_t n, int64_t s, int64_t *off, int64_t *perm, int64_t *pos);
-/* Splits segments [0, s) into k ranges bounds[c]..bounds[c+1] of about equal work (elements plus
- * segments), for c in [0, k). bounds has k+1 entries. */
-void segops_cpu_segment_bounds(const int64_t *off, int64_t s, int64_t k, int64_t *bounds);
-
-/* ---- Kernels (cpu_ops_impl.h, instantiated in cpu_ops.c) ---- */
 typedef struct {
-  const segops_call *c;
-  int w;               /* row width: 1 or 3 */
-  const int64_t *off;  /* s+1 entries, or NULL when the function does not need it */
-  const int64_t *perm; /* n entries, or NULL: identity */
-  double *sa, *sb;     /* per-segment scratch (s entries each) for functions that need it */
+  const void *in[SEGOPS_MAX_INPUTS]; /* NULL: omitted cotangent (zeros) or unread input */
+  void *out[SEGOPS_MAX_OUTPUTS];     /* NULL: not requested */
+  const int32_t *idx;
+  int64_t n, s;
+  int w;
+  int n_acc, n_segval; /* the row's n_acc[1] (the widest) and n_segval: strides of acc, segval */
+  segops_plan plan;
+  int64_t nchunks;       /* walk and elems: element chunks */
+  const int64_t *bounds; /* reduce: segment chunks (nchunks + 1 entries) */
+  double *acc;           /* reduce: s * LANES * n_acc accumulators */
+  double *segval;        /* reduce -> elems: s * n_segval segment values for post */
+  int64_t *cnt;          /* reduce -> elems: s counts */
 } segops_cpu_job;
 
-/* A kernel handles segments [begin, end) (segment phase) or elements [begin, end) (element phase). */
-typedef void (*segops_cpu_range_fn)(const segops_cpu_job *j, int64_t begin, int64_t end);
-
-/* One function: a segment phase (reductions, one writer per segment) and an element phase
- * (gathers, one writer per element), either may be NULL. Which of them a call runs, and what
- * they need (offsets, scratch), comes from the op table's row (segops_plan_of). */
+/* The three tasks of one function (any may be NULL when the function has no such phase);
+ * arg is a segops_cpu_job. */
 typedef struct {
-  segops_cpu_range_fn seg, elem;
-} segops_cpu_kernel;
+  segops_cpu_task_fn walk, reduce, elems;
+} segops_cpu_fn;
 
-extern const segops_cpu_kernel segops_cpu_kernels_f32[SEGOPS_OP_COUNT][SEGOPS_PASS_COUNT];
-extern const segops_cpu_kernel segops_cpu_kernels_f64[SEGOPS_OP_COUNT][SEGOPS_PASS_COUNT];
+/* Indexed [dtype == SEGOPS_F64][op][pass]; filled from ops.def's SEGOPS_FN list (cpu_ops.c). */
+extern const segops_cpu_fn segops_cpu_fns[2][SEGOPS_OP_COUNT][SEGOPS_PASS_COUNT];
+
+/* First element at or after i that starts a segment (i == 0 or idx[i] != idx[i-1]); n if none. */
+static inline int64_t segops_cpu_seg_start(const int32_t *idx, int64_t n, int64_t i) {
+  if (i <= 0) return 0;
+  while (i < n && idx[i] == idx[i - 1]) i++;
+  return i < n ? i : n;
+}
+
+/* c * total / k without overflow, for chunk boundaries. */
+static inline int64_t segops_cpu_split(int64_t total, int64_t k, int64_t c) {
+  return c * (total / k) + (c < total % k ? c : total % k);
+}
 
 #endif
