@@ -297,6 +297,10 @@ segops_http_outcome segops_http_op_respond(segops_http_req *r) {
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->resp_type);
   }
   MHD_add_response_header(resp, "Server-Timing", timing);
+  /* Draining (lame duck): served, but the connection closes after it, so a client or proxy
+   * holding keep-alive connections reconnects, to a daemon that is staying. */
+  if (atomic_load(&r->srv->state) == SEGOPS_STATE_LAME_DUCK)
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
   enum MHD_Result ret = MHD_queue_response(r->conn, MHD_HTTP_OK, resp);
   MHD_destroy_response(resp);
   if (ret != MHD_YES) return SEGOPS_HTTP_FAIL;

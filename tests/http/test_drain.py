@@ -30,8 +30,9 @@ def test_drain_serves_then_refuses_then_exits(daemon_factory):
     st, hd, body = request(d.url, "GET", "/readyz")
     assert st == 503 and json.loads(body)["error"]["message"] == "draining" and hd["retry-after"]
     # Still served during the drain period, on a kept-alive connection and on new ones.
-    st, _, body = post(d.url, conn=kept)
+    st, hd, body = post(d.url, conn=kept)
     assert st == 200 and json.loads(body)["out"]["data"] == [3.0, 12.0, 6.0]
+    assert hd.get("connection") == "close"  # keep-alive clients reconnect, elsewhere
     assert post(d.url)[0] == 200
     assert request(d.url, "GET", "/healthz")[0] == 200  # alive: liveness must not kill a draining pod
     assert d.proc.poll() is None
