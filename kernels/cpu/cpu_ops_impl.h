@@ -32,6 +32,24 @@ SEGOPS_CPU_INLINE void FN(strow)(void *p, int64_t r, int cnt, const double *a) {
     for (int c = 0; c < cnt; c++) FN(st)(p, r * cnt + c, a[c]);
 }
 
+/* Components [q0, q1) of rows, flat: out[q] = a*x[q] (+ b*y[q]); a NULL x or y reads as zeros,
+ * a NULL out is not requested. Plain loops the compiler vectorises. */
+SEGOPS_CPU_INLINE void FN(scale)(void *out, const void *x, double a, int64_t q0, int64_t q1) {
+  if (!out) return;
+  if (x)
+    for (int64_t q = q0; q < q1; q++) FN(st)(out, q, a * FN(ld)(x, q));
+  else
+    for (int64_t q = q0; q < q1; q++) FN(st)(out, q, 0.0);
+}
+SEGOPS_CPU_INLINE void FN(axpby)(void *out, const void *x, double a, const void *y, double b, int64_t q0, int64_t q1) {
+  if (!out) return;
+  if (!x || !y) {
+    FN(scale)(out, x ? x : y, x ? a : b, q0, q1);
+    return;
+  }
+  for (int64_t q = q0; q < q1; q++) FN(st)(out, q, a * FN(ld)(x, q) + b * FN(ld)(y, q));
+}
+
 #define IN(k) (J->in[k])
 #define OUT(k) (J->out[k])
 #define LDROW FN(ldrow)
@@ -63,7 +81,10 @@ HOOK FN(mean_backward_row)(const segops_cpu_job *J, int64_t s, int64_t cnt, doub
   LDROW(IN(0), s, w, r);
   for (int c = 0; c < w; c++) r[c] /= (double)cnt;
 }
-HOOK FN(copy_gather)(const segops_cpu_job *J, int64_t i, const double *r, const int w) { STROW(OUT(0), i, w, r); }
+HOOK FN(copy_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, const int w) {
+  if (!OUT(0)) return;
+  for (int64_t p = i; p < j; p++) STROW(OUT(0), p, w, r);
+}
 
 /* ---- segmented_dot ---- */
 /* forward: acc += dot(x, y); out[s] = acc. */
@@ -83,13 +104,9 @@ HOOK FN(seg1_row)(const segops_cpu_job *J, int64_t s, int64_t cnt, double *r, co
   LDROW(IN(0), s, 1, r);
 }
 /* backward, in: g_out, x, y. grad_x[i] = g_out[s]*y[i]; grad_y[i] = g_out[s]*x[i]. */
-HOOK FN(dot_backward_gather)(const segops_cpu_job *J, int64_t i, const double *r, const int w) {
-  double x[3], y[3];
-  LDROW(IN(1), i, w, x);
-  LDROW(IN(2), i, w, y);
-  for (int c = 0; c < w; c++) x[c] *= r[0], y[c] *= r[0];
-  STROW(OUT(0), i, w, y);
-  STROW(OUT(1), i, w, x);
+HOOK FN(dot_backward_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, const int w) {
+  FN(scale)(OUT(0), IN(2), r[0], i * w, j * w);
+  FN(scale)(OUT(1), IN(1), r[0], i * w, j * w);
 }
 /* double backward, in: gg_x, gg_y, g_out, x, y. acc += dot(gg_x, y) + dot(gg_y, x);
  * grad_x[i] = g_out[s]*gg_y[i]; grad_y[i] = g_out[s]*gg_x[i]. */
@@ -105,18 +122,9 @@ HOOK FN(dot_double_backward_row)(const segops_cpu_job *J, int64_t s, int64_t cnt
   (void)cnt, (void)w;
   LDROW(IN(2), s, 1, r);
 }
-HOOK FN(dot_double_backward_gather)(const segops_cpu_job *J, int64_t i, const double *r, const int w) {
-  double a[3], b[3];
-  if (OUT(1)) {
-    LDROW(IN(1), i, w, a);
-    for (int c = 0; c < w; c++) a[c] *= r[0];
-    STROW(OUT(1), i, w, a);
-  }
-  if (OUT(2)) {
-    LDROW(IN(0), i, w, b);
-    for (int c = 0; c < w; c++) b[c] *= r[0];
-    STROW(OUT(2), i, w, b);
-  }
+HOOK FN(dot_double_backward_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, const int w) {
+  FN(scale)(OUT(1), IN(1), r[0], i * w, j * w);
+  FN(scale)(OUT(2), IN(0), r[0], i * w, j * w);
 }
 
 /* ---- segmented_mul ---- */
@@ -125,11 +133,8 @@ HOOK FN(mul_forward_row)(const segops_cpu_job *J, int64_t s, int64_t cnt, double
   (void)cnt, (void)w;
   LDROW(IN(1), s, 1, r);
 }
-HOOK FN(mul_forward_gather)(const segops_cpu_job *J, int64_t i, const double *r, const int w) {
-  double x[3];
-  LDROW(IN(0), i, w, x);
-  for (int c = 0; c < w; c++) x[c] *= r[0];
-  STROW(OUT(0), i, w, x);
+HOOK FN(mul_forward_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, const int w) {
+  FN(scale)(OUT(0), IN(0), r[0], i * w, j * w);
 }
 /* backward, in: g_out, x, y. acc += dot(g_out, x): grad_y (output 1); grad_x[i] = g_out[i]*y[s]. */
 HOOK FN(mul_backward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int w) {
@@ -147,11 +152,8 @@ HOOK FN(mul_backward_row)(const segops_cpu_job *J, int64_t s, int64_t cnt, doubl
   (void)cnt, (void)w;
   LDROW(IN(2), s, 1, r);
 }
-HOOK FN(mul_backward_gather)(const segops_cpu_job *J, int64_t i, const double *r, const int w) {
-  double g[3];
-  LDROW(IN(0), i, w, g);
-  for (int c = 0; c < w; c++) g[c] *= r[0];
-  STROW(OUT(0), i, w, g);
+HOOK FN(mul_backward_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, const int w) {
+  FN(scale)(OUT(0), IN(0), r[0], i * w, j * w);
 }
 /* double backward, in: gg_x, gg_y, g_out, x, y. acc += dot(gg_x, g_out): grad_y (output 2);
  * grad_g_out[i] = gg_x[i]*y[s] + gg_y[s]*x[i]; grad_x[i] = gg_y[s]*g_out[i]. r = {y[s], gg_y[s]}. */
@@ -172,19 +174,9 @@ HOOK FN(mul_double_backward_row)(const segops_cpu_job *J, int64_t s, int64_t cnt
   LDROW(IN(4), s, 1, r);
   LDROW(IN(1), s, 1, r + 1);
 }
-HOOK FN(mul_double_backward_gather)(const segops_cpu_job *J, int64_t i, const double *r, const int w) {
-  double a[3], b[3];
-  if (OUT(0)) {
-    LDROW(IN(0), i, w, a);
-    LDROW(IN(3), i, w, b);
-    for (int c = 0; c < w; c++) a[c] = a[c] * r[0] + r[1] * b[c];
-    STROW(OUT(0), i, w, a);
-  }
-  if (OUT(1)) {
-    LDROW(IN(2), i, w, a);
-    for (int c = 0; c < w; c++) a[c] *= r[1];
-    STROW(OUT(1), i, w, a);
-  }
+HOOK FN(mul_double_backward_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, const int w) {
+  FN(axpby)(OUT(0), IN(0), r[0], IN(3), r[1], i * w, j * w);
+  FN(scale)(OUT(1), IN(2), r[1], i * w, j * w);
 }
 
 /* ---- segmented_rms_norm (width 3): acc[0] = Σ |x|^2, acc[1] = Σ dot(gg_x, x) ---- */
@@ -214,12 +206,9 @@ HOOK FN(rms_norm_backward_finish)(const segops_cpu_job *J, int64_t s, int64_t cn
   (void)w;
   segops_rms_bwd_finish(FN(ld)(IN(0), s), acc[0], cnt, sv);
 }
-HOOK FN(rms_norm_backward_post)(const segops_cpu_job *J, int64_t i, const double *sv, const int w) {
-  double x[3];
+HOOK FN(rms_norm_backward_post)(const segops_cpu_job *J, int64_t i, int64_t j, const double *sv, const int w) {
   (void)w;
-  LDROW(IN(1), i, 3, x);
-  for (int c = 0; c < 3; c++) x[c] *= sv[0];
-  STROW(OUT(0), i, 3, x);
+  FN(scale)(OUT(0), IN(1), sv[0], i * 3, j * 3);
 }
 /* double backward, in: gg_x, g_out, x. grad_g_out[s] = q_s*inv_s (output 0);
  * grad_x[i] = sv[0]*gg_x[i] - sv[1]*x[i] (output 1). */
@@ -234,13 +223,9 @@ HOOK FN(rms_norm_double_backward_finish)(const segops_cpu_job *J, int64_t s, int
   segops_rms_dbl_finish(FN(ld)(IN(1), s), acc[0], acc[1], cnt, &ggo, sv);
   if (OUT(0)) FN(st)(OUT(0), s, ggo);
 }
-HOOK FN(rms_norm_double_backward_post)(const segops_cpu_job *J, int64_t i, const double *sv, const int w) {
-  double gg[3], x[3], r[3];
-  (void)w;
-  LDROW(IN(0), i, 3, gg);
-  LDROW(IN(2), i, 3, x);
-  segops_rms_dbl_post(sv, gg, x, r);
-  STROW(OUT(1), i, 3, r);
+HOOK FN(rms_norm_double_backward_post)(const segops_cpu_job *J, int64_t i, int64_t j, const double *sv, const int w) {
+  (void)w; /* grad_x = sv[0]*gg_x - sv[1]*x (segops_rms_dbl_post's formula, flat) */
+  FN(axpby)(OUT(1), IN(0), sv[0], IN(2), -sv[1], i * 3, j * 3);
 }
 
 /* ---- segmented_matvec (width 3; m is (S,3,3) row-major) ---- */
@@ -249,12 +234,14 @@ HOOK FN(matvec_forward_row)(const segops_cpu_job *J, int64_t s, int64_t cnt, dou
   (void)cnt, (void)w;
   LDROW(IN(1), s, 9, r);
 }
-HOOK FN(matvec_forward_gather)(const segops_cpu_job *J, int64_t i, const double *r, const int w) {
-  double v[3], o[3];
+HOOK FN(matvec_forward_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, const int w) {
   (void)w;
-  LDROW(IN(0), i, 3, v);
-  segops_mtv(r, v, o);
-  STROW(OUT(0), i, 3, o);
+  for (int64_t p = i; p < j; p++) {
+    double v[3], o[3];
+    LDROW(IN(0), p, 3, v);
+    segops_mtv(r, v, o);
+    STROW(OUT(0), p, 3, o);
+  }
 }
 /* acc += outer(a[i], b[i]) for inputs ak, bk (a NULL reads as zeros); grad_m = acc. */
 SEGOPS_CPU_INLINE void FN(outer_visit)(const segops_cpu_job *J, int64_t i, double *acc, int ak, int bk) {
@@ -278,12 +265,15 @@ HOOK FN(matvec_backward_row)(const segops_cpu_job *J, int64_t s, int64_t cnt, do
   (void)cnt, (void)w;
   LDROW(IN(2), s, 9, r);
 }
-HOOK FN(matvec_backward_gather)(const segops_cpu_job *J, int64_t i, const double *r, const int w) {
-  double g[3], o[3];
+HOOK FN(matvec_backward_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, const int w) {
   (void)w;
-  LDROW(IN(0), i, 3, g);
-  segops_mv(r, g, o);
-  STROW(OUT(0), i, 3, o);
+  if (!OUT(0)) return;
+  for (int64_t p = i; p < j; p++) {
+    double g[3], o[3];
+    LDROW(IN(0), p, 3, g);
+    segops_mv(r, g, o);
+    STROW(OUT(0), p, 3, o);
+  }
 }
 /* double backward, in: gg_v, gg_m, g_out, v, m. grad_m[s] = Σ outer(gg_v, g_out) (output 2);
  * grad_g_out[i] = m[s]ᵀ gg_v[i] + gg_m[s]ᵀ v[i]; grad_v[i] = gg_m[s] g_out[i]. r = {m[s], gg_m[s]}. */
@@ -301,20 +291,23 @@ HOOK FN(matvec_double_backward_row)(const segops_cpu_job *J, int64_t s, int64_t 
   LDROW(IN(4), s, 9, r);
   LDROW(IN(1), s, 9, r + 9);
 }
-HOOK FN(matvec_double_backward_gather)(const segops_cpu_job *J, int64_t i, const double *r, const int w) {
-  double a[3], b[3], o[3];
+HOOK FN(matvec_double_backward_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, const int w) {
   (void)w;
-  if (OUT(0)) {
-    LDROW(IN(0), i, 3, a);
-    LDROW(IN(3), i, 3, b);
-    segops_matvec_dbl_ggo(r, a, r + 9, b, o);
-    STROW(OUT(0), i, 3, o);
-  }
-  if (OUT(1)) {
-    LDROW(IN(2), i, 3, a);
-    segops_mv(r + 9, a, o);
-    STROW(OUT(1), i, 3, o);
-  }
+  if (OUT(0))
+    for (int64_t p = i; p < j; p++) {
+      double a[3], b[3], o[3];
+      LDROW(IN(0), p, 3, a);
+      LDROW(IN(3), p, 3, b);
+      segops_matvec_dbl_ggo(r, a, r + 9, b, o);
+      STROW(OUT(0), p, 3, o);
+    }
+  if (OUT(1))
+    for (int64_t p = i; p < j; p++) {
+      double a[3], o[3];
+      LDROW(IN(2), p, 3, a);
+      segops_mv(r + 9, a, o);
+      STROW(OUT(1), p, 3, o);
+    }
 }
 
 /* ---- Each function's hooks, and its tasks (walk, reduce, elems) for width 1 and 3 ----

@@ -20,14 +20,15 @@
  *           into r; cnt = c_s where the plan has counts
  *   visit   adds element i's terms to acc
  *   finish  writes segment s's requested outputs from acc and cnt; fills sv for post
- *   post    writes element i's outputs from its segment's values sv
- *   gather  writes element i's outputs from its inputs and r */
+ *   post    writes the outputs of elements [i, j) (all of one segment) from its values sv
+ *   gather  writes the outputs of elements [i, j) (all of one segment) from their inputs and r
+ * post and gather take a range so their loops hoist the per-call checks and vectorise. */
 typedef void (*segops_cpu_row_fn)(const segops_cpu_job *J, int64_t s, int64_t cnt, double *r, int w);
 typedef void (*segops_cpu_visit_fn)(const segops_cpu_job *J, int64_t i, double *acc, int w);
 typedef void (*segops_cpu_finish_fn)(const segops_cpu_job *J, int64_t s, int64_t cnt, const double *acc, double *sv,
                                      int w);
-typedef void (*segops_cpu_post_fn)(const segops_cpu_job *J, int64_t i, const double *sv, int w);
-typedef void (*segops_cpu_gather_fn)(const segops_cpu_job *J, int64_t i, const double *r, int w);
+typedef void (*segops_cpu_post_fn)(const segops_cpu_job *J, int64_t i, int64_t j, const double *sv, int w);
+typedef void (*segops_cpu_gather_fn)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, int w);
 
 typedef struct {
   segops_cpu_row_fn row;
@@ -40,7 +41,9 @@ typedef struct {
 /* A segment's visits go round-robin to SEGOPS_CPU_LANES sets of accumulators by position in the
  * segment (element p of the segment into lane p % LANES), combined as (l0 + l1) + (l2 + l3):
  * independent add chains, and an order that depends only on the segment's own elements, the
- * same in walk and reduce. */
+ * same in walk and reduce. Functions with more than SEGOPS_CPU_ONE_LANE_ACC accumulators (matvec's
+ * 9) have enough chains: they use lane 0 alone (fewer registers). */
+#define SEGOPS_CPU_ONE_LANE_ACC 3
 SEGOPS_CPU_INLINE void segops_cpu_combine(const double *l0, const double *l1, const double *l2, const double *l3,
                                           double *acc) {
   for (int a = 0; a < SEGOPS_CPU_MAX_ACC; a++) acc[a] = (l0[a] + l1[a]) + (l2[a] + l3[a]);
@@ -56,6 +59,8 @@ SEGOPS_CPU_INLINE void segops_cpu_segment(const segops_cpu_job *J, const segops_
       double l0[SEGOPS_CPU_MAX_ACC] = {0}, l1[SEGOPS_CPU_MAX_ACC] = {0}, l2[SEGOPS_CPU_MAX_ACC] = {0},
              l3[SEGOPS_CPU_MAX_ACC] = {0};
       int64_t p = i;
+      if (J->n_acc > SEGOPS_CPU_ONE_LANE_ACC) /* enough independent chains already: one lane */
+        for (; p < j; p++) H.visit(J, p, l0, w);
       for (; p + SEGOPS_CPU_LANES <= j; p += SEGOPS_CPU_LANES) {
         H.visit(J, p, l0, w);
         H.visit(J, p + 1, l1, w);
@@ -69,12 +74,11 @@ SEGOPS_CPU_INLINE void segops_cpu_segment(const segops_cpu_job *J, const segops_
     }
     H.finish(J, s, j - i, acc, sv, w);
   }
-  if (H.post && J->plan.post)
-    for (int64_t p = i; p < j; p++) H.post(J, p, sv, w);
+  if (H.post && J->plan.post) H.post(J, i, j, sv, w);
   if (H.gather && J->plan.gather) {
     double r[SEGOPS_CPU_MAX_ROW];
     if (H.row) H.row(J, s, j - i, r, w);
-    for (int64_t p = i; p < j; p++) H.gather(J, p, r, w);
+    H.gather(J, i, j, r, w);
   }
 }
 
@@ -118,7 +122,7 @@ SEGOPS_CPU_INLINE void segops_cpu_reduce(const segops_cpu_job *J, const segops_c
   for (int64_t i = 0; i < n; i++) {
     const int64_t s = J->idx[i];
     if ((uint64_t)(s - s0) >= span) continue;
-    const int64_t lane = cnt[s]++ % SEGOPS_CPU_LANES;
+    const int64_t lane = k > SEGOPS_CPU_ONE_LANE_ACC ? (cnt[s]++, 0) : cnt[s]++ % SEGOPS_CPU_LANES;
     if (H.visit) H.visit(J, i, acc + s * stride + lane * k, w);
   }
   if (!H.finish || !J->plan.reduce) return;
@@ -138,11 +142,11 @@ SEGOPS_CPU_INLINE void segops_cpu_elems(const segops_cpu_job *J, const segops_cp
   const int64_t i0 = segops_cpu_split(J->n, J->nchunks, c), i1 = segops_cpu_split(J->n, J->nchunks, c + 1);
   for (int64_t i = i0; i < i1; i++) {
     const int64_t s = J->idx[i];
-    if (H.post && J->plan.post) H.post(J, i, J->segval + s * J->n_segval, w);
+    if (H.post && J->plan.post) H.post(J, i, i + 1, J->segval + s * J->n_segval, w);
     if (H.gather && J->plan.gather) {
       double r[SEGOPS_CPU_MAX_ROW];
       if (H.row) H.row(J, s, J->plan.counts ? J->cnt[s] : 0, r, w);
-      H.gather(J, i, r, w);
+      H.gather(J, i, i + 1, r, w);
     }
   }
 }
