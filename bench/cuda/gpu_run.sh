@@ -15,7 +15,7 @@ cmake --build $B -j16 -- -k >>"$OUT/build.log" 2>&1 || echo "build had errors (s
 grep -E "error" "$OUT/build.log" | head -5
 step ctest
 (cd $B && SEGOPS_REQUIRE_CUDA=1 timeout ${CTEST_TIMEOUT:-240} ctest --output-on-failure -j4 >"$OUT/ctest.log" 2>&1)
-grep -E "tests passed|\*\*\*|^cuda (conformance|determinism|limits|oom)|ran a request|huge request" "$OUT/ctest.log" | head -40
+grep -E "tests passed|\*\*\*|^cuda (conformance|determinism|limits|oom)|^conformance \(cuda|ran a request|huge request" "$OUT/ctest.log" | head -40
 if [ -x $B/bench/cuda/bench_cuda ] && [ "${SKIP_BENCH:-0}" != 1 ]; then
   step bench
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv >"$OUT/bench.log" 2>&1
@@ -29,17 +29,17 @@ fi
 if [ "${SKIP_SAN:-0}" != 1 ]; then
   step sanitizer
   L="$OUT/sanitizer.log"
-  echo "### memcheck test_cuda_conformance (SEGOPS_CUDA_TEST_QUICK=1)" >"$L"
+  echo "### memcheck conformance --backend cuda (SEGOPS_CUDA_TEST_QUICK=1)" >"$L"
   SEGOPS_CUDA_TEST_QUICK=1 timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 \
-    $B/tests/cuda/test_cuda_conformance >>"$L" 2>&1
+    $B/tests/core/segops_conformance --backend cuda >>"$L" 2>&1
   echo "memcheck conformance rc=$?" | tee -a "$L"
   echo "### memcheck test_cuda_oom" >>"$L"
   timeout 60 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 $B/tests/cuda/test_cuda_oom >>"$L" 2>&1
   echo "memcheck oom rc=$?" | tee -a "$L"
-  echo "### racecheck test_cuda_conformance (quick)" >>"$L"
+  echo "### racecheck conformance --backend cuda (quick)" >>"$L"
   SEGOPS_CUDA_TEST_QUICK=1 timeout 90 compute-sanitizer --tool racecheck --error-exitcode 9 \
-    $B/tests/cuda/test_cuda_conformance >>"$L" 2>&1
+    $B/tests/core/segops_conformance --backend cuda >>"$L" 2>&1
   echo "racecheck conformance rc=$?" | tee -a "$L"
-  grep -E "ERROR SUMMARY|RACECHECK SUMMARY|^cuda conformance" "$L"
+  grep -E "ERROR SUMMARY|RACECHECK SUMMARY|^conformance" "$L"
 fi
 step end

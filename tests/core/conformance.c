@@ -1,7 +1,8 @@
 /* conformance.c: the backend conformance harness. One case list (GOLDEN.md vectors, the GOLDEN
  * layouts, edge layouts, unsorted idx, every function x dtype x width, omitted cotangents,
  * output subsets) run against a plain float64 reference, with guard bytes, poisoned outputs and
- * unaligned inputs. Usage: segops_conformance --backend cpu|cuda.
+ * unaligned inputs. Usage: segops_conformance --backend cpu|cuda [--quick]. The one harness for
+ * every backend (the CUDA tests in tests/cuda cover determinism in batches, limits and OOM).
  * For cuda it also compares with the CPU backend and checks repeated runs for identical bits;
  * without a usable GPU it exits 77 (skipped), or fails when SEGOPS_REQUIRE_CUDA=1. */
 #include <math.h>
@@ -17,6 +18,8 @@
 static segops_backend *target; /* the backend under test */
 static segops_backend *cpu;    /* the CPU backend (== target when testing cpu) */
 static bool target_is_cuda;
+/* --quick or SEGOPS_CUDA_TEST_QUICK=1 (runs under compute-sanitizer): no variants, one case each. */
+static bool quick;
 
 static const segops_dtype DTYPES[2] = {SEGOPS_F32, SEGOPS_F64};
 
@@ -161,7 +164,7 @@ static void check_layout(const tu_layout *L, bool variants, tu_rng *rng) {
           if (fn->vec3_only && w != 3) continue;
           variant full = {0, all, "all inputs, all outputs"};
           check_case(L, fn, DTYPES[d], w, &full, rng);
-          if (!variants) continue;
+          if (!variants || quick) continue;
           unsigned optional = 0;
           for (int k = 0; k < fn->n_in; k++)
             if (fn->in[k].use != SEGOPS_ARG_REQ) optional |= 1u << k;
@@ -236,6 +239,17 @@ static void run_layouts(void) {
     random_lengths(&rng, ns[c][0], ns[c][1], lens);
     RUN(tu_layout_from_lengths(name, lens, ns[c][1], NULL), true);
     RUN(tu_layout_from_lengths(name, lens, ns[c][1], &rng), true);
+  }
+  /* Segments longer than a GPU chunk (1024) next to short ones, and many mid-size ones. */
+  const int64_t chunky[][2] = {{7000, 3}, {3000, 2000}};
+  for (int c = 0; c < 2; c++) {
+    char name[64];
+    snprintf(name, sizeof name, "N=%lld S=%lld", (long long)chunky[c][0], (long long)chunky[c][1]);
+    int64_t *cl = malloc((size_t)chunky[c][1] * sizeof *cl);
+    random_lengths(&rng, chunky[c][0], chunky[c][1], cl);
+    RUN(tu_layout_from_lengths(name, cl, chunky[c][1], NULL), c == 0);
+    RUN(tu_layout_from_lengths(name, cl, chunky[c][1], &rng), false);
+    free(cl);
   }
   const int64_t trailing[] = {3, 2, 0}, holes[] = {0, 4, 0, 0, 3, 0, 1, 0};
   RUN(tu_layout_from_lengths("empty trailing segment", trailing, 3, NULL), true);
@@ -420,11 +434,15 @@ int main(int argc, char **argv) {
   for (int a = 1; a < argc; a++) {
     if (strcmp(argv[a], "--backend") == 0 && a + 1 < argc)
       which = argv[++a];
+    else if (strcmp(argv[a], "--quick") == 0)
+      quick = true;
     else {
-      fprintf(stderr, "usage: %s --backend cpu|cuda\n", argv[0]);
+      fprintf(stderr, "usage: %s --backend cpu|cuda [--quick]\n", argv[0]);
       return 2;
     }
   }
+  const char *q = getenv("SEGOPS_CUDA_TEST_QUICK");
+  if (q && strcmp(q, "1") == 0) quick = true;
   /* 3 threads: more than this machine's cores, so the pool's hand-off is exercised too. */
   cpu = segops_cpu_backend_new(3);
   if (!cpu) {

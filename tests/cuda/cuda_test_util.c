@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ref.h"
+
 segops_backend *tu_backend_or_skip(const char *test) {
   char err[256] = "";
   segops_backend *b = segops_cuda_backend_new(NULL, 0, err, sizeof err);
@@ -94,8 +96,8 @@ static int fill(tu_call *tc, const segops_fn_desc *fn, segops_dtype dt, int widt
   return 0;
 }
 
-int tu_make(tu_call *tc, const segops_fn_desc *fn, segops_dtype dt, int width, int64_t n, int64_t s,
-            tu_layout layout, unsigned cotan_mask, unsigned out_mask, uint64_t seed) {
+int tu_make(tu_call *tc, const segops_fn_desc *fn, segops_dtype dt, int width, int64_t n, int64_t s, tu_layout layout,
+            unsigned cotan_mask, unsigned out_mask, uint64_t seed) {
   memset(tc, 0, sizeof *tc);
   uint64_t st = seed;
   tc->idx = aligned_alloc(64, ((size_t)n * 4 + 64) / 64 * 64);
@@ -143,136 +145,17 @@ static double *load(const segops_call *c, int k, int64_t cnt) {
   return v;
 }
 
-static double dotw(const double *a, const double *b, int64_t i, int w) {
-  double d = 0;
-  for (int c = 0; c < w; c++) d += a[i * w + c] * b[i * w + c];
-  return d;
-}
-
 void tu_reference(const segops_call *c, double *ref_out[SEGOPS_MAX_OUTPUTS]) {
-  /* long double accumulators: a naive float64 sum over 10^6 elements is itself off by ~1e-11,
-   * more than the SPEC's float64 bound, so the reference must be better than that. */
-  long double *ref[SEGOPS_MAX_OUTPUTS] = {0};
+  /* The one float64 reference of the tests (tests/core/ref.c), on the call's inputs. */
   const segops_fn_desc *fn = c->fn;
   const int64_t n = c->n, s = c->s;
   const int w = c->width;
   double *in[SEGOPS_MAX_INPUTS] = {0};
   for (int k = 0; k < fn->n_in; k++) in[k] = load(c, k, segops_shape_count(fn->in[k].shape, w, n, s));
   for (int k = 0; k < fn->n_out; k++)
-    ref[k] = calloc((size_t)segops_shape_count(fn->out[k].shape, w, n, s) + 1, sizeof(long double));
-  double *cnt = calloc((size_t)s + 1, sizeof *cnt);
-  for (int64_t i = 0; i < n; i++) cnt[c->idx[i]] += 1;
-  long double *acc = calloc((size_t)s * 2 + 1, sizeof *acc); /* sq and q for rms */
-  const int op = fn->op, pass = fn->pass;
-  for (int64_t i = 0; i < n; i++) {
-    int64_t g = c->idx[i];
-    switch (op * 3 + pass) {
-      case SEGOPS_OP_SUM * 3 + SEGOPS_PASS_FORWARD:
-      case SEGOPS_OP_SUM * 3 + SEGOPS_PASS_DOUBLE_BACKWARD:
-      case SEGOPS_OP_MEAN * 3 + SEGOPS_PASS_FORWARD:
-      case SEGOPS_OP_MEAN * 3 + SEGOPS_PASS_DOUBLE_BACKWARD:
-        for (int q = 0; q < w; q++) ref[0][g * w + q] += in[0][i * w + q];
-        break;
-      case SEGOPS_OP_SUM * 3 + SEGOPS_PASS_BACKWARD:
-        for (int q = 0; q < w; q++) ref[0][i * w + q] = in[0][g * w + q];
-        break;
-      case SEGOPS_OP_MEAN * 3 + SEGOPS_PASS_BACKWARD:
-        for (int q = 0; q < w; q++) ref[0][i * w + q] = in[0][g * w + q] / cnt[g];
-        break;
-      case SEGOPS_OP_DOT * 3 + SEGOPS_PASS_FORWARD:
-        ref[0][g] += dotw(in[0], in[1], i, w);
-        break;
-      case SEGOPS_OP_DOT * 3 + SEGOPS_PASS_BACKWARD:
-        for (int q = 0; q < w; q++) {
-          ref[0][i * w + q] = in[0][g] * in[2][i * w + q];
-          ref[1][i * w + q] = in[0][g] * in[1][i * w + q];
-        }
-        break;
-      case SEGOPS_OP_DOT * 3 + SEGOPS_PASS_DOUBLE_BACKWARD:
-        ref[0][g] += dotw(in[0], in[4], i, w) + dotw(in[1], in[3], i, w);
-        for (int q = 0; q < w; q++) {
-          ref[1][i * w + q] = in[2][g] * in[1][i * w + q];
-          ref[2][i * w + q] = in[2][g] * in[0][i * w + q];
-        }
-        break;
-      case SEGOPS_OP_MUL * 3 + SEGOPS_PASS_FORWARD:
-        for (int q = 0; q < w; q++) ref[0][i * w + q] = in[0][i * w + q] * in[1][g];
-        break;
-      case SEGOPS_OP_MUL * 3 + SEGOPS_PASS_BACKWARD:
-        for (int q = 0; q < w; q++) ref[0][i * w + q] = in[0][i * w + q] * in[2][g];
-        ref[1][g] += dotw(in[0], in[1], i, w);
-        break;
-      case SEGOPS_OP_MUL * 3 + SEGOPS_PASS_DOUBLE_BACKWARD:
-        for (int q = 0; q < w; q++) {
-          ref[0][i * w + q] = in[0][i * w + q] * in[4][g] + in[1][g] * in[3][i * w + q];
-          ref[1][i * w + q] = in[1][g] * in[2][i * w + q];
-        }
-        ref[2][g] += dotw(in[0], in[2], i, w);
-        break;
-      case SEGOPS_OP_RMS_NORM * 3 + SEGOPS_PASS_FORWARD:
-      case SEGOPS_OP_RMS_NORM * 3 + SEGOPS_PASS_BACKWARD:
-        acc[g * 2] += dotw(in[pass == SEGOPS_PASS_FORWARD ? 0 : 1], in[pass == SEGOPS_PASS_FORWARD ? 0 : 1], i, 3);
-        break;
-      case SEGOPS_OP_RMS_NORM * 3 + SEGOPS_PASS_DOUBLE_BACKWARD:
-        acc[g * 2] += dotw(in[2], in[2], i, 3);
-        acc[g * 2 + 1] += dotw(in[0], in[2], i, 3);
-        break;
-      case SEGOPS_OP_MATVEC * 3 + SEGOPS_PASS_FORWARD:
-        for (int k = 0; k < 3; k++)
-          for (int j = 0; j < 3; j++) ref[0][i * 3 + k] += in[1][g * 9 + j * 3 + k] * in[0][i * 3 + j];
-        break;
-      case SEGOPS_OP_MATVEC * 3 + SEGOPS_PASS_BACKWARD:
-        for (int j = 0; j < 3; j++)
-          for (int k = 0; k < 3; k++) {
-            ref[0][i * 3 + j] += in[2][g * 9 + j * 3 + k] * in[0][i * 3 + k];
-            ref[1][g * 9 + j * 3 + k] += in[1][i * 3 + j] * in[0][i * 3 + k];
-          }
-        break;
-      case SEGOPS_OP_MATVEC * 3 + SEGOPS_PASS_DOUBLE_BACKWARD:
-        for (int j = 0; j < 3; j++)
-          for (int k = 0; k < 3; k++) {
-            ref[0][i * 3 + k] += in[4][g * 9 + j * 3 + k] * in[0][i * 3 + j] + in[1][g * 9 + j * 3 + k] * in[3][i * 3 + j];
-            ref[1][i * 3 + j] += in[1][g * 9 + j * 3 + k] * in[2][i * 3 + k];
-            ref[2][g * 9 + j * 3 + k] += in[0][i * 3 + j] * in[2][i * 3 + k];
-          }
-        break;
-    }
-  }
-  /* per-segment finishing */
-  if (op == SEGOPS_OP_MEAN && pass != SEGOPS_PASS_BACKWARD)
-    for (int64_t g = 0; g < s; g++)
-      for (int q = 0; q < w; q++) ref[0][g * w + q] = cnt[g] > 0 ? ref[0][g * w + q] / cnt[g] : 0;
-  if (op == SEGOPS_OP_RMS_NORM) {
-    double *inv = calloc((size_t)s + 1, sizeof *inv);
-    for (int64_t g = 0; g < s; g++) {
-      double r = cnt[g] > 0 ? sqrt((double)(acc[g * 2] / cnt[g])) : 0;
-      inv[g] = cnt[g] * r == 0 ? 0 : 1.0 / (cnt[g] * r);
-      if (pass == SEGOPS_PASS_FORWARD) ref[0][g] = r;
-      if (pass == SEGOPS_PASS_DOUBLE_BACKWARD) ref[0][g] = (double)acc[g * 2 + 1] * inv[g];
-    }
-    for (int64_t i = 0; i < n && pass != SEGOPS_PASS_FORWARD; i++) {
-      int64_t g = c->idx[i];
-      for (int q = 0; q < 3; q++) {
-        if (pass == SEGOPS_PASS_BACKWARD) {
-          ref[0][i * 3 + q] = in[0][g] * inv[g] * in[1][i * 3 + q];
-        } else {
-          double gv = in[1][g], iv = inv[g];
-          ref[1][i * 3 + q] =
-              gv * iv * in[0][i * 3 + q] - gv * iv * iv * iv * cnt[g] * (double)acc[g * 2 + 1] * in[2][i * 3 + q];
-        }
-      }
-    }
-    free(inv);
-  }
-  free(acc);
-  free(cnt);
+    ref_out[k] = calloc((size_t)segops_shape_count(fn->out[k].shape, w, n, s) + 1, sizeof(double));
+  ref_run(fn->op, fn->pass, w, n, s, c->idx, (const double *const *)in, ref_out);
   for (int k = 0; k < fn->n_in; k++) free(in[k]);
-  for (int k = 0; k < fn->n_out; k++) {
-    int64_t m = segops_shape_count(fn->out[k].shape, w, n, s);
-    ref_out[k] = malloc(((size_t)m + 1) * sizeof(double));
-    for (int64_t e = 0; e < m; e++) ref_out[k][e] = (double)ref[k][e];
-    free(ref[k]);
-  }
 }
 
 int tu_check(const tu_call *tc, const char *label, double *max_err_out) {

@@ -1,5 +1,6 @@
-/* cuda_test_util.h: shared helpers of the CUDA tests: backend or skip, random calls, a float64
- * reference of every function (SPEC §2) and the SPEC §3 comparison. */
+/* cuda_test_util.h: shared helpers of the CUDA tests (determinism, limits, out of memory): backend
+ * or skip, random calls, and the SPEC §3 comparison against the tests' one float64 reference
+ * (tests/core/ref.c). Conformance is tests/core/conformance.c --backend cuda. */
 #ifndef SEGOPS_CUDA_TEST_UTIL_H
 #define SEGOPS_CUDA_TEST_UTIL_H
 
@@ -29,8 +30,8 @@ typedef enum { TU_SORTED, TU_UNSORTED, TU_EMPTY_SEGS, TU_ONE_SEG } tu_layout;
 
 /* Random call of fn; cotan_mask bit k clear: input k omitted when it is a cotangent; unread
  * inputs are always given. out_mask bit k clear: output k not requested. */
-int tu_make(tu_call *tc, const segops_fn_desc *fn, segops_dtype dt, int width, int64_t n, int64_t s,
-            tu_layout layout, unsigned cotan_mask, unsigned out_mask, uint64_t seed);
+int tu_make(tu_call *tc, const segops_fn_desc *fn, segops_dtype dt, int width, int64_t n, int64_t s, tu_layout layout,
+            unsigned cotan_mask, unsigned out_mask, uint64_t seed);
 /* Like tu_make but with the caller's idx (copied); values drawn from seed. */
 int tu_make_idx(tu_call *tc, const segops_fn_desc *fn, segops_dtype dt, int width, int64_t n, int64_t s,
                 const int32_t *idx, unsigned cotan_mask, unsigned out_mask, uint64_t seed);
@@ -38,7 +39,7 @@ void tu_free(tu_call *tc);
 /* Poisons every requested output with NaN bytes. */
 void tu_poison(tu_call *tc);
 
-/* float64 reference of the call: ref[k] (malloc'd, count elements) for each requested output. */
+/* float64 reference of the call (ref_run): ref[k] (malloc'd, count elements) for every output. */
 void tu_reference(const segops_call *c, double *ref_out[SEGOPS_MAX_OUTPUTS]);
 /* Compares outputs with the reference by SPEC §3; prints the first failure with label.
  * Returns the number of failing outputs (0 = pass). */
