@@ -400,7 +400,8 @@ static void print_help(void) {
   printf(
       "With a token configured, every path but /healthz and /readyz needs\n"
       "'Authorization: Bearer <token>'. A non-loopback --listen address needs a token\n"
-      "or --allow-unauthenticated. SIGTERM or SIGINT: /readyz turns 503, work is served for\n"
+      "or --allow-unauthenticated. SIGTERM, SIGINT or any other signal that would end the\n"
+      "process (SIGHUP is ignored): /readyz turns 503, work is served for\n"
       "--drain-seconds, then new work gets 503 and in-flight work finishes within\n"
       "--shutdown-timeout; exit 0 (1 when work was still running at the timeout).\n");
 }

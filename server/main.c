@@ -1,5 +1,5 @@
 /* main.c: segopsd entry point: configuration, backend choice, scheduler, HTTP server, and the
- * signal-driven graceful shutdown (SIGTERM/SIGINT -> drain -> exit 0). */
+ * signal-driven graceful shutdown (any terminating signal but SIGHUP -> drain -> exit 0). */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -29,6 +29,20 @@ static segops_backend *make_backend(const segops_config *c) {
   return b;
 }
 
+/* Every catchable signal whose default action would end the process: all of them drain like
+ * SIGTERM (SPEC §7: no catchable signal ends the daemon without the drain), except SIGHUP,
+ * which is taken and ignored. They are blocked in every thread and taken by main with sigwait.
+ * SIGPIPE is ignored instead (a peer closing mid-write is an error return, not a signal); the
+ * synchronous faults (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS) keep their
+ * default action. */
+static void shutdown_signals(sigset_t *set) {
+  static const int SIGS[] = {SIGTERM,   SIGINT,  SIGQUIT, SIGHUP,  SIGUSR1, SIGUSR2, SIGALRM,
+                             SIGVTALRM, SIGPROF, SIGXCPU, SIGXFSZ, SIGPOLL, SIGPWR,  SIGSTKFLT};
+  sigemptyset(set);
+  for (size_t k = 0; k < sizeof SIGS / sizeof SIGS[0]; k++) sigaddset(set, SIGS[k]);
+  for (int s = SIGRTMIN; s <= SIGRTMAX; s++) sigaddset(set, s); /* real-time signals end a process too */
+}
+
 int main(int argc, char **argv) {
   segops_config cfg;
   char err[512] = "";
@@ -49,9 +63,7 @@ int main(int argc, char **argv) {
   /* Block the shutdown signals in every thread (inherited by the ones created below); this
    * thread takes them synchronously with sigwait. */
   sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGTERM);
-  sigaddset(&sigs, SIGINT);
+  shutdown_signals(&sigs);
   pthread_sigmask(SIG_BLOCK, &sigs, NULL);
   signal(SIGPIPE, SIG_IGN);
 
@@ -92,8 +104,12 @@ int main(int argc, char **argv) {
               cfg.max_batch_elements > 0 ? ", batching on" : "");
 
   int sig = 0;
-  sigwait(&sigs, &sig);
-  SEGOPS_LOGI("received %s; draining", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  for (;;) {
+    if (sigwait(&sigs, &sig) != 0) continue;
+    if (sig != SIGHUP) break;
+    SEGOPS_LOGI("received SIGHUP: ignored (logs go to stderr, there is nothing to reopen)");
+  }
+  SEGOPS_LOGI("received signal %d (%s); draining", sig, strsignal(sig));
   segops_server_drain_and_stop(&srv);
   segops_sched_free(sched);
   segops_backend_free(backend);
