@@ -11,6 +11,8 @@ typedef struct {
   char name[128];
   size_t memory_total; /* bytes; 0 when unknown */
   size_t memory_used;  /* bytes in use now (0 when unknown) */
+  int physical;        /* the physical device this worker runs on (GPU ordinal; 0 for the host):
+                          workers sharing one are reported once, with their count */
 } segops_device_info;
 
 typedef struct segops_backend segops_backend;

@@ -186,12 +186,10 @@ int segops_prepare(const segops_request *req, const segops_limits *lim, segops_p
     rc = check_tensor_size(op, name, t, lim, err, errlen);
     if (rc) return rc;
   }
-  if (dtype < 0) {
-    list_names(names, sizeof names, fn, false);
-    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
-                       "%s: %s needs at least one float tensor to fix dtype and layout (one of: %s)", op,
-                       segops_pass_name(fn->pass), names);
-  }
+  /* Every float input of this row is optional and none was given (sum and mean double backward
+   * with only idx and num_segments): each absent input is zero, so the outputs are zeros of the
+   * request's dtype (float64 unless the request names one), in the scalar layout. */
+  if (dtype < 0) dtype = req->has_dtype ? (int)req->dtype : (int)SEGOPS_F64;
 
   /* 5. Layout (width) from the first layout-dependent input, then every shape. */
   int width = fn->vec3_only ? 3 : 0;

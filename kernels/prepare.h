@@ -29,7 +29,9 @@ typedef struct {
   segops_ns_kind ns_kind;
   int64_t ns_value;
   bool ns_overflow;
-  bool has_outputs; /* an "outputs" key was given */
+  bool has_dtype;     /* a request-level float dtype was given (JSON's top-level "dtype") */
+  segops_dtype dtype; /* that dtype; the call's dtype when no float tensor fixes it (else float64) */
+  bool has_outputs;   /* an "outputs" key was given */
   int n_outputs;
   struct {
     const char *name;
@@ -59,8 +61,7 @@ typedef struct {
  * negative SEGOPS_E_* code (INVALID_ARGUMENT, TOO_LARGE or NOMEM), writes a message naming
  * op, argument and rule into err, and leaves *p owning nothing.
  * Inputs in p->call stay borrowed from req's tensors. */
-int segops_prepare(const segops_request *req, const segops_limits *lim, segops_prepared *p, char *err,
-                   size_t errlen);
+int segops_prepare(const segops_request *req, const segops_limits *lim, segops_prepared *p, char *err, size_t errlen);
 
 /* Frees what p owns (idx_buf, out_buf). Accepts NULL and a zeroed p. */
 void segops_prepared_free(segops_prepared *p);

@@ -41,9 +41,16 @@ bool segops_codec_arg_known(segops_op op, segops_pass pass, const char *name, si
 const char *segops_codec_printable(char *dst, size_t dstlen, const char *s, size_t len) {
   size_t o = 0, cap = 48;
   if (dstlen == 0) return dst;
-  for (size_t i = 0; i < len && i < cap && o + 1 < dstlen; i++) {
+  /* Control bytes (NUL included) are written as \xNN and a backslash as \\, so the text shows
+   * every byte of a hostile name (bytes over 0x7e too); quotes stay, the JSON body escapes them. */
+  for (size_t i = 0; i < len && i < cap && o + 5 < dstlen; i++) {
     unsigned char c = (unsigned char)s[i];
-    dst[o++] = (c >= 0x20 && c < 0x7f && c != '\'' && c != '"' && c != '\\') ? (char)c : '?';
+    if (c < 0x20 || c >= 0x7f)
+      o += (size_t)snprintf(dst + o, dstlen - o, "\\x%02x", c);
+    else if (c == '\\')
+      dst[o++] = '\\', dst[o++] = '\\';
+    else
+      dst[o++] = (char)c;
   }
   if (len > cap)
     for (int k = 0; k < 3 && o + 1 < dstlen; k++) dst[o++] = '.';
@@ -68,7 +75,7 @@ int segops_codec_dtype(segops_op op, const char *arg, const char *s, size_t len,
                        size_t errlen) {
   int d = segops_dtype_parse(s, len);
   if (d < 0) {
-    char buf[64];
+    char buf[200];
     return segops_codec_fail(SEGOPS_E_INVALID_ARGUMENT, err, errlen, op,
                              "%s: unknown dtype '%s' (expected float32, float64, int32, int64)", arg,
                              segops_codec_printable(buf, sizeof buf, s, len));

@@ -28,8 +28,10 @@ segops_codec_key segops_codec_key_kind(const char *s, size_t len);
 /* True when name is idx or an input of the function (op, pass). */
 bool segops_codec_arg_known(segops_op op, segops_pass pass, const char *name, size_t len);
 
-/* Copies at most 48 bytes of wire text into dst as printable ASCII (others become '?'),
- * appending "..." when cut, so that messages never echo raw bytes. Returns dst. */
+/* Copies at most 48 bytes of wire text into dst with bytes outside 0x20..0x7e as \xNN and backslashes
+ * doubled (quotes kept: the JSON error body escapes them), appending "..." when cut,
+ * so that a message shows every byte of a name and never carries a raw control byte. dst needs
+ * 4 bytes per input byte to hold the worst case. Returns dst. */
 const char *segops_codec_printable(char *dst, size_t dstlen, const char *s, size_t len);
 
 /* Formats "<op>: <message>" into err and returns code. */

@@ -225,7 +225,7 @@ static int tensor_shape(const jctx *c, const char *an, json_t *v, segops_dtype t
     else if (!strcmp(k, "data"))
       data = kv;
     else {
-      char kb[64];
+      char kb[200];
       return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, c->err, c->errlen, c->op,
                                "%s has unknown key '%s' (expected dtype, shape, data)", an,
                                segops_codec_printable(kb, sizeof kb, k, strlen(k)));
@@ -275,7 +275,7 @@ static int tensor_shape(const jctx *c, const char *an, json_t *v, segops_dtype t
 /* ---- request ------------------------------------------------------------------------------ */
 
 int segops_codec_json_syntax_error(const json_error_t *je, size_t len, segops_op op, char *err, size_t errlen) {
-  char tb[96];
+  char tb[200];
   const char *text = je->text;
   if (json_error_code(je) == json_error_duplicate_key) {
     /* jansson says: duplicate object key near '"x"' */
@@ -313,6 +313,8 @@ static int decode_tree(json_t *root, segops_op op, segops_pass pass, segops_deco
       return segops_codec_fail(SEGOPS_E_INVALID_ARGUMENT, err, errlen, op,
                                "dtype must be float32 or float64 (it is the dtype of list-form float tensors), got %s",
                                segops_dtype_name(top_dt));
+    req->has_dtype = true;
+    req->dtype = top_dt;
   }
 
   jtensor ts[SEGOPS_MAX_REQ_ARGS];
@@ -323,7 +325,7 @@ static int decode_tree(json_t *root, segops_op op, segops_pass pass, segops_deco
   json_t *v;
   json_object_foreach(root, key, v) {
     size_t klen = strlen(key);
-    char an[64];
+    char an[200];
     segops_codec_printable(an, sizeof an, key, klen);
     switch (segops_codec_key_kind(key, klen)) {
       case SEGOPS_KEY_NUM_SEGMENTS:
@@ -389,7 +391,7 @@ static int decode_tree(json_t *root, segops_op op, segops_pass pass, segops_deco
   char *np = arena + names_off;
   for (int i = 0; i < nt; i++) {
     jtensor *t = &ts[i];
-    char an[64];
+    char an[200];
     segops_codec_printable(an, sizeof an, t->name, t->nlen);
     size_t k = 0;
     int rc = each_leaf(&c, an, t, t->data, 0, &k, store, arena + off[i]);

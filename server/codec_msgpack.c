@@ -193,7 +193,7 @@ static int tensor_from(const msgpack_object *v, const char *an, segops_op op, se
                                   : is_str(k, "data")  ? &data
                                                        : NULL;
     if (!slot) {
-      char kb[64];
+      char kb[200];
       if (k->type != MSGPACK_OBJECT_STR)
         return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, err, errlen, op, "%s has a key that is not a string", an);
       return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, err, errlen, op,
@@ -275,7 +275,7 @@ static int request_from(const msgpack_object *root, segops_op op, segops_pass pa
                                "body must be a map of argument names (key %u is not a string)", i);
     const char *name = k->via.str.ptr;
     size_t nlen = k->via.str.size;
-    char an[64];
+    char an[200];
     segops_codec_printable(an, sizeof an, name, nlen);
     int rc = SEGOPS_OK;
     switch (segops_codec_key_kind(name, nlen)) {

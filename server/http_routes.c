@@ -71,14 +71,26 @@ segops_http_outcome segops_http_info(segops_http_req *r) {
   segops_server *srv = r->srv;
   const segops_config *c = srv->cfg;
   const segops_backend *be = srv->backend;
+  /* One entry per physical device (a GPU, or the host for the CPU backend) with its worker
+   * count: workers sharing a device do not each report its whole memory. */
   json_t *devs = json_array();
   for (int d = 0; d < be->n_devices; d++) {
     segops_device_info di;
     memset(&di, 0, sizeof di);
     if (be->device_info && be->device_info(be->ctx, d, &di) != 0) continue;
     di.name[sizeof di.name - 1] = 0;
-    json_array_append_new(devs, json_pack("{s:i, s:s, s:I, s:I}", "index", d, "name", di.name, "memory_total",
-                                          (json_int_t)di.memory_total, "memory_used", (json_int_t)di.memory_used));
+    json_t *seen = NULL;
+    for (size_t k = 0; !seen && k < json_array_size(devs); k++) {
+      json_t *e = json_array_get(devs, k);
+      if (json_integer_value(json_object_get(e, "index")) == di.physical) seen = e;
+    }
+    if (seen) {
+      json_object_set_new(seen, "workers", json_integer(json_integer_value(json_object_get(seen, "workers")) + 1));
+      continue;
+    }
+    json_array_append_new(
+        devs, json_pack("{s:i, s:s, s:I, s:I, s:i}", "index", di.physical, "name", di.name, "memory_total",
+                        (json_int_t)di.memory_total, "memory_used", (json_int_t)di.memory_used, "workers", 1));
   }
   json_t *limits = json_pack(
       "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:I, s:f, s:f}", "max_body_bytes",

@@ -235,6 +235,7 @@ static int cuda_device_info(void *vctx, int device, segops_device_info *info) {
   cuda_dev *d = &ctx->dev[device];
   memset(info, 0, sizeof *info);
   snprintf(info->name, sizeof info->name, "%s", d->name);
+  info->physical = d->ordinal;
   info->memory_total = d->mem_total;
   size_t fr = 0, tot = 0;
   if (cudaSetDevice(d->ordinal) == cudaSuccess && cudaMemGetInfo(&fr, &tot) == cudaSuccess)

@@ -211,11 +211,6 @@ static void test_rules(void) {
   r.n_outputs = 0;
   expect_error("empty outputs list", &r, SEGOPS_E_INVALID_ARGUMENT, NAMES("outputs"));
 
-  segops_request sd = {
-      .op = SEGOPS_OP_SUM, .pass = SEGOPS_PASS_DOUBLE_BACKWARD, .ns_kind = SEGOPS_NS_INT, .ns_value = 2};
-  add_arg(&sd, "idx", tensor(SEGOPS_I32, 1, 5, 0, 0));
-  expect_error("no float tensor at all", &sd, SEGOPS_E_INVALID_ARGUMENT, NAMES("gg_x"));
-
   segops_request bad_fn = mul_request();
   bad_fn.pass = (segops_pass)7;
   {
@@ -231,6 +226,28 @@ static void test_rules(void) {
 static void test_valid(void) {
   segops_prepared p;
   char err[512] = "";
+
+  /* Every float input optional and none given: accepted, in the request's dtype (float64 by
+   * default), scalar layout (issue 11). */
+  static const segops_op ALL_OPTIONAL[] = {SEGOPS_OP_SUM, SEGOPS_OP_MEAN};
+  for (int k = 0; k < 2; k++) {
+    segops_op op = ALL_OPTIONAL[k];
+    for (int dt = -1; dt <= SEGOPS_F64; dt++) {
+      segops_request sd = {.op = op,
+                           .pass = SEGOPS_PASS_DOUBLE_BACKWARD,
+                           .ns_kind = SEGOPS_NS_INT,
+                           .ns_value = 2,
+                           .has_dtype = dt >= 0,
+                           .dtype = dt >= 0 ? (segops_dtype)dt : SEGOPS_F32};
+      add_arg(&sd, "idx", tensor(SEGOPS_I32, 1, 5, 0, 0));
+      int rc = segops_prepare(&sd, &LIM, &p, err, sizeof err);
+      TU_CHECK(rc == SEGOPS_OK, "double backward with idx alone: %s", err);
+      if (rc != SEGOPS_OK) continue;
+      TU_CHECK(p.call.dtype == (dt >= 0 ? (segops_dtype)dt : SEGOPS_F64) && p.call.width == 1,
+               "double backward with idx alone: dtype %d width %d", (int)p.call.dtype, p.call.width);
+      segops_prepared_free(&p);
+    }
+  }
 
   int64_t i64[5] = {0, 3, 1, 3, 2};
   segops_request r = mul_request();
