@@ -3,9 +3,10 @@
  * Reports requests/s, p50/p99 latency and request-body bytes/s of the requests that complete in
  * a measured window after a warm-up. Usage:
  *   loadgen HOST PORT [--fn OP/PASS] [--path P] [--n N] [--vec3] [--segments S] [--connections C]
- *                     [--duration SEC] [--warmup SEC] [--token T]
+ *                     [--duration SEC] [--warmup SEC] [--token T] [--dump-body FILE]
  * --fn: segmented_sum or segmented_rms_norm, forward / backward / double_backward (default
- * segmented_sum/forward); --path overrides the URL path (e.g. for the echo floor).
+ * segmented_sum/forward); --path overrides the URL path (e.g. for the echo floor); --dump-body
+ * writes the request body to FILE and exits (wrk_gen.sh sends the same bytes with wrk).
  * Output (one line): rps=.. p50_ms=.. p99_ms=.. body_MBps=.. resp_MBps=.. requests=.. errors=.. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -261,10 +262,10 @@ int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr,
             "usage: loadgen HOST PORT [--fn OP/PASS] [--path P] [--n N] [--vec3] [--segments S] [--connections C] "
-            "[--duration SEC] [--warmup SEC] [--token T]\n");
+            "[--duration SEC] [--warmup SEC] [--token T] [--dump-body FILE]\n");
     return 2;
   }
-  const char *host = argv[1], *port = argv[2], *path = NULL, *fn = "segmented_sum/forward", *token = NULL;
+  const char *host = argv[1], *port = argv[2], *path = NULL, *fn = "segmented_sum/forward", *token = NULL, *dump = NULL;
   uint32_t n = 64, s = 8;
   int vec3 = 0, conns = 1;
   double duration = 2, warmup = 0.3;
@@ -290,6 +291,8 @@ int main(int argc, char **argv) {
       warmup = atof(v);
     else if (!strcmp(a, "--token"))
       token = v;
+    else if (!strcmp(a, "--dump-body"))
+      dump = v;
     else {
       fprintf(stderr, "loadgen: unknown option %s\n", a);
       return 2;
@@ -321,6 +324,14 @@ int main(int argc, char **argv) {
   snprintf(defpath, sizeof defpath, "/v1/%s", fn);
   if (!path) path = defpath;
   buf body = make_body(f, n, vec3, s);
+  if (dump) {
+    FILE *out = fopen(dump, "wb");
+    int ok = out && fwrite(body.p, 1, body.len, out) == body.len;
+    if (out && fclose(out) != 0) ok = 0;
+    free(body.p);
+    if (!ok) fprintf(stderr, "loadgen: cannot write %s\n", dump);
+    return ok ? 0 : 1;
+  }
   char head[1024];
   char auth[600] = "";
   if (token) snprintf(auth, sizeof auth, "Authorization: Bearer %s\r\n", token);

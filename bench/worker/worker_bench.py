@@ -288,6 +288,7 @@ def main():
     ap.add_argument("--json", default=None, help="write the measurements here")
     ap.add_argument("--smoke", action="store_true", help="tiny windows, for the CTest smoke test")
     a = ap.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the daemon and workers too
     if a.smoke:
         a.window, a.warmup = 0.2, 0.05
     transports = TRANSPORTS if a.transport == "all" else tuple(a.transport.split(","))
