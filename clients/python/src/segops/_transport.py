@@ -62,6 +62,54 @@ class _BodyMixin:
             super().send(piece)
 
 
+    def request_prebuilt(self, method, head, body):
+        """Sends a request whose whole header block `head` the client built once per path
+        (http.client would assemble it header by header on every call), then leaves the
+        connection as request() would, so getresponse() and keep-alive work unchanged.
+        Returns False, sending nothing, when the connection cannot take it that way."""
+        if not _PREBUILT:
+            return False
+        r = self._HTTPConnection__response
+        if r is not None:
+            if not r.isclosed():
+                return False
+            self._HTTPConnection__response = None
+        if self._HTTPConnection__state != http.client._CS_IDLE:
+            return False
+        if self.sock is None:
+            self.connect()
+        self._method = method
+        # As after endheaders(): an early answer (413, 401) can be read if the send breaks.
+        self._HTTPConnection__state = http.client._CS_REQ_SENT
+        sock = self.sock
+        if body is None:
+            sock.sendall(head)
+        elif isinstance(body, (bytes, bytearray)):
+            sock.sendall(head + body)
+        else:
+            sock.sendall(head)
+            for piece in body:
+                sock.sendall(piece)
+        return True
+
+
+def _has_prebuilt():
+    c = http.client.HTTPConnection("localhost")
+    return all(hasattr(c, a) for a in ("_HTTPConnection__state", "_HTTPConnection__response", "_method")) and hasattr(
+        http.client, "_CS_REQ_SENT"
+    )
+
+
+_PREBUILT = _has_prebuilt()  # CPython's http.client internals this relies on are there
+
+
+def request_head(method, target, host_header, headers):
+    """The header block of a request up to (not including) its Content-Length value: bytes."""
+    lines = [f"{method} {target} HTTP/1.1", f"Host: {host_header}", "Accept-Encoding: identity"]
+    lines += [f"{k}: {v}" for k, v in headers.items()]
+    return ("\r\n".join(lines) + "\r\nContent-Length: ").encode("latin-1")
+
+
 class HTTPConnection(_BodyMixin, http.client.HTTPConnection):
     def connect(self):
         super().connect()

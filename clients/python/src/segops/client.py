@@ -79,6 +79,10 @@ class Client:
         self._headers = {"Content-Type": _MSGPACK, "Accept": _MSGPACK, "User-Agent": _USER_AGENT}
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
+        self._heads = {}  # (method, path) -> request header block up to Content-Length's value
+        h = "localhost" if self._unix is not None else (f"[{self._host}]" if ":" in self._host else self._host)
+        default_port = 443 if self._https else 80
+        self._host_header = h if self._unix is not None or self._port == default_port else f"{h}:{self._port}"
         self._lock = threading.Lock()
         self._idle = []
         self._closed = False
@@ -213,19 +217,30 @@ class Client:
         connection when a reused one turns out to be closed."""
         if self._endpoints is not None:
             return self._endpoints.run(lambda c: c._roundtrip(method, path, body, length, headers, read))
-        hdrs = dict(self._headers)
-        if headers:
-            hdrs.update(headers)
-        if body is not None:
-            hdrs["Content-Length"] = str(length)
         url = self._prefix + path
+        head = None
+        if headers is None:  # op calls: the header block built once per path
+            prefix = self._heads.get((method, url))
+            if prefix is None:
+                prefix = _transport.request_head(method, url, self._host_header, self._headers)
+                if len(self._heads) < 256:
+                    self._heads[(method, url)] = prefix
+            head = prefix + b"%d\r\n\r\n" % (length if body is not None else 0)
+        else:
+            hdrs = dict(self._headers)
+            hdrs.update(headers)
+            if body is not None:
+                hdrs["Content-Length"] = str(length)
         for attempt in (0, 1):
             conn, reused = self._acquire()
             early = False  # answered before the body was all sent: the connection is spent
             try:
-                conn.pending_body = body  # sent with the header block (_BodyMixin.send)
                 try:
-                    conn.request(method, url, headers=hdrs)
+                    if head is None or not conn.request_prebuilt(method, head, body):
+                        if head is not None:
+                            hdrs = dict(self._headers, **{"Content-Length": str(length if body is not None else 0)})
+                        conn.pending_body = body  # sent with the header block (_BodyMixin.send)
+                        conn.request(method, url, headers=hdrs)
                 except _STALE:
                     # The server may have answered before reading the whole body (413, 401)
                     # and closed: that answer is still readable. Else the error stands.
