@@ -324,6 +324,20 @@ def main():
             elif "unix" in transports:
                 print("worker_bench: this segopsd has no unix listener; the unix rows use what the client falls back to")
         daemon, url = start_daemon(a.segopsd, a.backend, sock)
+    usable = []
+    for t in transports:  # a transport the daemon cannot serve is left out, and said so
+        try:
+            with segops.Client(url, transport=t) as probe:
+                probe.transport_used
+            usable.append(t)
+        except segops.SegopsError as e:
+            print(f"worker_bench: transport {t} is not available here, left out: {e}")
+        except TypeError:  # a client without transports
+            if t == "http":
+                usable.append(t)
+    transports = tuple(usable)
+    if not transports:
+        raise SystemExit("worker_bench: no usable transport")
     info = segops.Client(url).info()
     backend = info.get("backend", backend)
     cores = os.cpu_count()
