@@ -15,6 +15,12 @@ typedef struct {
                           workers sharing one are reported once, with their count */
 } segops_device_info;
 
+/* A backend's cache of per-idx work (the CUDA segment layouts) on one worker. */
+typedef struct {
+  size_t bytes, cap; /* held now, and the cap */
+  unsigned long long hits, misses;
+} segops_cache_stats;
+
 typedef struct segops_backend segops_backend;
 
 struct segops_backend {
@@ -30,6 +36,8 @@ struct segops_backend {
   int (*device_info)(void *ctx, int device, segops_device_info *info);
   /* True while the backend can take work (false after a sticky device fault). */
   int (*ready)(void *ctx);
+  /* Optional (NULL: the backend keeps no cache): fills st for worker `device`; SEGOPS_OK or an error. */
+  int (*cache_stats)(void *ctx, int device, segops_cache_stats *st);
   /* Frees ctx. */
   void (*destroy)(void *ctx);
 };

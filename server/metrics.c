@@ -292,6 +292,26 @@ char *segops_metrics_render(int64_t queue_depth, const segops_backend *be, size_
     for (int d = 0; d < nd; d++)
       put(&b, "segops_device_memory_total_bytes{device=\"%d\"} %llu\n", d, (unsigned long long)di[d].memory_total);
   }
+  if (be && be->cache_stats) {
+    segops_cache_stats cs[16];
+    int nd = be->n_devices < 16 ? be->n_devices : 16;
+    for (int d = 0; d < nd; d++)
+      if (be->cache_stats(be->ctx, d, &cs[d]) != 0) memset(&cs[d], 0, sizeof cs[d]);
+    put(&b, "# HELP segops_layout_cache_bytes Device memory held by each worker's segment layout cache.\n");
+    put(&b, "# TYPE segops_layout_cache_bytes gauge\n");
+    for (int d = 0; d < nd; d++)
+      put(&b, "segops_layout_cache_bytes{device=\"%d\"} %llu\n", d, (unsigned long long)cs[d].bytes);
+    put(&b, "# HELP segops_layout_cache_capacity_bytes Cap of each worker's segment layout cache.\n");
+    put(&b, "# TYPE segops_layout_cache_capacity_bytes gauge\n");
+    for (int d = 0; d < nd; d++)
+      put(&b, "segops_layout_cache_capacity_bytes{device=\"%d\"} %llu\n", d, (unsigned long long)cs[d].cap);
+    put(&b, "# HELP segops_layout_cache_lookups_total Layout cache lookups by result.\n");
+    put(&b, "# TYPE segops_layout_cache_lookups_total counter\n");
+    for (int d = 0; d < nd; d++)
+      put(&b, "segops_layout_cache_lookups_total{device=\"%d\",result=\"hit\"} %llu\n"
+              "segops_layout_cache_lookups_total{device=\"%d\",result=\"miss\"} %llu\n",
+          d, cs[d].hits, d, cs[d].misses);
+  }
   if (b.oom) {
     free(b.p);
     return NULL;

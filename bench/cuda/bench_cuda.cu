@@ -1,24 +1,28 @@
 /* bench_cuda.cu: GPU benchmark of every function (float32, float64, vec3) on device-resident data:
  * GB/s of minimal traffic (each input read once, each output written once, idx included) against
  * the device-to-device copy bandwidth measured in the same run; median of many event-timed runs
- * after warm-up. Optionally end-to-end through the backend (host copies included).
+ * after warm-up. Each timed call follows a spin kernel, so the events measure device time from
+ * the call's first kernel to its last (no host launch latency). Two columns: layout cold (built
+ * in the call, as without the cache) and warm (the layout of this idx built before, as on a
+ * layout cache hit). Optionally end-to-end through the backend (host copies included).
  * Usage: bench_cuda [--log2n 25] [--reps 20] [--e2e] [--tsv FILE] [--idx-dir DIR] */
-#include <algorithm>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include <algorithm>
+
 #include "cuda_internal.h"
 
-#define CK(x)                                                                                   \
-  do {                                                                                          \
-    cudaError_t e_ = (x);                                                                       \
-    if (e_ != cudaSuccess) {                                                                    \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));       \
-      exit(1);                                                                                  \
-    }                                                                                           \
+#define CK(x)                                                                             \
+  do {                                                                                    \
+    cudaError_t e_ = (x);                                                                 \
+    if (e_ != cudaSuccess) {                                                              \
+      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      exit(1);                                                                            \
+    }                                                                                     \
   } while (0)
 
 static uint64_t rng_state = 12345;
@@ -74,6 +78,18 @@ __global__ void to_f32_kernel(const double *src, float *dst, int64_t n) {
     dst[i] = (float)src[i];
 }
 
+/* Keeps the GPU busy for about `ns` nanoseconds, so that the launches queued behind it are all
+ * on the device when the timing event before them fires. */
+__global__ void spin_kernel(long long ns) {
+  long long t0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  for (;;) {
+    long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    if (t - t0 > ns) break;
+  }
+}
+
 static double median(double *v, int n) {
   std::sort(v, v + n);
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
@@ -81,15 +97,24 @@ static double median(double *v, int n) {
 
 int main(int argc, char **argv) {
   int log2n = 25, reps = 20, e2e = 0;
+  int64_t copy_bytes = (int64_t)1 << 30;
   const char *tsv = NULL, *idx_dir = NULL;
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--log2n") && i + 1 < argc) log2n = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--tsv") && i + 1 < argc) tsv = argv[++i];
-    else if (!strcmp(argv[i], "--idx-dir") && i + 1 < argc) idx_dir = argv[++i];
-    else if (!strcmp(argv[i], "--e2e")) e2e = 1;
+    if (!strcmp(argv[i], "--log2n") && i + 1 < argc)
+      log2n = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+      reps = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--tsv") && i + 1 < argc)
+      tsv = argv[++i];
+    else if (!strcmp(argv[i], "--idx-dir") && i + 1 < argc)
+      idx_dir = argv[++i];
+    else if (!strcmp(argv[i], "--e2e"))
+      e2e = 1;
+    else if (!strcmp(argv[i], "--copy-mib") && i + 1 < argc)
+      copy_bytes = (int64_t)atoi(argv[++i]) << 20;
     else {
-      fprintf(stderr, "usage: %s [--log2n K] [--reps R] [--e2e] [--tsv FILE] [--idx-dir DIR]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--log2n K] [--reps R] [--e2e] [--tsv FILE] [--idx-dir DIR] [--copy-mib M]\n",
+              argv[0]);
       return 2;
     }
   }
@@ -101,6 +126,7 @@ int main(int argc, char **argv) {
   CK(cudaSetDevice(0));
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
+  if (reps < 1 || reps > 4096) reps = 20;
   const int64_t n = (int64_t)1 << log2n;
   cudaStream_t st;
   CK(cudaStreamCreate(&st));
@@ -109,12 +135,12 @@ int main(int argc, char **argv) {
   CK(cudaEventCreate(&e1));
 
   /* Copy bandwidth: 1 GiB device-to-device, bytes read + written. */
-  const size_t cb = (size_t)1 << 30;
+  const size_t cb = (size_t)copy_bytes;
   void *ca, *cbuf;
   CK(cudaMalloc(&ca, cb));
   CK(cudaMalloc(&cbuf, cb));
   CK(cudaMemset(ca, 1, cb));
-  double tms[64];
+  static double tms[4096];
   for (int r = 0; r < 3; r++) CK(cudaMemcpyAsync(cbuf, ca, cb, cudaMemcpyDeviceToDevice, st));
   for (int r = 0; r < reps; r++) {
     CK(cudaEventRecord(e0, st));
@@ -144,12 +170,13 @@ int main(int argc, char **argv) {
   for (int k = 0; k < SEGOPS_MAX_OUTPUTS; k++) CK(cudaMalloc(&buf_out[k], elems * 8));
   int32_t *h_idx = (int32_t *)malloc((size_t)n * 4), *d_idx;
   CK(cudaMalloc(&d_idx, (size_t)n * 4));
-  void *scratch = NULL;
-  size_t scratch_cap = 0;
+  void *scratch = NULL, *layout = NULL, *ltemp = NULL;
+  size_t scratch_cap = 0, layout_cap = 0, ltemp_cap = 0;
   FILE *tf = tsv ? fopen(tsv, "w") : NULL;
-  if (tf) fprintf(tf, "fn\tdtype\tlayout\tn\ts\tbytes\tmedian_ms\tgbps\tcopy_gbps\n");
+  if (tf) fprintf(tf, "fn\tdtype\tlayout\tn\ts\tbytes\tmedian_ms\tgbps\tcopy_gbps\twarm_ms\twarm_gbps\n");
 
-  printf("\n%-34s %-8s %-15s %10s %9s %8s %7s\n", "function", "dtype", "layout", "S", "ms", "GB/s", "%copy");
+  printf("\n%-34s %-8s %-15s %10s %9s %8s %7s %9s %8s %7s\n", "function", "dtype", "layout", "S", "cold ms", "GB/s",
+         "%copy", "warm ms", "GB/s", "%copy");
   for (int lay = 0; lay < 4; lay++) {
     const int64_t s = make_layout(lay, h_idx, n);
     CK(cudaMemcpy(d_idx, h_idx, (size_t)n * 4, cudaMemcpyHostToDevice));
@@ -187,7 +214,19 @@ int main(int argc, char **argv) {
             job.out[k] = buf_out[k];
             bytes += (double)segops_shape_count(fn->out[k].shape, 3, n, s) * isz;
           }
-          size_t need = 0;
+          size_t need = 0, keep = 0, temp = 0;
+          CK((cudaError_t)segops_cuda_layout_bytes(&job, &keep, &temp));
+          if (keep > layout_cap) {
+            if (layout) CK(cudaFree(layout));
+            CK(cudaMalloc(&layout, keep));
+            layout_cap = keep;
+          }
+          if (temp > ltemp_cap) {
+            if (ltemp) CK(cudaFree(ltemp));
+            CK(cudaMalloc(&ltemp, temp));
+            ltemp_cap = temp;
+          }
+          if (keep) CK((cudaError_t)segops_cuda_layout_build(&job, layout, ltemp, st));
           CK((cudaError_t)segops_cuda_scratch_bytes(&job, &need));
           if (need > scratch_cap) {
             if (scratch) CK(cudaFree(scratch));
@@ -196,26 +235,34 @@ int main(int argc, char **argv) {
           }
           job.scratch = scratch;
           job.scratch_bytes = scratch_cap;
-          for (int r = 0; r < 3; r++) CK((cudaError_t)segops_cuda_launch(&job, st));
-          for (int r = 0; r < reps; r++) {
-            CK(cudaEventRecord(e0, st));
-            CK((cudaError_t)segops_cuda_launch(&job, st));
-            CK(cudaEventRecord(e1, st));
-            CK(cudaEventSynchronize(e1));
-            float ms;
-            CK(cudaEventElapsedTime(&ms, e0, e1));
-            tms[r] = ms;
+          /* cold: the layout is built inside each call; warm: built once before, passed in. */
+          double med_cold = 0, med_warm = 0;
+          for (int warm = 0; warm < 2; warm++) {
+            job.layout = warm ? layout : NULL;
+            for (int r = 0; r < 3; r++) CK((cudaError_t)segops_cuda_launch(&job, st));
+            for (int r = 0; r < reps; r++) {
+              spin_kernel<<<1, 1, 0, st>>>(n <= ((int64_t)1 << 20) ? 40000 : 1000);
+              CK(cudaEventRecord(e0, st));
+              CK((cudaError_t)segops_cuda_launch(&job, st));
+              CK(cudaEventRecord(e1, st));
+              CK(cudaEventSynchronize(e1));
+              float ms;
+              CK(cudaEventElapsedTime(&ms, e0, e1));
+              tms[r] = ms;
+            }
+            (warm ? med_warm : med_cold) = median(tms, reps);
           }
           CK(cudaGetLastError());
-          double med = median(tms, reps);
-          double gbs = bytes / (med * 1e-3) / 1e9;
+          double gbs = bytes / (med_cold * 1e-3) / 1e9, gbs_w = bytes / (med_warm * 1e-3) / 1e9;
           char name[64];
           snprintf(name, sizeof name, "%s/%s", segops_op_name(fn->op), segops_pass_name(fn->pass));
-          printf("%-34s %-8s %-15s %10lld %9.3f %8.0f %6.0f%%\n", name, dt ? "float64" : "float32",
-                 LAYOUT_NAMES[lay], (long long)s, med, gbs, 100.0 * gbs / copy_gbs);
+          printf("%-34s %-8s %-15s %10lld %9.4f %8.0f %6.0f%% %9.4f %8.0f %6.0f%%\n", name, dt ? "float64" : "float32",
+                 LAYOUT_NAMES[lay], (long long)s, med_cold, gbs, 100.0 * gbs / copy_gbs, med_warm, gbs_w,
+                 100.0 * gbs_w / copy_gbs);
           if (tf)
-            fprintf(tf, "%s\t%s\t%s\t%lld\t%lld\t%.0f\t%.5f\t%.1f\t%.1f\n", name, dt ? "float64" : "float32",
-                    LAYOUT_NAMES[lay], (long long)n, (long long)s, bytes, med, gbs, copy_gbs);
+            fprintf(tf, "%s\t%s\t%s\t%lld\t%lld\t%.0f\t%.5f\t%.1f\t%.1f\t%.5f\t%.1f\n", name,
+                    dt ? "float64" : "float32", LAYOUT_NAMES[lay], (long long)n, (long long)s, bytes, med_cold, gbs,
+                    copy_gbs, med_warm, gbs_w);
         }
   }
   if (tf) fclose(tf);

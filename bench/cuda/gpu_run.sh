@@ -1,32 +1,66 @@
 #!/bin/bash
-# gpu_run.sh: one call on the GPU machine: build, the whole CTest suite with the CUDA backend
-# required, the GPU benchmark + torch comparison, then compute-sanitizer (memcheck, racecheck) on
-# the CUDA tests. Logs go to $OUT (or ./gpu-logs): build.log ctest.log bench.log bench.tsv
-# torch.log sanitizer.log. Run from the repository root after `. .device/env.sh`. Each step is
-# time-boxed so one hang cannot eat the whole call.
+# gpu_run.sh: the GPU machine's steps, run from the repository root after `. .device/env.sh`:
+#   bench/cuda/gpu_run.sh build cudatests bench torch ctest sanitizer parity nvalchemi
+# (any subset, in that order; default: all but parity/nvalchemi, which need the wheels of
+# nvalchemi-toolkit-ops and warp-lang installed: see /work/shared/device/README.md).
+#   build      Release build for sm_90 in build-gpu
+#   cudatests  the CUDA tests (CTest label cuda: conformance_cuda among them) with SEGOPS_REQUIRE_CUDA=1
+#   bench      bench_cuda at N = 2^12, 2^17, 2^20, 2^25 (idx files kept for the comparisons)
+#   torch      torch's best on the same idx files (bench/cuda/torch_compare.py)
+#   ctest      the whole suite with the CUDA backend required
+#   sanitizer  compute-sanitizer memcheck and racecheck on the quick conformance run
+#   parity     tests/cuda/test_nvalchemi_parity.py: segops (CUDA) vs nvalchemiops, every op and pass
+#   nvalchemi  nvalchemiops 0.5 itself on the same idx files (bench/cuda/nvalchemi_compare.py)
+# Logs go to /tmp/gpu-logs (kept while the machine stays warm, so later calls read the bench's
+# TSV files), one file per step, all of them packed into $OUT/gpu-logs.tgz at the end (the device
+# tool returns few files). Each step is time-boxed.
 set -u
-OUT=$(realpath -m "${OUT:-gpu-logs}")
-mkdir -p "$OUT" /tmp/segops-idx
+DEST=${OUT:-.}
+OUT=/tmp/gpu-logs
+mkdir -p "$OUT"
 B=build-gpu
+SIZES=${SIZES:-12 17 20 25}
+IDX=/tmp/segops-idx
+STEPS=${*:-build cudatests bench torch ctest sanitizer}
 step() { echo "== $1 ($(date +%T))"; }
-step build
-cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >"$OUT/build.log" 2>&1
-cmake --build $B -j16 -- -k >>"$OUT/build.log" 2>&1 || echo "build had errors (see build.log)"
-grep -E "error" "$OUT/build.log" | head -5
-step ctest
-(cd $B && SEGOPS_REQUIRE_CUDA=1 timeout ${CTEST_TIMEOUT:-240} ctest --output-on-failure -j4 >"$OUT/ctest.log" 2>&1)
-grep -E "tests passed|\*\*\*|^cuda (conformance|determinism|limits|oom)|^conformance \(cuda|ran a request|huge request" "$OUT/ctest.log" | head -40
-if [ -x $B/bench/cuda/bench_cuda ] && [ "${SKIP_BENCH:-0}" != 1 ]; then
+has() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
+reps_for() { if [ "$1" -ge 25 ]; then echo 15; else echo 200; fi; }
+
+if has build; then
+  step build
+  cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 >"$OUT/build.log" 2>&1
+  cmake --build $B -j16 -- -k >>"$OUT/build.log" 2>&1 || echo "build had errors (see build.log)"
+  grep -E "error" "$OUT/build.log" | head -5
+fi
+if has cudatests; then
+  step cudatests
+  (cd $B && SEGOPS_REQUIRE_CUDA=1 timeout 300 ctest --output-on-failure -j4 -L cuda >"$OUT/cudatests.log" 2>&1)
+  grep -E "tests passed|\*\*\*|Failed|^cuda (conformance|determinism)" "$OUT/cudatests.log" | head -20
+fi
+if has bench; then
   step bench
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv >"$OUT/bench.log" 2>&1
-  timeout 180 $B/bench/cuda/bench_cuda --reps ${REPS:-15} --tsv "$OUT/bench.tsv" --idx-dir /tmp/segops-idx ${E2E:---e2e} >>"$OUT/bench.log" 2>&1
-  echo "bench rc=$?"
-  step torch
-  PYTHONUNBUFFERED=1 timeout ${TORCH_TIMEOUT:-240} python3 bench/cuda/torch_compare.py "$OUT/bench.tsv" /tmp/segops-idx --reps ${TREPS:-7} >"$OUT/torch.log" 2>&1
-  echo "torch rc=$?"
-  tail -2 "$OUT/torch.log"
+  for k in $SIZES; do
+    mkdir -p $IDX/n$k
+    timeout 200 $B/bench/cuda/bench_cuda --log2n $k --reps $(reps_for $k) --tsv "$OUT/bench_n$k.tsv" \
+      --idx-dir $IDX/n$k >>"$OUT/bench.log" 2>&1
+    echo "bench 2^$k rc=$?"
+  done
 fi
-if [ "${SKIP_SAN:-0}" != 1 ]; then
+if has torch; then
+  step torch
+  for k in $SIZES; do
+    PYTHONUNBUFFERED=1 timeout 150 python3 bench/cuda/torch_compare.py "$OUT/bench_n$k.tsv" $IDX/n$k \
+      --reps 5 >"$OUT/torch_n$k.log" 2>&1
+    echo "torch 2^$k rc=$? $(tail -1 "$OUT/torch_n$k.log")"
+  done
+fi
+if has ctest; then
+  step ctest
+  (cd $B && SEGOPS_REQUIRE_CUDA=1 timeout 420 ctest --output-on-failure -j8 -E 'hardening_soak' >"$OUT/ctest.log" 2>&1)
+  grep -E "tests passed|\*\*\*|Failed" "$OUT/ctest.log" | head -20
+fi
+if has sanitizer; then
   step sanitizer
   L="$OUT/sanitizer.log"
   echo "### memcheck conformance --backend cuda (SEGOPS_CUDA_TEST_QUICK=1)" >"$L"
@@ -37,9 +71,25 @@ if [ "${SKIP_SAN:-0}" != 1 ]; then
   timeout 60 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 $B/tests/cuda/test_cuda_oom >>"$L" 2>&1
   echo "memcheck oom rc=$?" | tee -a "$L"
   echo "### racecheck conformance --backend cuda (quick)" >>"$L"
-  SEGOPS_CUDA_TEST_QUICK=1 timeout 90 compute-sanitizer --tool racecheck --error-exitcode 9 \
+  SEGOPS_CUDA_TEST_QUICK=1 timeout 120 compute-sanitizer --tool racecheck --error-exitcode 9 \
     $B/tests/core/segops_conformance --backend cuda >>"$L" 2>&1
   echo "racecheck conformance rc=$?" | tee -a "$L"
   grep -E "ERROR SUMMARY|RACECHECK SUMMARY|^conformance" "$L"
 fi
+if has parity; then
+  step parity
+  SEGOPS_REQUIRE_CUDA=1 PYTHONUNBUFFERED=1 timeout 200 python3 tests/cuda/test_nvalchemi_parity.py $B/server/segopsd \
+    >"$OUT/parity.log" 2>&1
+  echo "parity rc=$?"
+  tail -4 "$OUT/parity.log"
+fi
+if has nvalchemi; then
+  step nvalchemi
+  for k in $SIZES; do
+    PYTHONUNBUFFERED=1 timeout 150 python3 bench/cuda/nvalchemi_compare.py "$OUT/bench_n$k.tsv" $IDX/n$k \
+      --reps $(if [ $k -ge 25 ]; then echo 7; else echo 50; fi) >"$OUT/nvalchemi_n$k.log" 2>&1
+    echo "nvalchemi 2^$k rc=$? $(tail -1 "$OUT/nvalchemi_n$k.log")"
+  done
+fi
 step end
+tar czf "$DEST/gpu-logs.tgz" -C /tmp gpu-logs

@@ -11,15 +11,20 @@ import numpy as np
 import torch
 
 dev = torch.device("cuda")
+SPIN_CYCLES = 0  # set in main: about 40 us of spin for small N, none for large
 
 
 def timed(fn, reps):
+    """Median device time of fn: each run follows a spin kernel (torch.cuda._sleep) so that its
+    launches are all queued when the first event fires, as bench_cuda times (no launch latency)."""
     for _ in range(2):
         fn()
     torch.cuda.synchronize()
     ts = []
     for _ in range(reps):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if SPIN_CYCLES:
+            torch.cuda._sleep(SPIN_CYCLES)
         a.record()
         fn()
         b.record()
@@ -126,11 +131,14 @@ def main():
     tsv, idx_dir = sys.argv[1], sys.argv[2]
     reps = int(sys.argv[sys.argv.index("--reps") + 1]) if "--reps" in sys.argv else 10
     rows = list(csv.DictReader(open(tsv), delimiter="\t"))
+    global SPIN_CYCLES
+    SPIN_CYCLES = 80000 if int(rows[0]["n"]) <= (1 << 20) else 0
     by_layout = {}
     for r in rows:
         by_layout.setdefault(r["layout"], []).append(r)
     print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}; copy bandwidth {float(rows[0]['copy_gbps']):.0f} GB/s")
-    print(f"{'function':34} {'dtype':8} {'layout':15} {'segops GB/s':>11} {'torch GB/s':>10} {'segops/torch':>12}")
+    print(f"{'function':34} {'dtype':8} {'layout':15} {'segops ms':>10} {'torch ms':>10} {'torch/segops':>12} "
+          f"{'warm: torch/segops':>18}")
     summary = []
     for layout, lrows in by_layout.items():
         idx32 = np.fromfile(f"{idx_dir}/idx_{layout}.i32", dtype=np.int32)
@@ -145,13 +153,15 @@ def main():
                 if r["dtype"] != dtn:
                     continue
                 best = best_of(fns[r["fn"]], reps)
-                tg = float(r["bytes"]) / (best * 1e-3) / 1e9
-                ratio = float(r["gbps"]) / tg
+                ratio = best / float(r["median_ms"])
+                warm = best / float(r.get("warm_ms") or r["median_ms"])
                 summary.append(ratio)
-                print(f"{r['fn']:34} {dtn:8} {layout:15} {float(r['gbps']):11.0f} {tg:10.0f} {ratio:12.2f}")
+                print(f"{r['fn']:34} {dtn:8} {layout:15} {float(r['median_ms']):10.4f} {best:10.4f} {ratio:12.2f} "
+                      f"{warm:18.2f}")
             del fns
             torch.cuda.empty_cache()
-    print(f"segops/torch: min {min(summary):.2f}, median {statistics.median(summary):.2f}, max {max(summary):.2f}")
+    print(f"torch/segops (time ratio, >1: segops faster; layout cold): min {min(summary):.2f}, "
+          f"median {statistics.median(summary):.2f}, max {max(summary):.2f}")
     return 0
 
 

@@ -6,12 +6,15 @@
 #include <string.h>
 
 #include "cuda_internal.h"
+#include "cuda_layout_cache.h"
 
 #define STAGE_BYTES ((size_t)32 << 20) /* each of the two pinned staging slots */
 /* Workers ("lanes") per GPU, each with its own stream, staging and pool, so that one request's
  * copies overlap another's kernels and copies on the same GPU. Results do not depend on the lane. */
 #define LANES_PER_GPU 2
 #define POOL_ROUND ((size_t)64 << 20)
+/* Layout cache per worker unless SEGOPS_LAYOUT_CACHE_BYTES says otherwise (0: off). */
+#define LAYOUT_CACHE_DEFAULT ((size_t)1 << 30)
 
 typedef struct {
   int ordinal;
@@ -25,6 +28,7 @@ typedef struct {
   void *pool; /* device memory reused by every request */
   size_t pool_bytes;
   int faulted; /* sticky device error seen: read and written with __atomic builtins */
+  segops_layout_cache cache;
 } cuda_dev;
 
 typedef struct {
@@ -60,7 +64,10 @@ static int is_sticky(cudaError_t e) {
  * writes into staging or host memory after the request returns. */
 static int cuda_fail(cuda_dev *d, cudaError_t e, const char *what, char *err, size_t errlen) {
   cudaError_t drain = cudaStreamSynchronize(d->stream);
-  (void)cudaGetLastError(); /* clears a non-sticky error so the next request starts clean */
+  (void)cudaGetLastError();                        /* clears a non-sticky error so the next request starts clean */
+  segops_layout_cache_clear(&d->cache, d->stream); /* rebuilt on demand; frees memory on OOM */
+  (void)cudaStreamSynchronize(d->stream);
+  (void)cudaGetLastError();
   if (e == cudaErrorMemoryAllocation)
     return segops_errf(SEGOPS_E_RESOURCE_EXHAUSTED, err, errlen, "cuda device %d: out of device memory (%s)",
                        d->ordinal, what);
@@ -75,13 +82,13 @@ static int cuda_fail(cuda_dev *d, cudaError_t e, const char *what, char *err, si
                      cudaGetErrorString(e));
 }
 
-#define CK(call, what)                                      \
-  do {                                                      \
-    cudaError_t e_ = (call);                                \
-    if (e_ != cudaSuccess) {                                \
-      rc = cuda_fail(d, e_, what, err, errlen);             \
-      goto done;                                            \
-    }                                                       \
+#define CK(call, what)                          \
+  do {                                          \
+    cudaError_t e_ = (call);                    \
+    if (e_ != cudaSuccess) {                    \
+      rc = cuda_fail(d, e_, what, err, errlen); \
+      goto done;                                \
+    }                                           \
   } while (0)
 
 /* Copies host -> device through the two pinned slots: the CPU fills one slot while the DMA
@@ -216,6 +223,14 @@ static int cuda_run(void *vctx, int device, const segops_call *call, char *err, 
   CK(stage_in(d, base, call->idx, idx_bytes, &slot), "copy in (idx)");
   for (int k = 0; k < fn->n_in; k++)
     if (in_bytes[k]) CK(stage_in(d, base + in_off[k], call->in[k], in_bytes[k], &slot), "copy in");
+  {
+    /* The layout from the cache (or built into it); temp: the tail of the scratch, which is
+     * sized for building the layout there when it cannot be cached. */
+    size_t keep = 0, tmp = 0;
+    CK((cudaError_t)segops_cuda_layout_bytes(&job, &keep, &tmp), "layout sizing");
+    void *temp = job.scratch ? (char *)job.scratch + job.scratch_bytes - tmp : NULL;
+    CK((cudaError_t)segops_layout_cache_get(&d->cache, &job, call->idx, temp, d->stream, &job.layout), "layout build");
+  }
   CK((cudaError_t)segops_cuda_launch(&job, d->stream), "kernel launch");
   for (int k = 0; k < fn->n_out; k++)
     if (out_bytes[k]) CK(stage_out(d, call->out[k], base + out_off[k], out_bytes[k]), "copy out");
@@ -245,6 +260,18 @@ static int cuda_device_info(void *vctx, int device, segops_device_info *info) {
   return SEGOPS_OK;
 }
 
+static int cuda_cache_stats(void *vctx, int device, segops_cache_stats *st) {
+  cuda_ctx *ctx = (cuda_ctx *)vctx;
+  if (device < 0 || device >= ctx->n) return SEGOPS_E_INTERNAL;
+  const segops_layout_cache *c = &ctx->dev[device].cache;
+  memset(st, 0, sizeof *st);
+  st->bytes = __atomic_load_n(&c->bytes, __ATOMIC_RELAXED);
+  st->cap = c->cap;
+  st->hits = __atomic_load_n(&c->hits, __ATOMIC_RELAXED);
+  st->misses = __atomic_load_n(&c->misses, __ATOMIC_RELAXED);
+  return SEGOPS_OK;
+}
+
 static int cuda_ready(void *vctx) {
   cuda_ctx *ctx = (cuda_ctx *)vctx;
   for (int i = 0; i < ctx->n; i++)
@@ -254,7 +281,10 @@ static int cuda_ready(void *vctx) {
 
 static void dev_release(cuda_dev *d) {
   if (cudaSetDevice(d->ordinal) != cudaSuccess) return;
-  if (d->stream) (void)cudaStreamSynchronize(d->stream);
+  if (d->stream) {
+    segops_layout_cache_clear(&d->cache, d->stream);
+    (void)cudaStreamSynchronize(d->stream);
+  }
   if (d->pool) (void)cudaFree(d->pool);
   for (int k = 0; k < 2; k++) {
     if (d->stage[k]) (void)cudaFreeHost(d->stage[k]);
@@ -272,6 +302,31 @@ static void cuda_destroy(void *vctx) {
   free(ctx);
 }
 
+/* SEGOPS_LAYOUT_CACHE_BYTES: bytes per worker, with an optional k/M/G suffix; unset: the default. */
+static size_t layout_cache_cap(void) {
+  const char *v = getenv("SEGOPS_LAYOUT_CACHE_BYTES");
+  if (!v || !*v) return LAYOUT_CACHE_DEFAULT;
+  char *end = NULL;
+  unsigned long long x = strtoull(v, &end, 10);
+  switch (end && *end ? *end : 0) {
+    case 'k':
+    case 'K':
+      x <<= 10;
+      break;
+    case 'm':
+    case 'M':
+      x <<= 20;
+      break;
+    case 'g':
+    case 'G':
+      x <<= 30;
+      break;
+    default:
+      break;
+  }
+  return (size_t)x;
+}
+
 /* Creates one device's warm state; returns a cudaError_t. */
 static cudaError_t dev_init(cuda_dev *d, int ordinal) {
   cudaDeviceProp prop;
@@ -283,7 +338,16 @@ static cudaError_t dev_init(cuda_dev *d, int ordinal) {
   d->mem_total = prop.totalGlobalMem;
   d->sm_count = prop.multiProcessorCount;
   d->pool_cap = prop.totalGlobalMem / 2 / LANES_PER_GPU;
+  segops_layout_cache_init(&d->cache, layout_cache_cap());
   if ((e = cudaFree(NULL)) != cudaSuccess) return e; /* creates the context now, not on the first request */
+  {
+    /* Cache entries come from the stream-ordered pool: keep freed memory there for reuse. */
+    cudaMemPool_t mp;
+    uint64_t keep = (uint64_t)d->cache.cap * LANES_PER_GPU;
+    if (cudaDeviceGetDefaultMemPool(&mp, ordinal) == cudaSuccess)
+      (void)cudaMemPoolSetAttribute(mp, cudaMemPoolAttrReleaseThreshold, &keep);
+    (void)cudaGetLastError();
+  }
   if ((e = cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking)) != cudaSuccess) return e;
   for (int k = 0; k < 2; k++) {
     if ((e = cudaHostAlloc(&d->stage[k], STAGE_BYTES, cudaHostAllocDefault)) != cudaSuccess) return e;
@@ -339,6 +403,7 @@ extern "C" segops_backend *segops_cuda_backend_new(const int *devices, int n_dev
   b->run = cuda_run;
   b->device_info = cuda_device_info;
   b->ready = cuda_ready;
+  b->cache_stats = cuda_cache_stats;
   b->destroy = cuda_destroy;
   return b;
 }

@@ -1,8 +1,6 @@
 /* cuda_dot.cu: segmented_dot on the GPU (forward and double backward reduce, backward gathers). */
 #include "cuda_kernels.cuh"
 
-namespace {
-
 template <typename T, int W>
 __device__ __forceinline__ double dot_row(const void *x, const void *y, int64_t i) {
   double d = 0.0;
@@ -15,33 +13,32 @@ __device__ __forceinline__ double dot_row(const void *x, const void *y, int64_t 
 struct dot_forward {
   enum { K = 1, NSV = 1, POST = 0 };
   template <typename T, int W>
-  __device__ static void visit(const segops_kargs &a, int64_t i, int64_t, double (&acc)[K]) {
-    acc[0] += dot_row<T, W>(a.in[0], a.in[1], i);
+  __device__ static void visit(const segops_kargs *a, int64_t i, int64_t, double *acc) {
+    acc[0] += dot_row<T, W>(a->in[0], a->in[1], i);
   }
   template <typename T, int W>
-  __device__ static void finish(const segops_kargs &a, int64_t s, int64_t, const double (&acc)[K],
-                                double (&)[NSV], bool writer) {
-    if (writer) st<T>(a.out[0], s, acc[0]);
+  __device__ static void finish(const segops_kargs *a, int64_t s, int64_t, const double *acc, double *, bool writer) {
+    if (writer) st<T>(a->out[0], s, acc[0]);
   }
   template <typename T, int W>
-  __device__ static void post(const segops_kargs &, int64_t, int64_t, const double (&)[NSV]) {}
+  __device__ static void post(const segops_kargs *, int64_t, int64_t, const double *) {}
 };
 
 /* backward: in g_out, x, y; grad_x[i] = g_out[s]*y[i], grad_y[i] = g_out[s]*x[i]. */
 struct dot_backward {
   template <typename T, int W>
-  __device__ static void elem(const segops_kargs &a, int64_t i, int64_t s) {
+  __device__ static void elem(const segops_kargs *a, int64_t i, int64_t s) {
     /* every load before the first store: the compiler cannot tell outputs from inputs */
-    double g = ld<T>(a.in[0], s), x[W], y[W];
+    double g = ld<T>(a->in[0], s), x[W], y[W];
 #pragma unroll
     for (int c = 0; c < W; c++) {
-      x[c] = ld<T>(a.in[1], i * W + c);
-      y[c] = ld<T>(a.in[2], i * W + c);
+      x[c] = ld<T>(a->in[1], i * W + c);
+      y[c] = ld<T>(a->in[2], i * W + c);
     }
 #pragma unroll
     for (int c = 0; c < W; c++) {
-      st<T>(a.out[0], i * W + c, g * y[c]);
-      st<T>(a.out[1], i * W + c, g * x[c]);
+      st<T>(a->out[0], i * W + c, g * y[c]);
+      st<T>(a->out[1], i * W + c, g * x[c]);
     }
   }
 };
@@ -51,40 +48,37 @@ struct dot_backward {
 struct dot_double_backward {
   enum { K = 1, NSV = 1, POST = 0 };
   template <typename T, int W>
-  __device__ static void visit(const segops_kargs &a, int64_t i, int64_t s, double (&acc)[K]) {
-    double ggx[W], ggy[W], g = ld<T>(a.in[2], s);
+  __device__ static void visit(const segops_kargs *a, int64_t i, int64_t s, double *acc) {
+    double ggx[W], ggy[W], g = ld<T>(a->in[2], s);
 #pragma unroll
     for (int c = 0; c < W; c++) {
-      ggx[c] = ld<T>(a.in[0], i * W + c);
-      ggy[c] = ld<T>(a.in[1], i * W + c);
+      ggx[c] = ld<T>(a->in[0], i * W + c);
+      ggy[c] = ld<T>(a->in[1], i * W + c);
     }
-    if (a.out[0]) {
+    if (a->out[0]) {
       double d = 0.0, e = 0.0;
 #pragma unroll
       for (int c = 0; c < W; c++) {
-        d += ggx[c] * ld<T>(a.in[4], i * W + c);
-        e += ggy[c] * ld<T>(a.in[3], i * W + c);
+        d += ggx[c] * ld<T>(a->in[4], i * W + c);
+        e += ggy[c] * ld<T>(a->in[3], i * W + c);
       }
       acc[0] += d + e;
     }
 #pragma unroll
     for (int c = 0; c < W; c++) {
-      st<T>(a.out[1], i * W + c, g * ggy[c]);
-      st<T>(a.out[2], i * W + c, g * ggx[c]);
+      st<T>(a->out[1], i * W + c, g * ggy[c]);
+      st<T>(a->out[2], i * W + c, g * ggx[c]);
     }
   }
   template <typename T, int W>
-  __device__ static void finish(const segops_kargs &a, int64_t s, int64_t, const double (&acc)[K],
-                                double (&)[NSV], bool writer) {
-    if (writer) st<T>(a.out[0], s, acc[0]);
+  __device__ static void finish(const segops_kargs *a, int64_t s, int64_t, const double *acc, double *, bool writer) {
+    if (writer) st<T>(a->out[0], s, acc[0]);
   }
   template <typename T, int W>
-  __device__ static void post(const segops_kargs &, int64_t, int64_t, const double (&)[NSV]) {}
+  __device__ static void post(const segops_kargs *, int64_t, int64_t, const double *) {}
 };
 
-}  // namespace
-
-cudaError_t segops_cuda_dot(const segops_cuda_job *job, const segops_kargs &a, cudaStream_t st) {
+cudaError_t segops_cuda_dot(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
   switch (job->fn->pass) {
     case SEGOPS_PASS_FORWARD:
       return SEGOPS_DISPATCH_SEG(job, a, st, dot_forward);

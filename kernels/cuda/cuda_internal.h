@@ -14,9 +14,9 @@
 extern "C" {
 #endif
 
-/* Elements per chunk of a segment: one warp reduces one chunk. A segment of at most this many
- * elements is reduced by one warp in one pass; longer ones are split into chunks whose partials
- * are combined in chunk order, so the reduction order depends only on the segment itself. */
+/* Elements per chunk of a long segment: one warp reduces one chunk. A segment of at most this
+ * many elements is reduced by 8 lanes in one pass; longer ones are split into chunks whose
+ * partials are combined in chunk order, so the reduction order depends only on the segment. */
 #define SEGOPS_CUDA_CHUNK 1024
 
 /* One function call on device memory. Every pointer is a DEVICE pointer (borrowed), aligned to
@@ -32,18 +32,31 @@ typedef struct {
   int idx_sorted;     /* non-zero: idx non-decreasing (no sort needed) */
   const void *in[SEGOPS_MAX_INPUTS];
   void *out[SEGOPS_MAX_OUTPUTS];
+  const void *layout; /* a layout built for this (idx, S) by segops_cuda_layout_build, or NULL */
   void *scratch;
   size_t scratch_bytes;
   int sm_count; /* multiprocessors of the device, to size persistent grids */
 } segops_cuda_job;
 
-/* Bytes of scratch the job needs (layout, sort, partials); host only, launches nothing.
- * Returns 0 on success and the size in *bytes, or a cudaError_t from CUB's size query. */
+/* Bytes of scratch the job needs (partials, and the layout and its build when job->layout is
+ * NULL); host only, launches nothing. Returns 0 on success and the size in *bytes, or a
+ * cudaError_t from CUB's size query. */
 int segops_cuda_scratch_bytes(const segops_cuda_job *job, size_t *bytes);
 
 /* Enqueues the whole computation of the job on stream: no host synchronisation, no allocation.
  * Returns cudaSuccess or the first launch error (as an int, a cudaError_t value). */
 int segops_cuda_launch(const segops_cuda_job *job, cudaStream_t stream);
+
+/* The segment layout of a job's (idx, S): CSR offsets, and for an unsorted idx the sorted keys
+ * and permutation. It depends on nothing else (not on the function, dtype or inputs), so a
+ * layout built once serves every later job with the same idx bytes, S and idx_sorted, on the
+ * same stream (it holds per-segment tickets that each call leaves at zero).
+ * Whether the job reads a layout at all (0: reductions-free gathers, S = 0). */
+int segops_cuda_needs_layout(const segops_cuda_job *job);
+/* Bytes the layout keeps (*keep) and the temporary bytes its build needs (*temp). */
+int segops_cuda_layout_bytes(const segops_cuda_job *job, size_t *keep, size_t *temp);
+/* Builds the layout of job->idx into keep, using temp, on stream (no synchronisation). */
+int segops_cuda_layout_build(const segops_cuda_job *job, void *keep, void *temp, cudaStream_t stream);
 
 /* Whether a function's outputs are all per-element gathers (no segment reduction). */
 int segops_cuda_is_gather(const segops_fn_desc *fn);

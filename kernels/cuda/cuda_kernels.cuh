@@ -1,9 +1,10 @@
 /* cuda_kernels.cuh: the two kernel shapes every op is built from, shared by the per-op .cu files.
  *  - gather: one thread per element, original order; per-element outputs that read segment rows.
- *  - segment: one warp per chunk of a segment (elements in segment order, through the sort
- *    permutation when idx is unsorted); a fixed-shape reduction, then segment outputs and the
- *    per-element outputs that need the reduced values. Long segments are split in chunks whose
- *    partials a second kernel combines in chunk order: the bits depend only on the segment.
+ *  - segment: 8 lanes per short segment (elements in segment order, through the sort permutation
+ *    when idx is unsorted); a fixed-shape reduction, then segment outputs and the per-element
+ *    outputs that need the reduced values. Long segments are split in chunks whose partials the
+ *    warp finishing the last chunk combines in chunk order: the bits depend only on the segment.
+ *    One launch (plus a post launch for ops whose element outputs need a long segment's sums).
  * An op is a struct of __device__ functions (see cuda_sum.cu for the smallest). */
 #ifndef SEGOPS_CUDA_KERNELS_CUH
 #define SEGOPS_CUDA_KERNELS_CUH
@@ -17,15 +18,17 @@
 #define SEGOPS_SEG_GROUP 16 /* consecutive segments one warp takes per step */
 #define SEGOPS_FULL_MASK 0xffffffffu
 
-/* Device view of the segment layout built by cuda_layout.cu (all device pointers). */
+/* Device view of the segment layout (all device pointers). The persistent part (off, ticket,
+ * keys and perm of an unsorted idx) depends only on (idx, S) and may be cached across calls;
+ * partial and segval are per-call scratch. */
 typedef struct {
-  const int64_t *off;   /* S+1: segment s is sorted positions [off[s], off[s+1]) */
-  const int64_t *perm;  /* sorted position -> element index; NULL when idx was sorted */
-  const int64_t *pbase; /* S+1: exclusive prefix of the chunk counts of multi-chunk segments */
-  const int32_t *multi; /* segments with more than one chunk (any order) */
-  const int32_t *nmulti;
-  double *partial; /* partial accumulators, one row per chunk of a multi-chunk segment */
-  double *segval;  /* per segment values that multi-chunk post passes read */
+  const int64_t *off;    /* S+1: segment s is sorted positions [off[s], off[s+1]) */
+  const int32_t *keys;   /* n: the segment of each sorted position (idx itself when sorted) */
+  const int32_t *perm32; /* sorted position -> element index (n < 2^31); NULL when sorted */
+  const int64_t *perm64; /* the same for n >= 2^31 */
+  int32_t *ticket;       /* S: chunks of a long segment finished in this call; 0 between calls */
+  double *partial;       /* 2 rows per tile of SEGOPS_CUDA_CHUNK positions (see seg_tile) */
+  double *segval;        /* per segment values of long segments, for the post kernel */
 } segops_seg_layout;
 
 /* Everything a kernel reads, passed by value. */
@@ -35,8 +38,16 @@ typedef struct {
   int64_t in_row_bytes[SEGOPS_MAX_INPUTS]; /* bytes per element row of per-element inputs, else 0 */
   const int32_t *idx;
   int64_t n, s;
+  int64_t seg_warps; /* warps of the segment role in seg_kernel; the tile role follows */
   segops_seg_layout L;
 } segops_kargs;
+
+/* Element index at sorted position p. */
+__device__ __forceinline__ int64_t elem_at(const segops_seg_layout *L, int64_t p) {
+  if (L->perm32) return (int64_t)__ldg(L->perm32 + p);
+  if (L->perm64) return __ldg(L->perm64 + p);
+  return p;
+}
 
 /* Loads element k of input p as double; an omitted input (NULL) reads as zero. */
 template <typename T>
@@ -54,47 +65,26 @@ __device__ __forceinline__ void prefetch_l2(const void *p) { asm volatile("prefe
 /* Asks L2 for the rows of sorted positions [p0, p1) of every per-element input (or for the
  * permutation entries when unsorted), all lines at once, so the reductions that follow wait on
  * L2 rather than on DRAM once per segment. */
-__device__ __forceinline__ void prefetch_rows(const segops_kargs &a, int64_t p0, int64_t p1) {
+__device__ __forceinline__ void prefetch_rows(const segops_kargs *a, int64_t p0, int64_t p1) {
   const int lane = threadIdx.x & 31;
   if (p1 <= p0) return;
-  if (a.L.perm) {
-    const char *b = (const char *)(a.L.perm + p0);
-    for (int64_t o = (int64_t)lane * 128; o < (p1 - p0) * 8; o += 32 * 128) prefetch_l2(b + o);
+  if (a->L.perm32 || a->L.perm64) {
+    const int64_t es = a->L.perm32 ? 4 : 8;
+    const char *b = a->L.perm32 ? (const char *)(a->L.perm32 + p0) : (const char *)(a->L.perm64 + p0);
+    for (int64_t o = (int64_t)lane * 128; o < (p1 - p0) * es; o += 32 * 128) prefetch_l2(b + o);
     return;
   }
 #pragma unroll
   for (int k = 0; k < SEGOPS_MAX_INPUTS; k++) {
-    const int64_t rb = a.in_row_bytes[k];
-    if (!rb || !a.in[k]) continue;
-    const char *b = (const char *)a.in[k] + p0 * rb;
+    const int64_t rb = a->in_row_bytes[k];
+    if (!rb || !a->in[k]) continue;
+    const char *b = (const char *)a->in[k] + p0 * rb;
     for (int64_t o = (int64_t)lane * 128; o < (p1 - p0) * rb; o += 32 * 128) prefetch_l2(b + o);
   }
 }
 
-/* Multi-chunk segment owning chunk p: the smallest s with pbase[s+1] > p, by a 32-way search
- * of the warp (each lane probes one position). Every lane returns the same s. */
-__device__ __forceinline__ int64_t find_chunk_segment(const int64_t *pbase, int64_t nseg, int64_t p) {
-  const int lane = threadIdx.x & 31;
-  int64_t lo = 0, hi = nseg; /* pbase[lo] <= p < pbase[hi] */
-  while (hi - lo > 1) {
-    int64_t step = (hi - lo + 31) / 32;
-    int64_t probe = lo + (int64_t)lane * step;
-    bool gt = probe >= hi || (lane > 0 && pbase[probe] > p);
-    unsigned m = __ballot_sync(SEGOPS_FULL_MASK, gt);
-    if (m == 0) {
-      lo += 31 * step;
-    } else {
-      int first = __ffs(m) - 1; /* >= 1: lane 0 never sets gt */
-      int64_t nhi = lo + (int64_t)first * step;
-      lo += (int64_t)(first - 1) * step;
-      hi = nhi < hi ? nhi : hi;
-    }
-  }
-  return lo;
-}
-
 template <int K>
-__device__ __forceinline__ void warp_sum(double (&acc)[K]) {
+__device__ __forceinline__ void warp_sum(double *acc) {
   /* Butterfly: every lane ends with the same bits (each step adds the same two values). */
 #pragma unroll
   for (int k = 0; k < K; k++)
@@ -103,7 +93,7 @@ __device__ __forceinline__ void warp_sum(double (&acc)[K]) {
 }
 
 template <int K>
-__device__ __forceinline__ void sub8_sum(double (&acc)[K]) {
+__device__ __forceinline__ void sub8_sum(double *acc) {
   /* Butterfly inside each group of 8 lanes (same bits on the 8 lanes). */
 #pragma unroll
   for (int k = 0; k < K; k++)
@@ -111,214 +101,226 @@ __device__ __forceinline__ void sub8_sum(double (&acc)[K]) {
     for (int o = 4; o > 0; o >>= 1) acc[k] += __shfl_xor_sync(SEGOPS_FULL_MASK, acc[k], o, 8);
 }
 
-/* Segment kernel: every segment of at most SEGOPS_CUDA_CHUNK elements. A warp takes
- * SEGOPS_SEG_GROUP consecutive segments per step and works on four at a time, one per group of
- * 8 lanes: lane l of the group sums positions l, l+8, ... of its segment in order, then a
- * butterfly over the 8 lanes. That order depends only on the segment (not on where it sits in
- * the request), and four segments share each shuffle. OP provides:
+/* Long segments (more than SEGOPS_CUDA_CHUNK elements) are cut into chunks of CHUNK positions
+ * counted from the segment's start, so the cut depends only on the segment. Chunk work is found
+ * by position without a chunk map: the tile of positions [t*CHUNK, (t+1)*CHUNK) holds the start
+ * of at most two chunks, slot 0 for the segment that contains the tile's first position and slot
+ * 1 for a long segment that starts strictly inside the tile (any other segment starting inside
+ * the tile ends inside it, so is short). Sets seg[c] (-1: no chunk in slot c) and chunk[c]. */
+__device__ __forceinline__ void tile_chunks(const segops_kargs *a, int64_t t, int64_t seg[2], int64_t chunk[2]) {
+  seg[0] = seg[1] = -1;
+  chunk[0] = chunk[1] = 0;
+  const int64_t p0 = t * SEGOPS_CUDA_CHUNK;
+  if (p0 >= a->n) return;
+  const int64_t pl = (p0 + SEGOPS_CUDA_CHUNK < a->n ? p0 + SEGOPS_CUDA_CHUNK : a->n) - 1;
+  const int64_t sa = __ldg(a->L.keys + p0), sb = __ldg(a->L.keys + pl);
+  int64_t b = __ldg(a->L.off + sa), e = __ldg(a->L.off + sa + 1);
+  if (e - b > SEGOPS_CUDA_CHUNK) {
+    const int64_t j = (p0 - b + SEGOPS_CUDA_CHUNK - 1) / SEGOPS_CUDA_CHUNK;
+    if (b + j * SEGOPS_CUDA_CHUNK < e) {
+      seg[0] = sa;
+      chunk[0] = j;
+    }
+  }
+  if (sb != sa) {
+    b = __ldg(a->L.off + sb);
+    e = __ldg(a->L.off + sb + 1);
+    if (e - b > SEGOPS_CUDA_CHUNK) seg[1] = sb;
+  }
+}
+
+/* Row of L.partial that chunk j of a segment starting at sorted position b writes. */
+__device__ __forceinline__ int64_t chunk_row(int64_t b, int64_t j) {
+  const int64_t q = b + j * SEGOPS_CUDA_CHUNK, t = q / SEGOPS_CUDA_CHUNK;
+  return 2 * t + (j == 0 && b != t * SEGOPS_CUDA_CHUNK ? 1 : 0);
+}
+
+/* One chunk of a long segment, by one warp: lanes take positions q, q+32, ... in order, then a
+ * butterfly; the partial goes to its row. The warp that finishes a segment's last chunk (integer
+ * ticket, no float atomics) combines the partials in chunk order (lane l: chunks l, l+32, ...,
+ * then a butterfly), whichever warp that is: the bits depend only on the segment. */
+template <typename T, int W, typename OP>
+__device__ __forceinline__ void seg_long_chunk(const segops_kargs *a, int64_t s, int64_t j, int64_t row) {
+  const int lane = threadIdx.x & 31;
+  const int64_t b = __ldg(a->L.off + s), e = __ldg(a->L.off + s + 1);
+  const int64_t cb = b + j * SEGOPS_CUDA_CHUNK;
+  const int64_t ce = e < cb + SEGOPS_CUDA_CHUNK ? e : cb + SEGOPS_CUDA_CHUNK;
+  prefetch_rows(a, cb, ce);
+  double acc[OP::K];
+#pragma unroll
+  for (int k = 0; k < OP::K; k++) acc[k] = 0.0;
+#pragma unroll 4
+  for (int64_t q = cb + lane; q < ce; q += 32) OP::template visit<T, W>(a, elem_at(&a->L, q), s, acc);
+  warp_sum<OP::K>(acc);
+  int last = 0;
+  if (lane == 0) {
+    double *dst = a->L.partial + row * OP::K;
+#pragma unroll
+    for (int k = 0; k < OP::K; k++) dst[k] = acc[k];
+    __threadfence();
+    const int nch = (int)((e - b + SEGOPS_CUDA_CHUNK - 1) / SEGOPS_CUDA_CHUNK);
+    last = atomicAdd(a->L.ticket + s, 1) == nch - 1;
+  }
+  last = __shfl_sync(SEGOPS_FULL_MASK, last, 0);
+  if (!last) return;
+  __threadfence();
+  const int64_t nch = (e - b + SEGOPS_CUDA_CHUNK - 1) / SEGOPS_CUDA_CHUNK;
+  double tot[OP::K];
+#pragma unroll
+  for (int k = 0; k < OP::K; k++) tot[k] = 0.0;
+  for (int64_t c = lane; c < nch; c += 32) {
+    const double *src = a->L.partial + chunk_row(b, c) * OP::K;
+#pragma unroll
+    for (int k = 0; k < OP::K; k++) tot[k] += __ldcg(src + k);
+  }
+  warp_sum<OP::K>(tot);
+  if (lane == 0) {
+    double sv[OP::NSV];
+    OP::template finish<T, W>(a, s, e - b, tot, sv, true);
+    if (OP::POST)
+      for (int k = 0; k < OP::NSV; k++) a->L.segval[s * OP::NSV + k] = sv[k];
+    a->L.ticket[s] = 0; /* ready for the next call on this layout */
+  }
+}
+
+/* Segment kernel, two roles by warp. Warps below a.seg_warps: SEGOPS_SEG_GROUP consecutive
+ * segments of at most SEGOPS_CUDA_CHUNK elements each, four at a time, one per group of 8 lanes:
+ * lane l of the group sums positions l, l+8, ... of its segment in order, then a butterfly over
+ * the 8 lanes. That order depends only on the segment (not on where it sits in the request).
+ * The other warps: one tile of positions each, reducing the chunks of long segments that start
+ * there (seg_long_chunk). OP provides:
  *   enum { K (accumulators), NSV (segment values for post, >= 1), POST (0/1) };
  *   visit<T,W>(a, i, s, acc): add element i's terms; may write element outputs that need no sums
  *   finish<T,W>(a, s, count, acc, sv, writer): segment outputs (writer lane only), fill sv
  *   post<T,W>(a, i, s, sv): element outputs that need the segment's sums */
 template <typename T, int W, typename OP>
-__global__ void __launch_bounds__(SEGOPS_SEG_THREADS, OP::K > 3 ? 3 : 5) seg_kernel(segops_kargs a) {
+__global__ void __launch_bounds__(SEGOPS_SEG_THREADS, OP::K > 3 ? 3 : 5) seg_kernel(segops_kargs ka) {
+  const segops_kargs *a = &ka;
   const int lane = threadIdx.x & 31, sub = lane >> 3, sl = lane & 7;
-  const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
-  for (int64_t s0 = ((((int64_t)blockIdx.x * blockDim.x) + threadIdx.x) >> 5) * SEGOPS_SEG_GROUP; s0 < a.s;
-       s0 += nwarps * SEGOPS_SEG_GROUP) {
-    const int ng = a.s - s0 < SEGOPS_SEG_GROUP ? (int)(a.s - s0) : SEGOPS_SEG_GROUP;
-    const int64_t o = lane <= ng ? a.L.off[s0 + lane] : 0;
-    {
-      int64_t gb = __shfl_sync(SEGOPS_FULL_MASK, o, 0), ge = __shfl_sync(SEGOPS_FULL_MASK, o, ng);
-      int64_t cap = gb + (int64_t)SEGOPS_SEG_GROUP * 128; /* long segments stream on their own */
-      prefetch_rows(a, gb, ge < cap ? ge : cap);
-    }
-    for (int r = 0; r < ng; r += 4) {
-      const int g = r + sub;
-      const bool valid = g < ng;
-      int64_t beg = __shfl_sync(SEGOPS_FULL_MASK, o, valid ? g : 0);
-      int64_t end = __shfl_sync(SEGOPS_FULL_MASK, o, valid ? g + 1 : 0);
-      const bool mine = valid && end - beg <= SEGOPS_CUDA_CHUNK; /* longer: seg_chunk_kernel */
-      if (!mine) beg = end = 0;
-      const int64_t s = s0 + g;
-      double acc[OP::K];
+  const int64_t w = (((int64_t)blockIdx.x * blockDim.x) + threadIdx.x) >> 5;
+  if (w >= a->seg_warps) {
+    int64_t seg[2], chunk[2];
+    const int64_t t = w - a->seg_warps;
+    tile_chunks(a, t, seg, chunk);
 #pragma unroll
-      for (int k = 0; k < OP::K; k++) acc[k] = 0.0;
+    for (int c = 0; c < 2; c++)
+      if (seg[c] >= 0) seg_long_chunk<T, W, OP>(a, seg[c], chunk[c], 2 * t + c);
+    return;
+  }
+  const int64_t s0 = w * SEGOPS_SEG_GROUP;
+  if (s0 >= a->s) return;
+  const int ng = a->s - s0 < SEGOPS_SEG_GROUP ? (int)(a->s - s0) : SEGOPS_SEG_GROUP;
+  const int64_t o = lane <= ng ? __ldg(a->L.off + s0 + lane) : 0;
+  {
+    int64_t gb = __shfl_sync(SEGOPS_FULL_MASK, o, 0), ge = __shfl_sync(SEGOPS_FULL_MASK, o, ng);
+    int64_t cap = gb + (int64_t)SEGOPS_SEG_GROUP * 128; /* long segments stream on their own */
+    prefetch_rows(a, gb, ge < cap ? ge : cap);
+  }
+  for (int r = 0; r < ng; r += 4) {
+    const int g = r + sub;
+    const bool valid = g < ng;
+    int64_t beg = __shfl_sync(SEGOPS_FULL_MASK, o, valid ? g : 0);
+    int64_t end = __shfl_sync(SEGOPS_FULL_MASK, o, valid ? g + 1 : 0);
+    const bool mine = valid && end - beg <= SEGOPS_CUDA_CHUNK; /* longer: the tile role */
+    if (!mine) beg = end = 0;
+    const int64_t s = s0 + g;
+    double acc[OP::K];
+#pragma unroll
+    for (int k = 0; k < OP::K; k++) acc[k] = 0.0;
 #pragma unroll 2
-      for (int64_t p = beg + sl; p < end; p += 8) {
-        int64_t i = a.L.perm ? a.L.perm[p] : p;
-        OP::template visit<T, W>(a, i, s, acc);
-      }
-      sub8_sum<OP::K>(acc);
-      if (mine) {
-        double sv[OP::NSV];
-        OP::template finish<T, W>(a, s, end - beg, acc, sv, sl == 0);
-        if (OP::POST) {
-          for (int64_t p = beg + sl; p < end; p += 8) {
-            int64_t i = a.L.perm ? a.L.perm[p] : p;
-            OP::template post<T, W>(a, i, s, sv);
-          }
-        }
-      }
-    }
-  }
-}
-
-/* Chunks of long segments: one warp per chunk of SEGOPS_CUDA_CHUNK positions counted from the
- * segment's start; the partial sums go to the chunk's row of L.partial. */
-template <typename T, int W, typename OP>
-__global__ void __launch_bounds__(SEGOPS_SEG_THREADS) seg_chunk_kernel(segops_kargs a) {
-  const int lane = threadIdx.x & 31;
-  const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
-  const int64_t total = a.L.pbase[a.s];
-  for (int64_t p = (((int64_t)blockIdx.x * blockDim.x) + threadIdx.x) >> 5; p < total; p += nwarps) {
-    const int64_t s = find_chunk_segment(a.L.pbase, a.s, p);
-    const int64_t j = p - a.L.pbase[s];
-    const int64_t end = a.L.off[s + 1];
-    const int64_t cb = a.L.off[s] + j * SEGOPS_CUDA_CHUNK;
-    const int64_t ce = end < cb + SEGOPS_CUDA_CHUNK ? end : cb + SEGOPS_CUDA_CHUNK;
-    prefetch_rows(a, cb, ce);
-    double acc[OP::K];
-#pragma unroll
-    for (int k = 0; k < OP::K; k++) acc[k] = 0.0;
-#pragma unroll 4
-    for (int64_t q = cb + lane; q < ce; q += 32) {
-      int64_t i = a.L.perm ? a.L.perm[q] : q;
-      OP::template visit<T, W>(a, i, s, acc);
-    }
-    warp_sum<OP::K>(acc);
-    if (lane == 0) {
-      double *dst = a.L.partial + p * OP::K;
-#pragma unroll
-      for (int k = 0; k < OP::K; k++) dst[k] = acc[k];
-    }
-  }
-}
-
-/* Combines the partials of each multi-chunk segment, one block per segment, in a fixed order:
- * thread t sums chunks t, t+256, ...; then warps (butterfly) and the 8 warp sums in order. */
-template <typename T, int W, typename OP>
-__global__ void __launch_bounds__(SEGOPS_SEG_THREADS) seg_multi_kernel(segops_kargs a) {
-  __shared__ double red[SEGOPS_SEG_THREADS / 32][OP::K];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int nm = *a.L.nmulti;
-  for (int m = blockIdx.x; m < nm; m += gridDim.x) {
-    const int64_t s = a.L.multi[m];
-    const int64_t p0 = a.L.pbase[s], nch = a.L.pbase[s + 1] - p0;
-    const double *src = a.L.partial + p0 * OP::K;
-    double acc[OP::K];
-#pragma unroll
-    for (int k = 0; k < OP::K; k++) acc[k] = 0.0;
-    for (int64_t j = threadIdx.x; j < nch; j += blockDim.x)
-#pragma unroll
-      for (int k = 0; k < OP::K; k++) acc[k] += src[j * OP::K + k];
-    warp_sum<OP::K>(acc);
-    if (lane == 0)
-#pragma unroll
-      for (int k = 0; k < OP::K; k++) red[warp][k] = acc[k];
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      double tot[OP::K];
-#pragma unroll
-      for (int k = 0; k < OP::K; k++) {
-        tot[k] = red[0][k];
-        for (int q = 1; q < SEGOPS_SEG_THREADS / 32; q++) tot[k] += red[q][k];
-      }
+    for (int64_t p = beg + sl; p < end; p += 8) OP::template visit<T, W>(a, elem_at(&a->L, p), s, acc);
+    sub8_sum<OP::K>(acc);
+    if (mine) {
       double sv[OP::NSV];
-      OP::template finish<T, W>(a, s, a.L.off[s + 1] - a.L.off[s], tot, sv, true);
+      OP::template finish<T, W>(a, s, end - beg, acc, sv, sl == 0);
       if (OP::POST)
-        for (int k = 0; k < OP::NSV; k++) a.L.segval[s * OP::NSV + k] = sv[k];
+        for (int64_t p = beg + sl; p < end; p += 8) OP::template post<T, W>(a, elem_at(&a->L, p), s, sv);
     }
-    __syncthreads(); /* red is reused by the next segment */
   }
 }
 
-/* Post pass of multi-chunk segments (ops with POST): one warp per chunk, as seg_chunk_kernel. */
+/* Post pass of long segments (ops with POST), after seg_kernel: one warp per tile, over the
+ * chunks that start in it, with the segment values that seg_long_chunk left in L.segval. */
 template <typename T, int W, typename OP>
-__global__ void __launch_bounds__(SEGOPS_SEG_THREADS) seg_post_kernel(segops_kargs a) {
+__global__ void __launch_bounds__(SEGOPS_SEG_THREADS) seg_post_kernel(segops_kargs ka) {
+  const segops_kargs *a = &ka;
   const int lane = threadIdx.x & 31;
-  const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
-  const int64_t total = a.L.pbase[a.s];
-  for (int64_t p = (((int64_t)blockIdx.x * blockDim.x) + threadIdx.x) >> 5; p < total; p += nwarps) {
-    const int64_t s = find_chunk_segment(a.L.pbase, a.s, p);
-    const int64_t j = p - a.L.pbase[s];
+  const int64_t t = (((int64_t)blockIdx.x * blockDim.x) + threadIdx.x) >> 5;
+  int64_t seg[2], chunk[2];
+  tile_chunks(a, t, seg, chunk);
+#pragma unroll
+  for (int c = 0; c < 2; c++) {
+    if (seg[c] < 0) continue;
+    const int64_t s = seg[c];
     double sv[OP::NSV];
-    for (int k = 0; k < OP::NSV; k++) sv[k] = a.L.segval[s * OP::NSV + k];
-    const int64_t end = a.L.off[s + 1];
-    const int64_t cb = a.L.off[s] + j * SEGOPS_CUDA_CHUNK;
-    const int64_t ce = end < cb + SEGOPS_CUDA_CHUNK ? end : cb + SEGOPS_CUDA_CHUNK;
+    for (int k = 0; k < OP::NSV; k++) sv[k] = __ldcg(a->L.segval + s * OP::NSV + k);
+    const int64_t b = __ldg(a->L.off + s), e = __ldg(a->L.off + s + 1);
+    const int64_t cb = b + chunk[c] * SEGOPS_CUDA_CHUNK;
+    const int64_t ce = e < cb + SEGOPS_CUDA_CHUNK ? e : cb + SEGOPS_CUDA_CHUNK;
     prefetch_rows(a, cb, ce);
-    for (int64_t q = cb + lane; q < ce; q += 32) {
-      int64_t i = a.L.perm ? a.L.perm[q] : q;
-      OP::template post<T, W>(a, i, s, sv);
-    }
+    for (int64_t q = cb + lane; q < ce; q += 32) OP::template post<T, W>(a, elem_at(&a->L, q), s, sv);
   }
 }
 
 /* Gather kernel: OP provides elem<T,W>(a, i, s). One thread per element, grid-stride. */
 template <typename T, int W, typename OP>
-__global__ void __launch_bounds__(256) gather_kernel(segops_kargs a) {
+__global__ void __launch_bounds__(256) gather_kernel(segops_kargs ka) {
+  const segops_kargs *a = &ka;
   const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += stride)
-    OP::template elem<T, W>(a, i, (int64_t)__ldg(a.idx + i));
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a->n; i += stride)
+    OP::template elem<T, W>(a, i, (int64_t)__ldg(a->idx + i));
 }
 
-/* Launch helpers (cuda_layout.cu): grid sizes from the job. */
-int segops_cuda_seg_grid(const segops_cuda_job *job);
-int segops_cuda_chunk_grid(const segops_cuda_job *job);
+/* Grid sizes (cuda_layout.cu). */
 int segops_cuda_gather_grid(const segops_cuda_job *job);
-/* Builds the layout for the job on stream (offsets, sort, chunks); fills *L. */
-cudaError_t segops_cuda_build_layout(const segops_cuda_job *job, segops_seg_layout *L, cudaStream_t st);
+/* Blocks of seg_kernel for its two roles, and the warps of its segment role. */
+int64_t segops_cuda_seg_blocks(int64_t n, int64_t s, int64_t *seg_warps);
+/* Blocks of seg_post_kernel: one warp per tile. */
+int64_t segops_cuda_tile_blocks(int64_t n);
 
-/* Runs a segment op: the segment kernel, then for segments longer than a chunk the chunk,
- * combine and post kernels (launched only when N allows such a segment). */
+/* Runs a segment op: the segment kernel (both roles), then, for ops with a post pass and when N
+ * allows a long segment, the post kernel. */
 template <typename T, int W, typename OP>
-cudaError_t segops_run_seg(const segops_cuda_job *job, const segops_kargs &a, cudaStream_t st) {
-  seg_kernel<T, W, OP><<<segops_cuda_seg_grid(job), SEGOPS_SEG_THREADS, 0, st>>>(a);
-  if (job->n > SEGOPS_CUDA_CHUNK) {
-    int gc = segops_cuda_chunk_grid(job);
-    seg_chunk_kernel<T, W, OP><<<gc, SEGOPS_SEG_THREADS, 0, st>>>(a);
-    seg_multi_kernel<T, W, OP><<<2 * job->sm_count, SEGOPS_SEG_THREADS, 0, st>>>(a);
-    if (OP::POST) seg_post_kernel<T, W, OP><<<gc, SEGOPS_SEG_THREADS, 0, st>>>(a);
-  }
+cudaError_t segops_run_seg(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
+  segops_kargs k = *a;
+  const int64_t blocks = segops_cuda_seg_blocks(job->n, job->s, &k.seg_warps);
+  seg_kernel<T, W, OP><<<(unsigned)blocks, SEGOPS_SEG_THREADS, 0, st>>>(k);
+  if (OP::POST && job->n > SEGOPS_CUDA_CHUNK)
+    seg_post_kernel<T, W, OP><<<(unsigned)segops_cuda_tile_blocks(job->n), SEGOPS_SEG_THREADS, 0, st>>>(k);
   return cudaGetLastError();
 }
 
 template <typename T, int W, typename OP>
-cudaError_t segops_run_gather(const segops_cuda_job *job, const segops_kargs &a, cudaStream_t st) {
+cudaError_t segops_run_gather(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
   if (job->n == 0) return cudaSuccess;
-  gather_kernel<T, W, OP><<<segops_cuda_gather_grid(job), 256, 0, st>>>(a);
+  gather_kernel<T, W, OP><<<segops_cuda_gather_grid(job), 256, 0, st>>>(*a);
   return cudaGetLastError();
 }
 
 /* Dispatch by dtype and width for one op struct of each kind. */
-#define SEGOPS_DISPATCH_SEG(job, a, st, OPT)                                         \
-  ((job)->dtype == SEGOPS_F64                                                        \
-       ? ((job)->width == 3 ? segops_run_seg<double, 3, OPT>(job, a, st)             \
-                            : segops_run_seg<double, 1, OPT>(job, a, st))            \
-       : ((job)->width == 3 ? segops_run_seg<float, 3, OPT>(job, a, st)              \
-                            : segops_run_seg<float, 1, OPT>(job, a, st)))
-#define SEGOPS_DISPATCH_GATHER(job, a, st, OPT)                                      \
-  ((job)->dtype == SEGOPS_F64                                                        \
-       ? ((job)->width == 3 ? segops_run_gather<double, 3, OPT>(job, a, st)          \
-                            : segops_run_gather<double, 1, OPT>(job, a, st))         \
-       : ((job)->width == 3 ? segops_run_gather<float, 3, OPT>(job, a, st)           \
-                            : segops_run_gather<float, 1, OPT>(job, a, st)))
+#define SEGOPS_DISPATCH_SEG(job, a, st, OPT)                                                                           \
+  ((job)->dtype == SEGOPS_F64                                                                                          \
+       ? ((job)->width == 3 ? segops_run_seg<double, 3, OPT>(job, a, st) : segops_run_seg<double, 1, OPT>(job, a, st)) \
+       : ((job)->width == 3 ? segops_run_seg<float, 3, OPT>(job, a, st) : segops_run_seg<float, 1, OPT>(job, a, st)))
+#define SEGOPS_DISPATCH_GATHER(job, a, st, OPT)                                                     \
+  ((job)->dtype == SEGOPS_F64 ? ((job)->width == 3 ? segops_run_gather<double, 3, OPT>(job, a, st)  \
+                                                   : segops_run_gather<double, 1, OPT>(job, a, st)) \
+                              : ((job)->width == 3 ? segops_run_gather<float, 3, OPT>(job, a, st)   \
+                                                   : segops_run_gather<float, 1, OPT>(job, a, st)))
 
 /* Dispatch by dtype for the vec3-only ops (rms_norm, matvec). */
-#define SEGOPS_DISPATCH_SEG3(job, a, st, OPT)                                                 \
-  ((job)->dtype == SEGOPS_F64 ? segops_run_seg<double, 3, OPT>(job, a, st)                    \
-                              : segops_run_seg<float, 3, OPT>(job, a, st))
-#define SEGOPS_DISPATCH_GATHER3(job, a, st, OPT)                                              \
-  ((job)->dtype == SEGOPS_F64 ? segops_run_gather<double, 3, OPT>(job, a, st)                 \
+#define SEGOPS_DISPATCH_SEG3(job, a, st, OPT) \
+  ((job)->dtype == SEGOPS_F64 ? segops_run_seg<double, 3, OPT>(job, a, st) : segops_run_seg<float, 3, OPT>(job, a, st))
+#define SEGOPS_DISPATCH_GATHER3(job, a, st, OPT)                              \
+  ((job)->dtype == SEGOPS_F64 ? segops_run_gather<double, 3, OPT>(job, a, st) \
                               : segops_run_gather<float, 3, OPT>(job, a, st))
 
 /* Per-op entry points (one .cu each): run the job's pass of that op. */
-cudaError_t segops_cuda_sum(const segops_cuda_job *job, const segops_kargs &a, cudaStream_t st);
-cudaError_t segops_cuda_dot(const segops_cuda_job *job, const segops_kargs &a, cudaStream_t st);
-cudaError_t segops_cuda_mul(const segops_cuda_job *job, const segops_kargs &a, cudaStream_t st);
-cudaError_t segops_cuda_mean(const segops_cuda_job *job, const segops_kargs &a, cudaStream_t st);
-cudaError_t segops_cuda_rms_norm(const segops_cuda_job *job, const segops_kargs &a, cudaStream_t st);
-cudaError_t segops_cuda_matvec(const segops_cuda_job *job, const segops_kargs &a, cudaStream_t st);
+cudaError_t segops_cuda_sum(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st);
+cudaError_t segops_cuda_dot(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st);
+cudaError_t segops_cuda_mul(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st);
+cudaError_t segops_cuda_mean(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st);
+cudaError_t segops_cuda_rms_norm(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st);
+cudaError_t segops_cuda_matvec(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st);
 
 #endif

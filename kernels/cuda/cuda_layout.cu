@@ -1,94 +1,123 @@
-/* cuda_layout.cu: the segment layout on the device (sort permutation when idx is unsorted,
- * CSR offsets, chunk map) and the job-level entry points: scratch sizing and launch. */
+/* cuda_layout.cu: the segment layout on the device (sort permutation when idx is unsorted, CSR
+ * offsets, tickets of long segments), its sizes, and the job-level entry points: scratch sizing
+ * and launch. A layout depends only on (idx, S), so a caller may build it once and pass it to
+ * every later job with the same idx and S (cuda_backend.cu caches them). */
 #include <string.h>
 
 #include <cub/device/device_radix_sort.cuh>
-#include <cub/device/device_scan.cuh>
 
 #include "cuda_kernels.cuh"
 
-namespace {
-
-/* Scratch carve-up, identical for sizing and for use: every piece 256-byte aligned. */
+/* Carve-up of a layout's kept bytes, its build's temporary bytes and a call's scratch, identical
+ * for sizing and for use: every piece 256-byte aligned. */
 typedef struct {
-  size_t off, pch, pbase, multi, nmulti, partial, segval, keys, perm_in, perm, sort_tmp, scan_tmp, total;
-  size_t sort_tmp_bytes, scan_tmp_bytes;
-} scratch_plan;
+  size_t off, ticket, keys, perm, keep;           /* kept */
+  size_t perm_in, sort_tmp, sort_tmp_bytes, temp; /* build only */
+  size_t partial, segval, call;                   /* per call */
+} layout_plan;
 
-size_t align_up(size_t v) { return (v + 255) & ~(size_t)255; }
+static size_t align_up(size_t v) { return (v + 255) & ~(size_t)255; }
 
-int sort_end_bit(int64_t s) {
+/* Key bits the sort needs: enough for S - 1. */
+static int sort_end_bit(int64_t s) {
   int b = 1;
   while (b < 31 && ((int64_t)1 << b) < s) b++;
   return b;
 }
 
-cudaError_t plan_scratch(const segops_cuda_job *job, scratch_plan *p) {
-  const int64_t n = job->n, s = job->s;
-  const bool gather = segops_cuda_is_gather(job->fn);
+static int wide_perm(int64_t n) { return n >= ((int64_t)1 << 31); }
+
+static int has_post(const segops_fn_desc *fn) {
+  return fn->op == SEGOPS_OP_RMS_NORM && fn->pass != SEGOPS_PASS_FORWARD;
+}
+
+static int64_t tiles(int64_t n) { return (n + SEGOPS_CUDA_CHUNK - 1) / SEGOPS_CUDA_CHUNK; }
+
+extern "C" int segops_cuda_needs_layout(const segops_cuda_job *job) {
   /* A gather needs the layout only for the mean backward's counts. */
-  const bool need_layout = !gather || job->fn->op == SEGOPS_OP_MEAN;
-  size_t at = 0;
+  return job->s > 0 && (!segops_cuda_is_gather(job->fn) || job->fn->op == SEGOPS_OP_MEAN);
+}
+
+static cudaError_t plan(const segops_cuda_job *job, layout_plan *p) {
+  const int64_t n = job->n, s = job->s;
   memset(p, 0, sizeof *p);
-  if (s == 0 || !need_layout) return cudaSuccess;
+  if (!segops_cuda_needs_layout(job)) return cudaSuccess;
+  size_t at = 0;
   p->off = at;
   at += align_up((size_t)(s + 1) * 8);
-  p->pch = at;
-  at += align_up((size_t)(s + 1) * 8);
-  p->pbase = at;
-  at += align_up((size_t)(s + 1) * 8);
-  p->multi = at;
+  p->ticket = at;
   at += align_up((size_t)s * 4);
-  p->nmulti = at;
-  at += 256;
-  /* Multi-chunk segments hold more than CHUNK elements each and at most 2*count/CHUNK chunks. */
-  size_t max_part = (size_t)(2 * (n / SEGOPS_CUDA_CHUNK) + 1);
-  p->partial = at;
-  at += align_up(max_part * 9 * sizeof(double));
-  p->segval = at;
-  at += align_up((size_t)s * 2 * sizeof(double));
-  cudaError_t e = cub::DeviceScan::ExclusiveSum(nullptr, p->scan_tmp_bytes, (const int64_t *)nullptr,
-                                                (int64_t *)nullptr, s + 1);
-  if (e != cudaSuccess) return e;
-  p->scan_tmp = at;
-  at += align_up(p->scan_tmp_bytes);
   if (!job->idx_sorted && n > 0) {
+    const size_t pe = wide_perm(n) ? 8 : 4;
     p->keys = at;
     at += align_up((size_t)n * 4);
-    p->perm_in = at;
-    at += align_up((size_t)n * 8);
     p->perm = at;
-    at += align_up((size_t)n * 8);
-    e = cub::DeviceRadixSort::SortPairs(nullptr, p->sort_tmp_bytes, (const int32_t *)nullptr, (int32_t *)nullptr,
-                                        (const int64_t *)nullptr, (int64_t *)nullptr, n, 0, sort_end_bit(s));
+    at += align_up((size_t)n * pe);
+    size_t t = 0;
+    p->perm_in = t;
+    t += align_up((size_t)n * pe);
+    cudaError_t e =
+        wide_perm(n)
+            ? cub::DeviceRadixSort::SortPairs(nullptr, p->sort_tmp_bytes, (const int32_t *)nullptr, (int32_t *)nullptr,
+                                              (const int64_t *)nullptr, (int64_t *)nullptr, n, 0, sort_end_bit(s))
+            : cub::DeviceRadixSort::SortPairs(nullptr, p->sort_tmp_bytes, (const int32_t *)nullptr, (int32_t *)nullptr,
+                                              (const int32_t *)nullptr, (int32_t *)nullptr, (int)n, 0, sort_end_bit(s));
     if (e != cudaSuccess) return e;
-    p->sort_tmp = at;
-    at += align_up(p->sort_tmp_bytes);
+    p->sort_tmp = t;
+    t += align_up(p->sort_tmp_bytes);
+    p->temp = t;
   }
-  p->total = at;
+  p->keep = at;
+  size_t c = 0;
+  if (!segops_cuda_is_gather(job->fn)) {
+    p->partial = c;
+    if (n > SEGOPS_CUDA_CHUNK) c += align_up((size_t)tiles(n) * 2 * 9 * sizeof(double));
+    p->segval = c;
+    if (has_post(job->fn)) c += align_up((size_t)s * 2 * sizeof(double));
+  }
+  p->call = c;
   return cudaSuccess;
 }
 
-__global__ void iota_kernel(int64_t *v, int64_t n) {
+extern "C" int segops_cuda_layout_bytes(const segops_cuda_job *job, size_t *keep, size_t *temp) {
+  layout_plan p;
+  cudaError_t e = plan(job, &p);
+  *keep = p.keep;
+  *temp = p.temp;
+  return (int)e;
+}
+
+extern "C" int segops_cuda_scratch_bytes(const segops_cuda_job *job, size_t *bytes) {
+  layout_plan p;
+  cudaError_t e = plan(job, &p);
+  *bytes = p.call + (job->layout ? 0 : p.keep + p.temp);
+  return (int)e;
+}
+
+template <typename P>
+__global__ void iota_kernel(P *v, int64_t n) {
   const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) v[i] = i;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) v[i] = (P)i;
 }
 
 /* off[s] = first sorted position whose key is >= s, for s in [0, S]: the thread at each key
  * boundary (and at the end) writes the offsets of the segments that start there, empty ones
- * included. Reads the keys once, coalesced. */
-__global__ void offsets_kernel(const int32_t *keys, int64_t n, int64_t nseg, int64_t *off) {
+ * included, and zeroes their tickets. Reads the keys once, coalesced. */
+__global__ void offsets_kernel(const int32_t *keys, int64_t n, int64_t nseg, int64_t *off, int32_t *ticket) {
   const int64_t stride = (int64_t)gridDim.x * blockDim.x;
   for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i <= n; i += stride) {
     int64_t prev = i == 0 ? -1 : (int64_t)__ldg(keys + i - 1);
     int64_t cur = i == n ? nseg : (int64_t)__ldg(keys + i);
-    for (int64_t s = prev + 1; s <= cur; s++) off[s] = i;
+    for (int64_t s = prev + 1; s <= cur; s++) {
+      off[s] = i;
+      if (s < nseg) ticket[s] = 0;
+    }
   }
 }
 
-/* The same offsets by binary search, one thread per segment: cheaper when S is much smaller
- * than N (it reads about S log N keys instead of all N). */
-__global__ void offsets_search_kernel(const int32_t *keys, int64_t n, int64_t nseg, int64_t *off) {
+/* The same by binary search, one thread per segment: cheaper when S is much smaller than N (it
+ * reads about S log N keys instead of all N). */
+__global__ void offsets_search_kernel(const int32_t *keys, int64_t n, int64_t nseg, int64_t *off, int32_t *ticket) {
   const int64_t stride = (int64_t)gridDim.x * blockDim.x;
   for (int64_t s = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; s <= nseg; s += stride) {
     int64_t lo = 0, hi = n;
@@ -100,90 +129,87 @@ __global__ void offsets_search_kernel(const int32_t *keys, int64_t n, int64_t ns
         hi = mid;
     }
     off[s] = lo;
+    if (s < nseg) ticket[s] = 0;
   }
 }
 
-/* Chunks of each segment longer than one chunk (0 for the others), scanned into pbase, and the
- * list of those segments. The list's order is irrelevant: each entry is reduced alone. */
-__global__ void chunks_kernel(const int64_t *off, int64_t nseg, int64_t *pch, int32_t *multi, int32_t *nmulti) {
-  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-  for (int64_t s = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; s <= nseg; s += stride) {
-    if (s == nseg) {
-      pch[s] = 0;
-      continue;
-    }
-    int64_t c = off[s + 1] - off[s];
-    int64_t k = 0;
-    if (c > SEGOPS_CUDA_CHUNK) {
-      k = (c + SEGOPS_CUDA_CHUNK - 1) / SEGOPS_CUDA_CHUNK;
-      multi[atomicAdd(nmulti, 1)] = (int32_t)s;
-    }
-    pch[s] = k;
-  }
-}
-
-int blocks_for(int64_t items, int threads, int cap) {
+static int blocks_for(int64_t items, int threads, int cap) {
   int64_t b = (items + threads - 1) / threads;
   if (b < 1) b = 1;
   return b > cap ? cap : (int)b;
 }
 
-}  // namespace
-
-int segops_cuda_seg_grid(const segops_cuda_job *job) {
-  int64_t groups = (job->s + SEGOPS_SEG_GROUP - 1) / SEGOPS_SEG_GROUP; /* one warp each */
-  return blocks_for(groups * 32, SEGOPS_SEG_THREADS, job->sm_count * 8);
+int64_t segops_cuda_seg_blocks(int64_t n, int64_t s, int64_t *seg_warps) {
+  *seg_warps = (s + SEGOPS_SEG_GROUP - 1) / SEGOPS_SEG_GROUP;
+  const int64_t warps = *seg_warps + (n > SEGOPS_CUDA_CHUNK ? tiles(n) : 0);
+  const int64_t per_block = SEGOPS_SEG_THREADS / 32;
+  const int64_t b = (warps + per_block - 1) / per_block;
+  return b < 1 ? 1 : b;
 }
 
-int segops_cuda_chunk_grid(const segops_cuda_job *job) {
-  int64_t chunks = 2 * (job->n / SEGOPS_CUDA_CHUNK) + 1; /* upper bound of chunks of long segments */
-  return blocks_for(chunks * 32, SEGOPS_SEG_THREADS, job->sm_count * 8);
+int64_t segops_cuda_tile_blocks(int64_t n) {
+  const int64_t per_block = SEGOPS_SEG_THREADS / 32;
+  const int64_t b = (tiles(n) + per_block - 1) / per_block;
+  return b < 1 ? 1 : b;
 }
 
 int segops_cuda_gather_grid(const segops_cuda_job *job) { return blocks_for(job->n, 256, job->sm_count * 64); }
 
-cudaError_t segops_cuda_build_layout(const segops_cuda_job *job, segops_seg_layout *L, cudaStream_t st) {
-  scratch_plan p;
-  cudaError_t e = plan_scratch(job, &p);
-  if (e != cudaSuccess) return e;
+/* Device view of a built layout in keep (and the call's scratch, when given). */
+static void view(const segops_cuda_job *job, const layout_plan *p, const void *keep, void *call_scratch,
+                 segops_seg_layout *L) {
+  const char *k = (const char *)keep;
   memset(L, 0, sizeof *L);
-  if (p.total == 0) return cudaSuccess;
-  char *base = (char *)job->scratch;
+  L->off = (const int64_t *)(k + p->off);
+  L->ticket = (int32_t *)(k + p->ticket);
+  if (!job->idx_sorted && job->n > 0) {
+    L->keys = (const int32_t *)(k + p->keys);
+    if (wide_perm(job->n))
+      L->perm64 = (const int64_t *)(k + p->perm);
+    else
+      L->perm32 = (const int32_t *)(k + p->perm);
+  } else {
+    L->keys = job->idx;
+  }
+  if (call_scratch) {
+    L->partial = (double *)((char *)call_scratch + p->partial);
+    L->segval = (double *)((char *)call_scratch + p->segval);
+  }
+}
+
+extern "C" int segops_cuda_layout_build(const segops_cuda_job *job, void *keep, void *temp, cudaStream_t st) {
+  layout_plan p;
+  cudaError_t e = plan(job, &p);
+  if (e != cudaSuccess || p.keep == 0) return (int)e;
+  segops_seg_layout L;
+  view(job, &p, keep, NULL, &L);
   const int64_t n = job->n, s = job->s;
-  const int32_t *keys = job->idx;
+  char *k = (char *)keep, *t = (char *)temp;
   if (!job->idx_sorted && n > 0) {
-    int64_t *perm_in = (int64_t *)(base + p.perm_in);
-    iota_kernel<<<blocks_for(n, 256, job->sm_count * 16), 256, 0, st>>>(perm_in, n);
     size_t tmp = p.sort_tmp_bytes;
+    const int g = blocks_for(n, 256, job->sm_count * 16);
     /* Radix sort is stable: equal keys keep their element order, so each segment's elements
      * come out in the same order as in a sorted request. */
-    e = cub::DeviceRadixSort::SortPairs(base + p.sort_tmp, tmp, job->idx, (int32_t *)(base + p.keys), perm_in,
-                                        (int64_t *)(base + p.perm), n, 0, sort_end_bit(s), st);
-    if (e != cudaSuccess) return e;
-    keys = (const int32_t *)(base + p.keys);
-    L->perm = (const int64_t *)(base + p.perm);
+    if (wide_perm(n)) {
+      iota_kernel<int64_t><<<g, 256, 0, st>>>((int64_t *)(t + p.perm_in), n);
+      e = cub::DeviceRadixSort::SortPairs(t + p.sort_tmp, tmp, job->idx, (int32_t *)(k + p.keys),
+                                          (const int64_t *)(t + p.perm_in), (int64_t *)(k + p.perm), n, 0,
+                                          sort_end_bit(s), st);
+    } else {
+      iota_kernel<int32_t><<<g, 256, 0, st>>>((int32_t *)(t + p.perm_in), n);
+      e = cub::DeviceRadixSort::SortPairs(t + p.sort_tmp, tmp, job->idx, (int32_t *)(k + p.keys),
+                                          (const int32_t *)(t + p.perm_in), (int32_t *)(k + p.perm), (int)n, 0,
+                                          sort_end_bit(s), st);
+    }
+    if (e != cudaSuccess) return (int)e;
   }
-  int64_t *off = (int64_t *)(base + p.off);
+  int64_t *off = (int64_t *)(k + p.off);
+  int32_t *ticket = (int32_t *)(k + p.ticket);
   if ((s + 1) * 256 < n)
-    offsets_search_kernel<<<blocks_for(s + 1, 256, job->sm_count * 16), 256, 0, st>>>(keys, n, s, off);
+    offsets_search_kernel<<<blocks_for(s + 1, 256, job->sm_count * 16), 256, 0, st>>>(L.keys, n, s, off, ticket);
   else
-    offsets_kernel<<<blocks_for(n + 1, 256, job->sm_count * 16), 256, 0, st>>>(keys, n, s, off);
-  int32_t *nmulti = (int32_t *)(base + p.nmulti);
-  e = cudaMemsetAsync(nmulti, 0, sizeof(int32_t), st);
-  if (e != cudaSuccess) return e;
-  chunks_kernel<<<blocks_for(s + 1, 256, job->sm_count * 16), 256, 0, st>>>(off, s, (int64_t *)(base + p.pch),
-                                                                            (int32_t *)(base + p.multi), nmulti);
-  size_t tmp = p.scan_tmp_bytes;
-  e = cub::DeviceScan::ExclusiveSum(base + p.scan_tmp, tmp, (const int64_t *)(base + p.pch),
-                                    (int64_t *)(base + p.pbase), s + 1, st);
-  if (e != cudaSuccess) return e;
-  L->off = off;
-  L->pbase = (const int64_t *)(base + p.pbase);
-  L->multi = (const int32_t *)(base + p.multi);
-  L->nmulti = nmulti;
-  L->partial = (double *)(base + p.partial);
-  L->segval = (double *)(base + p.segval);
-  return cudaGetLastError();
+    offsets_kernel<<<blocks_for(n + 1, 256, job->sm_count * 16), 256, 0, st>>>(L.keys, n, s, off, ticket);
+  return (int)cudaGetLastError();
 }
 
 extern "C" int segops_cuda_is_gather(const segops_fn_desc *fn) {
@@ -200,15 +226,11 @@ extern "C" int segops_cuda_is_gather(const segops_fn_desc *fn) {
   }
 }
 
-extern "C" int segops_cuda_scratch_bytes(const segops_cuda_job *job, size_t *bytes) {
-  scratch_plan p;
-  cudaError_t e = plan_scratch(job, &p);
-  *bytes = p.total;
-  return (int)e;
-}
-
 extern "C" int segops_cuda_launch(const segops_cuda_job *job, cudaStream_t st) {
   if (job->s == 0) return cudaSuccess; /* then n = 0 too: every output is empty */
+  layout_plan p;
+  cudaError_t e = plan(job, &p);
+  if (e != cudaSuccess) return (int)e;
   segops_kargs a;
   memset(&a, 0, sizeof a);
   for (int k = 0; k < SEGOPS_MAX_INPUTS; k++) a.in[k] = job->in[k];
@@ -222,21 +244,30 @@ extern "C" int segops_cuda_launch(const segops_cuda_job *job, cudaStream_t st) {
   a.idx = job->idx;
   a.n = job->n;
   a.s = job->s;
-  cudaError_t e = segops_cuda_build_layout(job, &a.L, st);
-  if (e != cudaSuccess) return (int)e;
+  if (p.keep) {
+    const void *keep = job->layout;
+    if (!keep) {
+      /* No layout given: build one in the scratch, after the call's own part. */
+      char *sc = (char *)job->scratch + p.call;
+      int rc = segops_cuda_layout_build(job, sc, sc + align_up(p.keep), st);
+      if (rc != 0) return rc;
+      keep = sc;
+    }
+    view(job, &p, keep, job->scratch, &a.L);
+  }
   switch (job->fn->op) {
     case SEGOPS_OP_SUM:
-      return (int)segops_cuda_sum(job, a, st);
+      return (int)segops_cuda_sum(job, &a, st);
     case SEGOPS_OP_DOT:
-      return (int)segops_cuda_dot(job, a, st);
+      return (int)segops_cuda_dot(job, &a, st);
     case SEGOPS_OP_MUL:
-      return (int)segops_cuda_mul(job, a, st);
+      return (int)segops_cuda_mul(job, &a, st);
     case SEGOPS_OP_MEAN:
-      return (int)segops_cuda_mean(job, a, st);
+      return (int)segops_cuda_mean(job, &a, st);
     case SEGOPS_OP_RMS_NORM:
-      return (int)segops_cuda_rms_norm(job, a, st);
+      return (int)segops_cuda_rms_norm(job, &a, st);
     case SEGOPS_OP_MATVEC:
-      return (int)segops_cuda_matvec(job, a, st);
+      return (int)segops_cuda_matvec(job, &a, st);
     default:
       return (int)cudaErrorInvalidValue;
   }

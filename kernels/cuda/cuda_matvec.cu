@@ -1,11 +1,9 @@
 /* cuda_matvec.cu: segmented_matvec on the GPU (vec3 rows times a per-segment 3x3 matrix). */
 #include "cuda_kernels.cuh"
 
-namespace {
-
 /* out[k] = sum_j M[j][k]*v[j] (M^T v), reading M = m[s] row-major and v = row i of vec. */
 template <typename T>
-__device__ __forceinline__ void mt_v(const void *m, int64_t s, const void *vec, int64_t i, double (&o)[3]) {
+__device__ __forceinline__ void mt_v(const void *m, int64_t s, const void *vec, int64_t i, double *o) {
   double v[3];
 #pragma unroll
   for (int j = 0; j < 3; j++) v[j] = ld<T>(vec, i * 3 + j);
@@ -18,7 +16,7 @@ __device__ __forceinline__ void mt_v(const void *m, int64_t s, const void *vec, 
 }
 /* out[j] = sum_k M[j][k]*g[k] (M g). */
 template <typename T>
-__device__ __forceinline__ void m_v(const void *m, int64_t s, const void *vec, int64_t i, double (&o)[3]) {
+__device__ __forceinline__ void m_v(const void *m, int64_t s, const void *vec, int64_t i, double *o) {
   double g[3];
 #pragma unroll
   for (int k = 0; k < 3; k++) g[k] = ld<T>(vec, i * 3 + k);
@@ -33,17 +31,17 @@ __device__ __forceinline__ void m_v(const void *m, int64_t s, const void *vec, i
 /* forward: in v, m; out[i] = m[s]^T v[i]. */
 struct matvec_forward {
   template <typename T, int W>
-  __device__ static void elem(const segops_kargs &a, int64_t i, int64_t s) {
+  __device__ static void elem(const segops_kargs *a, int64_t i, int64_t s) {
     double o[3];
-    mt_v<T>(a.in[1], s, a.in[0], i, o);
+    mt_v<T>(a->in[1], s, a->in[0], i, o);
 #pragma unroll
-    for (int k = 0; k < 3; k++) st<T>(a.out[0], i * 3 + k, o[k]);
+    for (int k = 0; k < 3; k++) st<T>(a->out[0], i * 3 + k, o[k]);
   }
 };
 
 /* Accumulates outer(u[i], g[i]) into acc[j*3+k]. */
 template <typename T>
-__device__ __forceinline__ void add_outer(const void *u, const void *g, int64_t i, double (&acc)[9]) {
+__device__ __forceinline__ void add_outer(const void *u, const void *g, int64_t i, double *acc) {
   double uu[3], gg[3];
 #pragma unroll
   for (int c = 0; c < 3; c++) {
@@ -60,23 +58,22 @@ __device__ __forceinline__ void add_outer(const void *u, const void *g, int64_t 
 struct matvec_backward {
   enum { K = 9, NSV = 1, POST = 0 };
   template <typename T, int W>
-  __device__ static void visit(const segops_kargs &a, int64_t i, int64_t s, double (&acc)[K]) {
+  __device__ static void visit(const segops_kargs *a, int64_t i, int64_t s, double *acc) {
     double o[3];
-    if (a.out[0]) m_v<T>(a.in[2], s, a.in[0], i, o);
-    if (a.out[1]) add_outer<T>(a.in[1], a.in[0], i, acc);
-    if (a.out[0])
+    if (a->out[0]) m_v<T>(a->in[2], s, a->in[0], i, o);
+    if (a->out[1]) add_outer<T>(a->in[1], a->in[0], i, acc);
+    if (a->out[0])
 #pragma unroll
-      for (int j = 0; j < 3; j++) st<T>(a.out[0], i * 3 + j, o[j]);
+      for (int j = 0; j < 3; j++) st<T>(a->out[0], i * 3 + j, o[j]);
   }
   template <typename T, int W>
-  __device__ static void finish(const segops_kargs &a, int64_t s, int64_t, const double (&acc)[K],
-                                double (&)[NSV], bool writer) {
+  __device__ static void finish(const segops_kargs *a, int64_t s, int64_t, const double *acc, double *, bool writer) {
     if (!writer) return;
 #pragma unroll
-    for (int k = 0; k < 9; k++) st<T>(a.out[1], s * 9 + k, acc[k]);
+    for (int k = 0; k < 9; k++) st<T>(a->out[1], s * 9 + k, acc[k]);
   }
   template <typename T, int W>
-  __device__ static void post(const segops_kargs &, int64_t, int64_t, const double (&)[NSV]) {}
+  __device__ static void post(const segops_kargs *, int64_t, int64_t, const double *) {}
 };
 
 /* double backward: in gg_v, gg_m, g_out, v, m; out grad_g_out, grad_v, grad_m.
@@ -84,36 +81,33 @@ struct matvec_backward {
 struct matvec_double_backward {
   enum { K = 9, NSV = 1, POST = 0 };
   template <typename T, int W>
-  __device__ static void visit(const segops_kargs &a, int64_t i, int64_t s, double (&acc)[K]) {
+  __device__ static void visit(const segops_kargs *a, int64_t i, int64_t s, double *acc) {
     /* all loads first, then the stores */
     double o1[3], o2[3], o[3];
-    if (a.out[0]) {
-      mt_v<T>(a.in[4], s, a.in[0], i, o1);
-      mt_v<T>(a.in[1], s, a.in[3], i, o2);
+    if (a->out[0]) {
+      mt_v<T>(a->in[4], s, a->in[0], i, o1);
+      mt_v<T>(a->in[1], s, a->in[3], i, o2);
     }
-    if (a.out[1]) m_v<T>(a.in[1], s, a.in[2], i, o);
-    if (a.out[2]) add_outer<T>(a.in[0], a.in[2], i, acc);
-    if (a.out[0])
+    if (a->out[1]) m_v<T>(a->in[1], s, a->in[2], i, o);
+    if (a->out[2]) add_outer<T>(a->in[0], a->in[2], i, acc);
+    if (a->out[0])
 #pragma unroll
-      for (int k = 0; k < 3; k++) st<T>(a.out[0], i * 3 + k, o1[k] + o2[k]);
-    if (a.out[1])
+      for (int k = 0; k < 3; k++) st<T>(a->out[0], i * 3 + k, o1[k] + o2[k]);
+    if (a->out[1])
 #pragma unroll
-      for (int j = 0; j < 3; j++) st<T>(a.out[1], i * 3 + j, o[j]);
+      for (int j = 0; j < 3; j++) st<T>(a->out[1], i * 3 + j, o[j]);
   }
   template <typename T, int W>
-  __device__ static void finish(const segops_kargs &a, int64_t s, int64_t, const double (&acc)[K],
-                                double (&)[NSV], bool writer) {
+  __device__ static void finish(const segops_kargs *a, int64_t s, int64_t, const double *acc, double *, bool writer) {
     if (!writer) return;
 #pragma unroll
-    for (int k = 0; k < 9; k++) st<T>(a.out[2], s * 9 + k, acc[k]);
+    for (int k = 0; k < 9; k++) st<T>(a->out[2], s * 9 + k, acc[k]);
   }
   template <typename T, int W>
-  __device__ static void post(const segops_kargs &, int64_t, int64_t, const double (&)[NSV]) {}
+  __device__ static void post(const segops_kargs *, int64_t, int64_t, const double *) {}
 };
 
-}  // namespace
-
-cudaError_t segops_cuda_matvec(const segops_cuda_job *job, const segops_kargs &a, cudaStream_t st) {
+cudaError_t segops_cuda_matvec(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
   switch (job->fn->pass) {
     case SEGOPS_PASS_FORWARD:
       return SEGOPS_DISPATCH_GATHER3(job, a, st, matvec_forward);

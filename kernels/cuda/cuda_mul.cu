@@ -1,15 +1,13 @@
 /* cuda_mul.cu: segmented_mul on the GPU (x rows times a per-segment scalar y[s]). */
 #include "cuda_kernels.cuh"
 
-namespace {
-
 /* forward: in x, y (S); out[i] = x[i]*y[s]. */
 struct mul_forward {
   template <typename T, int W>
-  __device__ static void elem(const segops_kargs &a, int64_t i, int64_t s) {
-    double y = ld<T>(a.in[1], s);
+  __device__ static void elem(const segops_kargs *a, int64_t i, int64_t s) {
+    double y = ld<T>(a->in[1], s);
 #pragma unroll
-    for (int c = 0; c < W; c++) st<T>(a.out[0], i * W + c, ld<T>(a.in[0], i * W + c) * y);
+    for (int c = 0; c < W; c++) st<T>(a->out[0], i * W + c, ld<T>(a->in[0], i * W + c) * y);
   }
 };
 
@@ -17,28 +15,27 @@ struct mul_forward {
 struct mul_backward {
   enum { K = 1, NSV = 1, POST = 0 };
   template <typename T, int W>
-  __device__ static void visit(const segops_kargs &a, int64_t i, int64_t s, double (&acc)[K]) {
-    double y = a.out[0] ? ld<T>(a.in[2], s) : 0.0, g[W], x[W];
+  __device__ static void visit(const segops_kargs *a, int64_t i, int64_t s, double *acc) {
+    double y = a->out[0] ? ld<T>(a->in[2], s) : 0.0, g[W], x[W];
 #pragma unroll
     for (int c = 0; c < W; c++) {
-      g[c] = ld<T>(a.in[0], i * W + c);
-      x[c] = a.out[1] ? ld<T>(a.in[1], i * W + c) : 0.0;
+      g[c] = ld<T>(a->in[0], i * W + c);
+      x[c] = a->out[1] ? ld<T>(a->in[1], i * W + c) : 0.0;
     }
     double d = 0.0;
 #pragma unroll
     for (int c = 0; c < W; c++) {
-      st<T>(a.out[0], i * W + c, g[c] * y);
+      st<T>(a->out[0], i * W + c, g[c] * y);
       d += g[c] * x[c];
     }
     acc[0] += d;
   }
   template <typename T, int W>
-  __device__ static void finish(const segops_kargs &a, int64_t s, int64_t, const double (&acc)[K],
-                                double (&)[NSV], bool writer) {
-    if (writer) st<T>(a.out[1], s, acc[0]);
+  __device__ static void finish(const segops_kargs *a, int64_t s, int64_t, const double *acc, double *, bool writer) {
+    if (writer) st<T>(a->out[1], s, acc[0]);
   }
   template <typename T, int W>
-  __device__ static void post(const segops_kargs &, int64_t, int64_t, const double (&)[NSV]) {}
+  __device__ static void post(const segops_kargs *, int64_t, int64_t, const double *) {}
 };
 
 /* double backward: in gg_x, gg_y (S), g_out, x, y (S); out grad_g_out, grad_x, grad_y (S).
@@ -47,35 +44,32 @@ struct mul_backward {
 struct mul_double_backward {
   enum { K = 1, NSV = 1, POST = 0 };
   template <typename T, int W>
-  __device__ static void visit(const segops_kargs &a, int64_t i, int64_t s, double (&acc)[K]) {
-    double ggy = ld<T>(a.in[1], s), y = ld<T>(a.in[4], s), ggx[W], g[W], x[W];
+  __device__ static void visit(const segops_kargs *a, int64_t i, int64_t s, double *acc) {
+    double ggy = ld<T>(a->in[1], s), y = ld<T>(a->in[4], s), ggx[W], g[W], x[W];
 #pragma unroll
     for (int c = 0; c < W; c++) {
-      ggx[c] = ld<T>(a.in[0], i * W + c);
-      g[c] = ld<T>(a.in[2], i * W + c);
-      x[c] = a.out[0] ? ld<T>(a.in[3], i * W + c) : 0.0;
+      ggx[c] = ld<T>(a->in[0], i * W + c);
+      g[c] = ld<T>(a->in[2], i * W + c);
+      x[c] = a->out[0] ? ld<T>(a->in[3], i * W + c) : 0.0;
     }
     double d = 0.0;
 #pragma unroll
     for (int c = 0; c < W; c++) {
-      st<T>(a.out[0], i * W + c, ggx[c] * y + ggy * x[c]);
-      st<T>(a.out[1], i * W + c, ggy * g[c]);
+      st<T>(a->out[0], i * W + c, ggx[c] * y + ggy * x[c]);
+      st<T>(a->out[1], i * W + c, ggy * g[c]);
       d += ggx[c] * g[c];
     }
     acc[0] += d;
   }
   template <typename T, int W>
-  __device__ static void finish(const segops_kargs &a, int64_t s, int64_t, const double (&acc)[K],
-                                double (&)[NSV], bool writer) {
-    if (writer) st<T>(a.out[2], s, acc[0]);
+  __device__ static void finish(const segops_kargs *a, int64_t s, int64_t, const double *acc, double *, bool writer) {
+    if (writer) st<T>(a->out[2], s, acc[0]);
   }
   template <typename T, int W>
-  __device__ static void post(const segops_kargs &, int64_t, int64_t, const double (&)[NSV]) {}
+  __device__ static void post(const segops_kargs *, int64_t, int64_t, const double *) {}
 };
 
-}  // namespace
-
-cudaError_t segops_cuda_mul(const segops_cuda_job *job, const segops_kargs &a, cudaStream_t st) {
+cudaError_t segops_cuda_mul(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
   switch (job->fn->pass) {
     case SEGOPS_PASS_FORWARD:
       return SEGOPS_DISPATCH_GATHER(job, a, st, mul_forward);

@@ -1,39 +1,34 @@
 /* cuda_sum.cu: segmented_sum on the GPU (forward and double backward reduce, backward gathers). */
 #include "cuda_kernels.cuh"
 
-namespace {
-
 /* forward: out[s] = sum x[i]; double backward: grad_g_out[s] = sum gg_x[i] (in[0] both times). */
 struct sum_reduce {
   enum { K = 3, NSV = 1, POST = 0 };
   template <typename T, int W>
-  __device__ static void visit(const segops_kargs &a, int64_t i, int64_t, double (&acc)[K]) {
+  __device__ static void visit(const segops_kargs *a, int64_t i, int64_t, double *acc) {
 #pragma unroll
-    for (int c = 0; c < W; c++) acc[c] += ld<T>(a.in[0], i * W + c);
+    for (int c = 0; c < W; c++) acc[c] += ld<T>(a->in[0], i * W + c);
   }
   template <typename T, int W>
-  __device__ static void finish(const segops_kargs &a, int64_t s, int64_t, const double (&acc)[K],
-                                double (&)[NSV], bool writer) {
+  __device__ static void finish(const segops_kargs *a, int64_t s, int64_t, const double *acc, double *, bool writer) {
     if (!writer) return;
 #pragma unroll
-    for (int c = 0; c < W; c++) st<T>(a.out[0], s * W + c, acc[c]);
+    for (int c = 0; c < W; c++) st<T>(a->out[0], s * W + c, acc[c]);
   }
   template <typename T, int W>
-  __device__ static void post(const segops_kargs &, int64_t, int64_t, const double (&)[NSV]) {}
+  __device__ static void post(const segops_kargs *, int64_t, int64_t, const double *) {}
 };
 
 /* backward: grad_x[i] = g_out[s]. */
 struct sum_backward {
   template <typename T, int W>
-  __device__ static void elem(const segops_kargs &a, int64_t i, int64_t s) {
+  __device__ static void elem(const segops_kargs *a, int64_t i, int64_t s) {
 #pragma unroll
-    for (int c = 0; c < W; c++) st<T>(a.out[0], i * W + c, ld<T>(a.in[0], s * W + c));
+    for (int c = 0; c < W; c++) st<T>(a->out[0], i * W + c, ld<T>(a->in[0], s * W + c));
   }
 };
 
-}  // namespace
-
-cudaError_t segops_cuda_sum(const segops_cuda_job *job, const segops_kargs &a, cudaStream_t st) {
+cudaError_t segops_cuda_sum(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
   if (job->fn->pass == SEGOPS_PASS_BACKWARD) return SEGOPS_DISPATCH_GATHER(job, a, st, sum_backward);
   return SEGOPS_DISPATCH_SEG(job, a, st, sum_reduce);
 }
