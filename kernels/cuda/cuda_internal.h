@@ -14,10 +14,11 @@
 extern "C" {
 #endif
 
-/* Elements per chunk of a long segment: one warp reduces one chunk. A segment of at most this
- * many elements is reduced by 8 lanes in one pass; longer ones are split into chunks whose
- * partials are combined in chunk order, so the reduction order depends only on the segment. */
-#define SEGOPS_CUDA_CHUNK 1024
+/* Segments of at most SEGOPS_CUDA_TILE elements are reduced by 8 lanes in one pass; longer ones
+ * are cut into chunks (256 elements, 4096 beyond 64k elements: a function of the segment's own
+ * length), one warp each, whose partials are combined in chunk order, so the reduction order
+ * depends only on the segment. Chunk work is found by tiles of SEGOPS_CUDA_TILE positions. */
+#define SEGOPS_CUDA_TILE 64
 
 /* One function call on device memory. Every pointer is a DEVICE pointer (borrowed), aligned to
  * at least 16 bytes. in[k] NULL: an omitted cotangent (zeros) or an input the formula does not

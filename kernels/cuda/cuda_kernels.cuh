@@ -15,7 +15,8 @@
 #include "cuda_internal.h"
 
 #define SEGOPS_SEG_THREADS 256
-#define SEGOPS_SEG_GROUP 16 /* consecutive segments one warp takes per step */
+#define SEGOPS_SEG_GROUP 16      /* consecutive segments one warp takes, when S gives enough warps */
+#define SEGOPS_SEG_GROUP_SMALL 4 /* ... and else (small S: more warps, one round each) */
 #define SEGOPS_FULL_MASK 0xffffffffu
 
 /* Device view of the segment layout (all device pointers). The persistent part (off, ticket,
@@ -27,7 +28,7 @@ typedef struct {
   const int32_t *perm32; /* sorted position -> element index (n < 2^31); NULL when sorted */
   const int64_t *perm64; /* the same for n >= 2^31 */
   int32_t *ticket;       /* S: chunks of a long segment finished in this call; 0 between calls */
-  double *partial;       /* 2 rows per tile of SEGOPS_CUDA_CHUNK positions (see seg_tile) */
+  double *partial;       /* 2 rows per tile of SEGOPS_CUDA_TILE positions (see tile_chunks) */
   double *segval;        /* per segment values of long segments, for the post kernel */
 } segops_seg_layout;
 
@@ -39,6 +40,7 @@ typedef struct {
   const int32_t *idx;
   int64_t n, s;
   int64_t seg_warps; /* warps of the segment role in seg_kernel; the tile role follows */
+  int group;         /* consecutive segments per warp of the segment role */
   segops_seg_layout L;
 } segops_kargs;
 
@@ -101,23 +103,29 @@ __device__ __forceinline__ void sub8_sum(double *acc) {
     for (int o = 4; o > 0; o >>= 1) acc[k] += __shfl_xor_sync(SEGOPS_FULL_MASK, acc[k], o, 8);
 }
 
-/* Long segments (more than SEGOPS_CUDA_CHUNK elements) are cut into chunks of CHUNK positions
- * counted from the segment's start, so the cut depends only on the segment. Chunk work is found
- * by position without a chunk map: the tile of positions [t*CHUNK, (t+1)*CHUNK) holds the start
- * of at most two chunks, slot 0 for the segment that contains the tile's first position and slot
- * 1 for a long segment that starts strictly inside the tile (any other segment starting inside
- * the tile ends inside it, so is short). Sets seg[c] (-1: no chunk in slot c) and chunk[c]. */
+/* Chunk length of a long segment of c elements: a multiple of the tile, depending only on c. */
+__device__ __forceinline__ int64_t chunk_len(int64_t c) { return c > 65536 ? 4096 : 256; }
+
+/* Long segments (more than SEGOPS_CUDA_TILE elements) are cut into chunks counted from the
+ * segment's start, so the cut depends only on the segment. Chunk work is found by position
+ * without a chunk map: since chunks are at least a tile long, the tile of positions
+ * [t*TILE, (t+1)*TILE) holds the start of at most two chunks, slot 0 for the segment that
+ * contains the tile's first position and slot 1 for a long segment that starts strictly inside
+ * the tile (any other segment starting inside the tile ends inside it, so is short). Sets seg[c]
+ * (-1: no chunk in slot c) and chunk[c]. */
 __device__ __forceinline__ void tile_chunks(const segops_kargs *a, int64_t t, int64_t seg[2], int64_t chunk[2]) {
   seg[0] = seg[1] = -1;
   chunk[0] = chunk[1] = 0;
-  const int64_t p0 = t * SEGOPS_CUDA_CHUNK;
+  const int64_t p0 = t * SEGOPS_CUDA_TILE;
   if (p0 >= a->n) return;
-  const int64_t pl = (p0 + SEGOPS_CUDA_CHUNK < a->n ? p0 + SEGOPS_CUDA_CHUNK : a->n) - 1;
+  const int64_t pl = (p0 + SEGOPS_CUDA_TILE < a->n ? p0 + SEGOPS_CUDA_TILE : a->n) - 1;
   const int64_t sa = __ldg(a->L.keys + p0), sb = __ldg(a->L.keys + pl);
   int64_t b = __ldg(a->L.off + sa), e = __ldg(a->L.off + sa + 1);
-  if (e - b > SEGOPS_CUDA_CHUNK) {
-    const int64_t j = (p0 - b + SEGOPS_CUDA_CHUNK - 1) / SEGOPS_CUDA_CHUNK;
-    if (b + j * SEGOPS_CUDA_CHUNK < e) {
+  if (e - b > SEGOPS_CUDA_TILE) {
+    const int64_t cl = chunk_len(e - b);
+    const int64_t j = (p0 - b + cl - 1) / cl;
+    const int64_t q = b + j * cl;
+    if (q < e && q < p0 + SEGOPS_CUDA_TILE) {
       seg[0] = sa;
       chunk[0] = j;
     }
@@ -125,14 +133,14 @@ __device__ __forceinline__ void tile_chunks(const segops_kargs *a, int64_t t, in
   if (sb != sa) {
     b = __ldg(a->L.off + sb);
     e = __ldg(a->L.off + sb + 1);
-    if (e - b > SEGOPS_CUDA_CHUNK) seg[1] = sb;
+    if (e - b > SEGOPS_CUDA_TILE) seg[1] = sb;
   }
 }
 
-/* Row of L.partial that chunk j of a segment starting at sorted position b writes. */
-__device__ __forceinline__ int64_t chunk_row(int64_t b, int64_t j) {
-  const int64_t q = b + j * SEGOPS_CUDA_CHUNK, t = q / SEGOPS_CUDA_CHUNK;
-  return 2 * t + (j == 0 && b != t * SEGOPS_CUDA_CHUNK ? 1 : 0);
+/* Row of L.partial that chunk j (of length cl) of a segment starting at sorted position b writes. */
+__device__ __forceinline__ int64_t chunk_row(int64_t b, int64_t j, int64_t cl) {
+  const int64_t q = b + j * cl, t = q / SEGOPS_CUDA_TILE;
+  return 2 * t + (j == 0 && b != t * SEGOPS_CUDA_TILE ? 1 : 0);
 }
 
 /* One chunk of a long segment, by one warp: lanes take positions q, q+32, ... in order, then a
@@ -142,9 +150,9 @@ __device__ __forceinline__ int64_t chunk_row(int64_t b, int64_t j) {
 template <typename T, int W, typename OP>
 __device__ __forceinline__ void seg_long_chunk(const segops_kargs *a, int64_t s, int64_t j, int64_t row) {
   const int lane = threadIdx.x & 31;
-  const int64_t b = __ldg(a->L.off + s), e = __ldg(a->L.off + s + 1);
-  const int64_t cb = b + j * SEGOPS_CUDA_CHUNK;
-  const int64_t ce = e < cb + SEGOPS_CUDA_CHUNK ? e : cb + SEGOPS_CUDA_CHUNK;
+  const int64_t b = __ldg(a->L.off + s), e = __ldg(a->L.off + s + 1), cl = chunk_len(e - b);
+  const int64_t cb = b + j * cl;
+  const int64_t ce = e < cb + cl ? e : cb + cl;
   prefetch_rows(a, cb, ce);
   double acc[OP::K];
 #pragma unroll
@@ -158,18 +166,18 @@ __device__ __forceinline__ void seg_long_chunk(const segops_kargs *a, int64_t s,
 #pragma unroll
     for (int k = 0; k < OP::K; k++) dst[k] = acc[k];
     __threadfence();
-    const int nch = (int)((e - b + SEGOPS_CUDA_CHUNK - 1) / SEGOPS_CUDA_CHUNK);
+    const int nch = (int)((e - b + cl - 1) / cl);
     last = atomicAdd(a->L.ticket + s, 1) == nch - 1;
   }
   last = __shfl_sync(SEGOPS_FULL_MASK, last, 0);
   if (!last) return;
   __threadfence();
-  const int64_t nch = (e - b + SEGOPS_CUDA_CHUNK - 1) / SEGOPS_CUDA_CHUNK;
+  const int64_t nch = (e - b + cl - 1) / cl;
   double tot[OP::K];
 #pragma unroll
   for (int k = 0; k < OP::K; k++) tot[k] = 0.0;
   for (int64_t c = lane; c < nch; c += 32) {
-    const double *src = a->L.partial + chunk_row(b, c) * OP::K;
+    const double *src = a->L.partial + chunk_row(b, c, cl) * OP::K;
 #pragma unroll
     for (int k = 0; k < OP::K; k++) tot[k] += __ldcg(src + k);
   }
@@ -183,8 +191,8 @@ __device__ __forceinline__ void seg_long_chunk(const segops_kargs *a, int64_t s,
   }
 }
 
-/* Segment kernel, two roles by warp. Warps below a.seg_warps: SEGOPS_SEG_GROUP consecutive
- * segments of at most SEGOPS_CUDA_CHUNK elements each, four at a time, one per group of 8 lanes:
+/* Segment kernel, two roles by warp. Warps below a.seg_warps: a.group (16, or 4 for small S) consecutive
+ * segments of at most SEGOPS_CUDA_TILE elements each, four at a time, one per group of 8 lanes:
  * lane l of the group sums positions l, l+8, ... of its segment in order, then a butterfly over
  * the 8 lanes. That order depends only on the segment (not on where it sits in the request).
  * The other warps: one tile of positions each, reducing the chunks of long segments that start
@@ -207,13 +215,13 @@ __global__ void __launch_bounds__(SEGOPS_SEG_THREADS, OP::K > 3 ? 3 : 5) seg_ker
       if (seg[c] >= 0) seg_long_chunk<T, W, OP>(a, seg[c], chunk[c], 2 * t + c);
     return;
   }
-  const int64_t s0 = w * SEGOPS_SEG_GROUP;
+  const int64_t s0 = w * a->group;
   if (s0 >= a->s) return;
-  const int ng = a->s - s0 < SEGOPS_SEG_GROUP ? (int)(a->s - s0) : SEGOPS_SEG_GROUP;
+  const int ng = a->s - s0 < a->group ? (int)(a->s - s0) : a->group;
   const int64_t o = lane <= ng ? __ldg(a->L.off + s0 + lane) : 0;
   {
     int64_t gb = __shfl_sync(SEGOPS_FULL_MASK, o, 0), ge = __shfl_sync(SEGOPS_FULL_MASK, o, ng);
-    int64_t cap = gb + (int64_t)SEGOPS_SEG_GROUP * 128; /* long segments stream on their own */
+    int64_t cap = gb + (int64_t)ng * 128; /* long segments stream on their own */
     prefetch_rows(a, gb, ge < cap ? ge : cap);
   }
   for (int r = 0; r < ng; r += 4) {
@@ -221,7 +229,7 @@ __global__ void __launch_bounds__(SEGOPS_SEG_THREADS, OP::K > 3 ? 3 : 5) seg_ker
     const bool valid = g < ng;
     int64_t beg = __shfl_sync(SEGOPS_FULL_MASK, o, valid ? g : 0);
     int64_t end = __shfl_sync(SEGOPS_FULL_MASK, o, valid ? g + 1 : 0);
-    const bool mine = valid && end - beg <= SEGOPS_CUDA_CHUNK; /* longer: the tile role */
+    const bool mine = valid && end - beg <= SEGOPS_CUDA_TILE; /* longer: the tile role */
     if (!mine) beg = end = 0;
     const int64_t s = s0 + g;
     double acc[OP::K];
@@ -255,8 +263,9 @@ __global__ void __launch_bounds__(SEGOPS_SEG_THREADS) seg_post_kernel(segops_kar
     double sv[OP::NSV];
     for (int k = 0; k < OP::NSV; k++) sv[k] = __ldcg(a->L.segval + s * OP::NSV + k);
     const int64_t b = __ldg(a->L.off + s), e = __ldg(a->L.off + s + 1);
-    const int64_t cb = b + chunk[c] * SEGOPS_CUDA_CHUNK;
-    const int64_t ce = e < cb + SEGOPS_CUDA_CHUNK ? e : cb + SEGOPS_CUDA_CHUNK;
+    const int64_t cl = chunk_len(e - b);
+    const int64_t cb = b + chunk[c] * cl;
+    const int64_t ce = e < cb + cl ? e : cb + cl;
     prefetch_rows(a, cb, ce);
     for (int64_t q = cb + lane; q < ce; q += 32) OP::template post<T, W>(a, elem_at(&a->L, q), s, sv);
   }
@@ -273,8 +282,8 @@ __global__ void __launch_bounds__(256) gather_kernel(segops_kargs ka) {
 
 /* Grid sizes (cuda_layout.cu). */
 int segops_cuda_gather_grid(const segops_cuda_job *job);
-/* Blocks of seg_kernel for its two roles, and the warps of its segment role. */
-int64_t segops_cuda_seg_blocks(int64_t n, int64_t s, int64_t *seg_warps);
+/* Blocks of seg_kernel for its two roles; fills the warps of its segment role and their group. */
+int64_t segops_cuda_seg_blocks(int64_t n, int64_t s, int sm_count, int64_t *seg_warps, int *group);
 /* Blocks of seg_post_kernel: one warp per tile. */
 int64_t segops_cuda_tile_blocks(int64_t n);
 
@@ -283,9 +292,9 @@ int64_t segops_cuda_tile_blocks(int64_t n);
 template <typename T, int W, typename OP>
 cudaError_t segops_run_seg(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
   segops_kargs k = *a;
-  const int64_t blocks = segops_cuda_seg_blocks(job->n, job->s, &k.seg_warps);
+  const int64_t blocks = segops_cuda_seg_blocks(job->n, job->s, job->sm_count, &k.seg_warps, &k.group);
   seg_kernel<T, W, OP><<<(unsigned)blocks, SEGOPS_SEG_THREADS, 0, st>>>(k);
-  if (OP::POST && job->n > SEGOPS_CUDA_CHUNK)
+  if (OP::POST && job->n > SEGOPS_CUDA_TILE)
     seg_post_kernel<T, W, OP><<<(unsigned)segops_cuda_tile_blocks(job->n), SEGOPS_SEG_THREADS, 0, st>>>(k);
   return cudaGetLastError();
 }

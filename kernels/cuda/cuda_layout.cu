@@ -31,7 +31,7 @@ static int has_post(const segops_fn_desc *fn) {
   return fn->op == SEGOPS_OP_RMS_NORM && fn->pass != SEGOPS_PASS_FORWARD;
 }
 
-static int64_t tiles(int64_t n) { return (n + SEGOPS_CUDA_CHUNK - 1) / SEGOPS_CUDA_CHUNK; }
+static int64_t tiles(int64_t n) { return (n + SEGOPS_CUDA_TILE - 1) / SEGOPS_CUDA_TILE; }
 
 extern "C" int segops_cuda_needs_layout(const segops_cuda_job *job) {
   /* A gather needs the layout only for the mean backward's counts. */
@@ -71,7 +71,7 @@ static cudaError_t plan(const segops_cuda_job *job, layout_plan *p) {
   size_t c = 0;
   if (!segops_cuda_is_gather(job->fn)) {
     p->partial = c;
-    if (n > SEGOPS_CUDA_CHUNK) c += align_up((size_t)tiles(n) * 2 * 9 * sizeof(double));
+    if (n > SEGOPS_CUDA_TILE) c += align_up((size_t)tiles(n) * 2 * 9 * sizeof(double));
     p->segval = c;
     if (has_post(job->fn)) c += align_up((size_t)s * 2 * sizeof(double));
   }
@@ -139,9 +139,12 @@ static int blocks_for(int64_t items, int threads, int cap) {
   return b > cap ? cap : (int)b;
 }
 
-int64_t segops_cuda_seg_blocks(int64_t n, int64_t s, int64_t *seg_warps) {
-  *seg_warps = (s + SEGOPS_SEG_GROUP - 1) / SEGOPS_SEG_GROUP;
-  const int64_t warps = *seg_warps + (n > SEGOPS_CUDA_CHUNK ? tiles(n) : 0);
+int64_t segops_cuda_seg_blocks(int64_t n, int64_t s, int sm_count, int64_t *seg_warps, int *group) {
+  /* Which warp reduces a segment changes no bit: only how many segments one warp takes. */
+  *group = (s + SEGOPS_SEG_GROUP - 1) / SEGOPS_SEG_GROUP >= (int64_t)sm_count * 16 ? SEGOPS_SEG_GROUP
+                                                                                   : SEGOPS_SEG_GROUP_SMALL;
+  *seg_warps = (s + *group - 1) / *group;
+  const int64_t warps = *seg_warps + (n > SEGOPS_CUDA_TILE ? tiles(n) : 0);
   const int64_t per_block = SEGOPS_SEG_THREADS / 32;
   const int64_t b = (warps + per_block - 1) / per_block;
   return b < 1 ? 1 : b;
