@@ -6,7 +6,6 @@ runs (nvalchemiops.torch.segment_ops._segmented_<op>_<pass>); the mean and rms_n
 passes get the counts / inverse norms its forward saved (not timed), where segops recomputes them.
 Prints its time, segops' (layout cold and warm) and the ratios theirs / ours (> 1: segops faster).
 Usage: nvalchemi_compare.py BENCH_TSV IDX_DIR [--reps 10]"""
-import csv
 import statistics
 import sys
 
@@ -50,18 +49,13 @@ def launchers(so, dt, idx, s, n):
 
 
 def main():
-    if len(sys.argv) < 3:
-        print(__doc__)
+    args = torch_compare.bench_args(sys.argv, __doc__)
+    if args is None:
         return 2
+    rows, by_layout, idx_dir, reps = args
     import nvalchemiops
     import nvalchemiops.torch.segment_ops as so
-    tsv, idx_dir = sys.argv[1], sys.argv[2]
-    reps = int(sys.argv[sys.argv.index("--reps") + 1]) if "--reps" in sys.argv else 10
-    rows = list(csv.DictReader(open(tsv), delimiter="\t"))
-    torch_compare.SPIN_CYCLES = 80000 if int(rows[0]["n"]) <= (1 << 20) else 0
-    by_layout = {}
-    for r in rows:
-        by_layout.setdefault(r["layout"], []).append(r)
+
     print(f"nvalchemiops {getattr(nvalchemiops, '__version__', '?')} on {torch.cuda.get_device_name()}, "
           f"N = {rows[0]['n']}")
     print(f"{'function':34} {'dtype':8} {'layout':15} {'theirs ms':>10} {'segops ms':>10} {'warm ms':>10} "

@@ -124,18 +124,28 @@ def functions(dt, idx, s, lengths, sorted_idx, n):
     return f
 
 
-def main():
-    if len(sys.argv) < 3:
-        print(__doc__)
-        return 2
-    tsv, idx_dir = sys.argv[1], sys.argv[2]
-    reps = int(sys.argv[sys.argv.index("--reps") + 1]) if "--reps" in sys.argv else 10
+def bench_args(argv, doc):
+    """(rows of bench_cuda's TSV, rows by layout, idx dir, reps) from the command line, or None
+    after printing the usage; sets the spin before each timed run (about 40 us at small N)."""
+    if len(argv) < 3:
+        print(doc)
+        return None
+    tsv, idx_dir = argv[1], argv[2]
+    reps = int(argv[argv.index("--reps") + 1]) if "--reps" in argv else 10
     rows = list(csv.DictReader(open(tsv), delimiter="\t"))
     global SPIN_CYCLES
     SPIN_CYCLES = 80000 if int(rows[0]["n"]) <= (1 << 20) else 0
     by_layout = {}
     for r in rows:
         by_layout.setdefault(r["layout"], []).append(r)
+    return rows, by_layout, idx_dir, reps
+
+
+def main():
+    args = bench_args(sys.argv, __doc__)
+    if args is None:
+        return 2
+    rows, by_layout, idx_dir, reps = args
     print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}; copy bandwidth {float(rows[0]['copy_gbps']):.0f} GB/s")
     print(f"{'function':34} {'dtype':8} {'layout':15} {'segops ms':>10} {'torch ms':>10} {'torch/segops':>12} "
           f"{'warm: torch/segops':>18}")
