@@ -262,14 +262,29 @@ int segops_prepare(const segops_request *req, const segops_limits *lim, segops_p
     if (copy) copy[i] = (int32_t)v;
   }
 
-  /* 8. Outputs: shapes and one allocation. */
+  /* 8. Outputs: shapes, limits and one allocation. The element limit holds for answers too,
+   * and so does the output-bytes limit: an empty x with a huge num_segments would otherwise turn
+   * a few bytes of request into gigabytes of answer. */
   size_t total = 0;
   for (int o = 0; o < fn->n_out; o++) {
     p->out_ndim[o] = segops_shape_dims(fn->out[o].shape, width, n, s, p->out_shape[o]);
     int64_t cnt = segops_shape_count(fn->out[o].shape, width, n, s);
     p->out_nbytes[o] = (size_t)cnt * segops_dtype_size((segops_dtype)dtype);
     p->requested[o] = want[o];
-    if (want[o]) total += (p->out_nbytes[o] + 63) & ~(size_t)63;
+    if (!want[o]) continue;
+    if (cnt > lim->max_elements) {
+      free(copy);
+      return segops_errf(SEGOPS_E_TOO_LARGE, err, errlen,
+                         "%s: output %s would have %" PRId64 " elements, more than the limit (%" PRId64 ")", op,
+                         fn->out[o].name, cnt, lim->max_elements);
+    }
+    total += (p->out_nbytes[o] + 63) & ~(size_t)63;
+  }
+  if (lim->max_output_bytes > 0 && total > (uint64_t)lim->max_output_bytes) {
+    free(copy);
+    return segops_errf(SEGOPS_E_TOO_LARGE, err, errlen,
+                       "%s: the outputs would take %zu bytes, more than the limit (--max-output-bytes %" PRId64 ")", op,
+                       total, lim->max_output_bytes);
   }
   p->out_buf = segops_aligned_alloc(total);
   if (!p->out_buf) {

@@ -40,8 +40,9 @@ typedef struct {
 } segops_request;
 
 typedef struct {
-  int64_t max_elements; /* per tensor, in elements (N*3 for vec3) */
-  int64_t max_segments; /* bound on num_segments */
+  int64_t max_elements;     /* per tensor, in elements (N*3 for vec3) */
+  int64_t max_segments;     /* bound on num_segments */
+  int64_t max_output_bytes; /* the requested outputs together; 0 = no bound beyond max_elements */
 } segops_limits;
 
 /* A prepared call plus what it owns. out_* describe each output of the row; requested[k]

@@ -41,12 +41,17 @@ static const opt_desc OPTS[] = {
     {"max-segments", "SEGOPS_MAX_SEGMENTS", "N", "", "largest num_segments (default: max-elements)"},
     {"max-connections", "SEGOPS_MAX_CONNECTIONS", "N", "1024", "most concurrent connections"},
     {"max-inflight-bytes", "SEGOPS_MAX_INFLIGHT_BYTES", "BYTES", "2G",
-     "request bodies held at once over all connections; beyond it 503 + Retry-After"},
+     "request memory held at once over all connections (bodies, decoded inputs, outputs, encoded answers); "
+     "beyond it 503 + Retry-After"},
     {"max-shm-bytes", "SEGOPS_MAX_SHM_BYTES", "BYTES", "1G",
      "shared-memory regions registered at once (all clients together); beyond it registration fails"},
+    {"max-output-bytes", "SEGOPS_MAX_OUTPUT_BYTES", "BYTES", "256M",
+     "largest answer of one request (its outputs together, before encoding); beyond it 413"},
+    {"min-upload-rate", "SEGOPS_MIN_UPLOAD_RATE", "BYTES", "16k",
+     "bytes per second a request body must keep up after --idle-timeout, else it is cut (0 = any)"},
     {"idle-timeout", "SEGOPS_IDLE_TIMEOUT", "SECONDS", "30", "close connections idle (or trickling) this long"},
     {"request-timeout", "SEGOPS_REQUEST_TIMEOUT", "SECONDS", "60",
-     "a request still queued after this long fails with 504"},
+     "a request still queued after this long fails with 504; an upload still running after this long is cut"},
     {"max-queue", "SEGOPS_MAX_QUEUE", "N", "1024", "requests waiting for a worker before 503 + Retry-After"},
     {"max-batch-elements", "SEGOPS_MAX_BATCH_ELEMENTS", "N|auto", "auto",
      "join compatible waiting requests into one backend call up to this many rows N (0 = off; auto = 256k on "
@@ -340,6 +345,12 @@ static int apply(segops_config *c, const opt_desc *o, const char *v, bool *segs_
   } else if (!strcmp(f, "max-shm-bytes")) {
     bad = parse_i64(v, true, &i);
     c->max_shm_bytes = i;
+  } else if (!strcmp(f, "max-output-bytes")) {
+    bad = parse_i64(v, true, &i) || i < 1;
+    c->max_output_bytes = i;
+  } else if (!strcmp(f, "min-upload-rate")) {
+    bad = parse_i64(v, true, &i);
+    c->min_upload_rate = i;
   } else if (!strcmp(f, "idle-timeout")) {
     bad = parse_i64(v, false, &i) || i > 86400;
     c->idle_timeout_s = i;

@@ -38,7 +38,9 @@ typedef struct {
   int64_t max_body_items; /* array/map items per body: a JSON tree costs ~50 bytes an item */
   int64_t max_segments;   /* bound on num_segments */
   int64_t max_connections;
-  int64_t max_inflight_bytes; /* request bodies held at once, all connections together */
+  int64_t max_output_bytes;   /* outputs of one request together */
+  int64_t min_upload_rate;    /* bytes/s a body must keep up after idle_timeout; 0 = any */
+  int64_t max_inflight_bytes; /* request memory held at once (bodies, decoded inputs, outputs, answers) */
   int64_t idle_timeout_s;
   double request_timeout_s;
   int64_t max_queue;          /* requests waiting for a worker */

@@ -45,7 +45,7 @@ typedef struct segops_server {
   int n_listeners;
   atomic_int state;
   atomic_long active;             /* request states alive: created on the first callback, freed on completion */
-  atomic_int_fast64_t body_bytes; /* request-body buffers held now (bounded by max_inflight_bytes) */
+  atomic_int_fast64_t body_bytes; /* request memory reserved now (bounded by max_inflight_bytes) */
   atomic_long busy;               /* of those, the ones accepted for work or being answered (see segops_http_busy) */
   segops_limits limits;
   segops_codec_limits codec_limits;
@@ -84,12 +84,14 @@ typedef struct {
   int phase;
   char *body; /* owned */
   size_t len, cap;
-  bool overflow;     /* body over the limit (chunked upload): the rest is discarded */
-  bool busy;         /* counted in srv->busy */
-  bool raw_answered; /* the 413 of an overflow was written to the socket directly */
-  uint64_t dropped;  /* bytes discarded after the overflow */
-  bool counted;      /* already in the request metrics */
-  size_t reserved;   /* bytes of srv->body_bytes this request holds */
+  bool overflow;        /* body over the limit (chunked upload): the rest is discarded */
+  bool busy;            /* counted in srv->busy */
+  bool raw_answered;    /* the 413 of an overflow was written to the socket directly */
+  uint64_t dropped;     /* bytes discarded after the overflow */
+  int overflow_err;     /* why the upload was refused: SEGOPS_E_TOO_LARGE or SEGOPS_E_RESOURCE_EXHAUSTED */
+  bool counted;         /* already in the request metrics */
+  size_t reserved;      /* bytes of srv->body_bytes this request holds for its body */
+  size_t reserved_work; /* and for its decoded inputs, outputs and encoded answer (http_budget.c) */
   int req_enc, resp_enc;
   segops_oip_opts oip;   /* SEGOPS_ENC_OIP: the request's header length and output choices */
   const char *resp_type; /* static Content-Type of a successful op response */
@@ -141,6 +143,16 @@ segops_http_outcome segops_http_error(segops_http_req *r, int err, int http_stat
 segops_http_outcome segops_http_send_buffer(segops_http_req *r, int status, const char *ctype, char *buf, size_t len);
 /* Queues a JSON document (a jansson json_t *, consumed) as 200 application/json. */
 segops_http_outcome segops_http_send_json(segops_http_req *r, void *json);
+
+/* --- the in-flight memory budget (http_budget.c) --- */
+
+/* Reserves bytes against --max-inflight-bytes into *held; false (nothing taken) when over. */
+bool segops_budget_take(segops_server *srv, size_t *held, size_t bytes);
+/* Gives back what *held holds. */
+void segops_budget_release(segops_server *srv, size_t *held);
+/* Memory a prepared request still needs beyond its body: decoded inputs the decoder made
+ * (JSON numbers materialised), the idx copy, the outputs and the encoded answer. */
+size_t segops_budget_work_bytes(const segops_http_req *r);
 
 /* --- request-head rules (http_strict.c) --- */
 

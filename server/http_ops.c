@@ -2,6 +2,7 @@
  * validation, hand-off to the scheduler with the connection suspended, and the response
  * (msgpack payloads sent from the output buffers themselves through an iovec response). */
 #include <inttypes.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,26 +16,17 @@ static const char *header(segops_http_req *r, const char *name) {
   return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
 }
 
-/* Request bodies held at once are bounded by --max-inflight-bytes: beyond it, 503 + Retry-After
- * rather than memory exhaustion under many concurrent large uploads. */
-static bool reserve_body(segops_http_req *r, size_t bytes) {
-  segops_server *srv = r->srv;
-  int64_t after = atomic_fetch_add(&srv->body_bytes, (int64_t)bytes) + (int64_t)bytes;
-  if (after > srv->cfg->max_inflight_bytes) {
-    atomic_fetch_sub(&srv->body_bytes, (int64_t)bytes);
-    return false;
-  }
-  r->reserved += bytes;
-  return true;
-}
-
 static void release_body(segops_http_req *r) {
   free(r->body);
   r->body = NULL;
   r->len = r->cap = 0;
-  if (r->reserved) atomic_fetch_sub(&r->srv->body_bytes, (int64_t)r->reserved);
-  r->reserved = 0;
+  segops_budget_release(r->srv, &r->reserved);
 }
+
+/* The body is reserved against --max-inflight-bytes as it arrives, BODY_STEP ahead, not as a
+ * whole from Content-Length: an upload that stalls or dies holds only what it sent. The buffer
+ * itself is allocated whole (its pages are touched only as bytes come). */
+#define BODY_STEP ((size_t)1 << 20)
 
 segops_http_outcome segops_http_op_begin(segops_http_req *r) {
   int enc = segops_http_content_type(header(r, MHD_HTTP_HEADER_CONTENT_TYPE));
@@ -68,44 +60,48 @@ segops_http_outcome segops_http_body_start(segops_http_req *r) {
   } else if ((int64_t)initial > srv->cfg->max_body_bytes) {
     initial = (size_t)srv->cfg->max_body_bytes + 1;
   }
-  if (!reserve_body(r, initial))
+  if (!segops_budget_take(srv, &r->reserved, initial < BODY_STEP ? initial : BODY_STEP))
     return segops_http_error(r, SEGOPS_E_RESOURCE_EXHAUSTED, 0,
-                             "the server holds too many request bodies (--max-inflight-bytes); retry later", NULL,
+                             "the server holds too much request memory (--max-inflight-bytes); retry later", NULL,
                              true);
   r->body = malloc(initial);
   if (!r->body) return segops_http_error(r, SEGOPS_E_NOMEM, 0, "out of memory for the request body", NULL, true);
   r->cap = initial;
+  segops_watchdog_upload(srv->watchdog, r->conn, 0);
   return SEGOPS_HTTP_READ_BODY;
 }
 
-/* Answers 413 in the middle of a chunked upload (a Content-Length over the cap is refused before
- * the body). libmicrohttpd 0.9.x takes no response while the handler is being fed upload data,
- * so the answer is written to the socket here, complete and with "Connection: close"; the rest
- * of the body is then read and dropped (at most 1 MiB more, so the client can read the answer
- * before the close, which would otherwise reset the connection), and the connection closed
- * without a libmicrohttpd response. If the write does not go through at once, 413 follows at
- * the end of the body through the normal path. */
+/* Answers in the middle of an upload: 413 for a chunked body over the cap (a Content-Length
+ * over it is refused before the body), 503 when the in-flight budget runs out. libmicrohttpd
+ * 0.9.x takes no response while the handler is being fed upload data, so the answer is written
+ * to the socket here, complete and with "Connection: close"; the rest of the body is then read
+ * and dropped (at most 1 MiB more, and within the watchdog's upload bounds, so the client can
+ * read the answer before the close, which would otherwise reset the connection), and the
+ * connection closed without a libmicrohttpd response. If the write does not go through at once,
+ * the answer follows at the end of the body through the normal path. */
 #define OVERFLOW_DRAIN_BYTES ((uint64_t)1 << 20)
-static void overflow_now(segops_http_req *r) {
-  char body[256], msg[1024];
+static void answer_mid_upload(segops_http_req *r, int err, const char *status_line, const char *message) {
+  char body[384], msg[1024];
   int bl =
-      snprintf(body, sizeof body,
-               "{\"error\":{\"code\":\"%s\",\"message\":\"the request body exceeds the limit of %" PRId64 " bytes\"}}",
-               segops_err_code(SEGOPS_E_TOO_LARGE), r->srv->cfg->max_body_bytes);
+      snprintf(body, sizeof body, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}", segops_err_code(err), message);
+  int status = segops_err_http_status(err);
   int ml = snprintf(msg, sizeof msg,
-                    "HTTP/1.1 413 Payload Too Large\r\nConnection: close\r\nContent-Type: application/json\r\n"
+                    "HTTP/1.1 %s\r\nConnection: close\r\nContent-Type: application/json\r\n%s"
                     "Content-Length: %d\r\n\r\n%s",
-                    bl, body);
+                    status_line, status == 503 ? "Retry-After: 1\r\n" : "", bl, body);
+  r->overflow = true;
+  r->overflow_err = err;
+  release_body(r);
   const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-  if (!ci || ml <= 0 || (size_t)ml >= sizeof msg) return;
+  if (!ci || bl <= 0 || (size_t)bl >= sizeof body || ml <= 0 || (size_t)ml >= sizeof msg) return;
   ssize_t w = send(ci->connect_fd, msg, (size_t)ml, MSG_NOSIGNAL | MSG_DONTWAIT);
   if (w == ml) {
     r->raw_answered = true;
-    r->status = 413;
+    r->status = status;
     r->bytes_out = (uint64_t)bl;
     /* Counted now: the connection may linger until the client's close is noticed. */
-    segops_metrics_request(r->route, r->op, r->pass, 413, r->bytes_in, r->bytes_out);
-    segops_metrics_rejected(SEGOPS_E_TOO_LARGE);
+    segops_metrics_request(r->route, r->op, r->pass, status, r->bytes_in, r->bytes_out);
+    segops_metrics_rejected(err);
     r->counted = true;
   }
 }
@@ -118,22 +114,28 @@ enum MHD_Result segops_http_op_body(segops_http_req *r, const char *data, size_t
     r->dropped += n;
     return r->raw_answered && r->dropped > OVERFLOW_DRAIN_BYTES ? MHD_NO : MHD_YES;
   }
-  size_t max = (size_t)r->srv->cfg->max_body_bytes;
+  segops_server *srv = r->srv;
+  size_t max = (size_t)srv->cfg->max_body_bytes;
   if (n > max - r->len) {
-    /* Only a chunked upload gets here (a Content-Length over the cap was refused up front):
-     * libmicrohttpd cannot answer mid-upload, so stop storing now and answer 413 at its end. */
-    r->overflow = true;
-    release_body(r);
-    overflow_now(r);
+    /* Only a chunked upload gets here (a Content-Length over the cap was refused up front). */
+    char m[160];
+    snprintf(m, sizeof m, "the request body exceeds the limit of %" PRId64 " bytes", srv->cfg->max_body_bytes);
+    answer_mid_upload(r, SEGOPS_E_TOO_LARGE, "413 Payload Too Large", m);
     return MHD_YES;
+  }
+  if (r->len + n > r->reserved) {
+    size_t want = r->len + n + BODY_STEP;
+    if (want > max + 1) want = max + 1;
+    if (!segops_budget_take(srv, &r->reserved, want - r->reserved)) {
+      answer_mid_upload(r, SEGOPS_E_RESOURCE_EXHAUSTED, "503 Service Unavailable",
+                        "the server holds too much request memory (--max-inflight-bytes); retry later");
+      return MHD_YES;
+    }
   }
   if (r->len + n > r->cap) {
     size_t ncap = r->cap * 2;
     if (ncap < r->len + n) ncap = r->len + n;
     if (ncap > max + 1) ncap = max + 1;
-    /* Over the in-flight budget in the middle of a chunked upload: no answer can be queued
-     * now, so the connection is dropped (the client may retry). */
-    if (!reserve_body(r, ncap - r->cap)) return MHD_NO;
     char *nb = realloc(r->body, ncap);
     if (!nb) return MHD_NO; /* out of memory: drop the connection rather than abort */
     r->body = nb;
@@ -141,6 +143,7 @@ enum MHD_Result segops_http_op_body(segops_http_req *r, const char *data, size_t
   }
   memcpy(r->body + r->len, data, n);
   r->len += n;
+  segops_watchdog_upload(srv->watchdog, r->conn, (int64_t)r->len);
   return MHD_YES;
 }
 
@@ -168,27 +171,26 @@ static int decode(segops_http_req *r, char *err, size_t errlen) {
 segops_http_outcome segops_http_op_complete(segops_http_req *r) {
   segops_server *srv = r->srv;
   char err[512];
+  segops_watchdog_upload(srv->watchdog, r->conn, -1);
   if (r->overflow) {
     if (r->raw_answered) return SEGOPS_HTTP_FAIL; /* answered already: just close */
-    snprintf(err, sizeof err, "the request body exceeds the limit of %" PRId64 " bytes", srv->cfg->max_body_bytes);
-    return segops_http_error(r, SEGOPS_E_TOO_LARGE, 0, err, NULL, true);
+    if (r->overflow_err == SEGOPS_E_TOO_LARGE)
+      snprintf(err, sizeof err, "the request body exceeds the limit of %" PRId64 " bytes", srv->cfg->max_body_bytes);
+    else
+      snprintf(err, sizeof err, "the server holds too much request memory (--max-inflight-bytes); retry later");
+    return segops_http_error(r, r->overflow_err, 0, err, NULL, true);
   }
   int rc = decode(r, err, sizeof err);
   if (rc != SEGOPS_OK) return segops_http_error(r, rc, 0, err, NULL, false);
   rc = segops_prepare(&r->dec.req, &srv->limits, &r->prep, err, sizeof err);
   if (rc != SEGOPS_OK) return segops_http_error(r, rc, 0, err, NULL, false);
-  /* The per-tensor element limit holds for answers too: an empty x with a huge num_segments
-   * would otherwise turn a few bytes of request into gigabytes of response. */
-  const segops_fn_desc *fn = r->prep.call.fn;
-  for (int k = 0; k < fn->n_out; k++) {
-    if (!r->prep.requested[k]) continue;
-    int64_t cnt = (int64_t)(r->prep.out_nbytes[k] / segops_dtype_size(r->prep.call.dtype));
-    if (cnt > srv->limits.max_elements) {
-      snprintf(err, sizeof err, "%s: output %s would have %" PRId64 " elements, more than the limit (%" PRId64 ")",
-               segops_op_name(fn->op), fn->out[k].name, cnt, srv->limits.max_elements);
-      return segops_http_error(r, SEGOPS_E_TOO_LARGE, 0, err, NULL, false);
-    }
-  }
+  /* Everything else the request will hold, reserved before compute (outputs and answer limits:
+   * segops_prepare). */
+  if (!segops_budget_take(srv, &r->reserved_work, segops_budget_work_bytes(r)))
+    return segops_http_error(r, SEGOPS_E_RESOURCE_EXHAUSTED, 0,
+                             "the server holds too much request memory (--max-inflight-bytes) for this request's "
+                             "outputs; retry later",
+                             NULL, false);
 
   r->job.call = &r->prep.call;
   r->job.deadline = r->t_start + srv->cfg->request_timeout_s;
@@ -309,8 +311,15 @@ segops_http_outcome segops_http_op_respond(segops_http_req *r) {
   return SEGOPS_HTTP_ANSWERED;
 }
 
+/* After a request this large, free memory goes back to the system at once (malloc_trim):
+ * a JSON body's tree is many small blocks the allocator would otherwise keep. */
+#define TRIM_AFTER_BYTES ((uint64_t)32 << 20)
+
 void segops_http_op_free(segops_http_req *r) {
+  bool big = r->bytes_in + r->reserved_work > TRIM_AFTER_BYTES;
   segops_decoded_free(&r->dec);
   segops_prepared_free(&r->prep);
   release_body(r);
+  segops_budget_release(r->srv, &r->reserved_work);
+  if (big) malloc_trim(0);
 }

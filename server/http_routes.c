@@ -100,6 +100,10 @@ segops_http_outcome segops_http_info(segops_http_req *r) {
       (json_int_t)c->idle_timeout_s, "request_timeout_s", c->request_timeout_s, "max_queue", (json_int_t)c->max_queue,
       "max_batch_elements", (json_int_t)c->max_batch_elements, "max_queue_delay_us", (json_int_t)c->max_queue_delay_us,
       "drain_seconds", c->drain_seconds, "shutdown_timeout_s", c->shutdown_timeout_s);
+  if (limits) {
+    json_object_set_new(limits, "max_output_bytes", json_integer((json_int_t)c->max_output_bytes));
+    json_object_set_new(limits, "min_upload_rate", json_integer((json_int_t)c->min_upload_rate));
+  }
   json_t *listeners = json_array();
   for (int k = 0; k < srv->n_listeners; k++) json_array_append_new(listeners, json_string(srv->listeners[k].url));
   json_t *root =

@@ -239,12 +239,13 @@ int segops_server_start(segops_server *srv) {
   const segops_config *c = srv->cfg;
   srv->limits.max_elements = c->max_elements;
   srv->limits.max_segments = c->max_segments;
+  srv->limits.max_output_bytes = c->max_output_bytes;
   srv->codec_limits.max_depth = 32;
   /* The body cap alone would let a JSON body of "1,1,1,..." build a tree of ~25x its size
    * (jansson spends ~50 bytes per number), so items are capped on their own. msgpack bodies
    * carry tensor data as bin, a single item, and need few. */
   srv->codec_limits.max_items = (size_t)c->max_body_items;
-  srv->watchdog = segops_watchdog_new((double)c->idle_timeout_s);
+  srv->watchdog = segops_watchdog_new((double)c->idle_timeout_s, (double)c->min_upload_rate, c->request_timeout_s);
   if (!srv->watchdog) {
     SEGOPS_LOGE("cannot start the connection watchdog thread");
     return -1;

@@ -1,6 +1,10 @@
 /* http_watchdog.c: cuts connections that have not sent a complete request head within
  * --idle-timeout. libmicrohttpd's own timeout measures silence only, so a client trickling one
- * header byte a second (slowloris) would otherwise hold its connection, and a slot, forever. */
+ * header byte a second (slowloris) would otherwise hold its connection, and a slot, forever.
+ * Request bodies likewise: an upload slower than --min-upload-rate (after a grace of
+ * --idle-timeout) or longer than --request-timeout is cut, and so is one whose peer has closed
+ * (EOF seen by a non-consuming peek on two ticks without progress: with epoll, a FIN that
+ * arrived together with the head is otherwise noticed only at the idle timeout). */
 #include "http_watchdog.h"
 
 #include <pthread.h>
@@ -22,6 +26,9 @@ typedef struct conn_track {
   struct conn_track *prev, *next;
   MHD_socket fd;
   _Atomic int64_t waiting_since;
+  _Atomic int64_t upload_since; /* monotonic ns when the body began; -1 when no upload */
+  _Atomic int64_t upload_bytes; /* body bytes handed to the request so far */
+  int64_t eof_bytes;            /* watchdog thread only: upload_bytes when EOF was first seen; -1 */
 } conn_track;
 
 struct segops_watchdog {
@@ -30,12 +37,44 @@ struct segops_watchdog {
   pthread_t thread;
   atomic_bool stop;
   double limit_s;
+  double min_rate;     /* bytes per second an upload must keep up after the grace; 0 = any */
+  double upload_max_s; /* longest upload; 0 = unbounded */
 };
 
 static int64_t now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void cut_upload(conn_track *t, const char *why) {
+  int64_t u = atomic_load(&t->upload_since);
+  if (u < 0 || !atomic_compare_exchange_strong(&t->upload_since, &u, -1)) return;
+  shutdown(t->fd, SHUT_RDWR); /* as for heads: libmicrohttpd sees the end and closes */
+  SEGOPS_LOGD("cut an upload: %s", why);
+}
+
+static void check_upload(segops_watchdog *w, conn_track *t, int64_t now) {
+  int64_t since = atomic_load(&t->upload_since);
+  if (since < 0) {
+    t->eof_bytes = -1;
+    return;
+  }
+  int64_t got = atomic_load(&t->upload_bytes);
+  double el = (double)(now - since) * 1e-9;
+  if (w->upload_max_s > 0 && el > w->upload_max_s) return cut_upload(t, "longer than --request-timeout");
+  if (w->min_rate > 0 && el > w->limit_s && (double)got < w->min_rate * (el - w->limit_s))
+    return cut_upload(t, "slower than --min-upload-rate");
+  char b;
+  ssize_t n = recv(t->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n != 0) {
+    t->eof_bytes = -1;
+    return;
+  }
+  /* The peer closed before the body was complete. Data libmicrohttpd has read but not yet
+   * handed over would show as progress by the next tick; none came: the upload is dead. */
+  if (t->eof_bytes == got) return cut_upload(t, "the peer closed before the body was complete");
+  t->eof_bytes = got;
 }
 
 static void *watch(void *arg) {
@@ -46,6 +85,7 @@ static void *watch(void *arg) {
     int64_t now = now_ns(), limit = (int64_t)(w->limit_s * 1e9);
     pthread_mutex_lock(&w->mu);
     for (conn_track *t = w->head.next; t != &w->head; t = t->next) {
+      check_upload(w, t, now);
       int64_t since = atomic_load(&t->waiting_since);
       if (limit > 0 && since >= 0 && now - since > limit &&
           atomic_compare_exchange_strong(&t->waiting_since, &since, CUT)) {
@@ -61,9 +101,11 @@ static void *watch(void *arg) {
   return NULL;
 }
 
-segops_watchdog *segops_watchdog_new(double limit_s) {
+segops_watchdog *segops_watchdog_new(double limit_s, double min_rate, double upload_max_s) {
   segops_watchdog *w = calloc(1, sizeof *w);
   if (!w) return NULL;
+  w->min_rate = min_rate;
+  w->upload_max_s = upload_max_s;
   pthread_mutex_init(&w->mu, NULL);
   w->head.next = w->head.prev = &w->head;
   w->limit_s = limit_s;
@@ -99,6 +141,9 @@ void segops_watchdog_notify(void *cls, struct MHD_Connection *conn, void **socke
     if (!t) return; /* untracked: libmicrohttpd's idle timeout still applies */
     t->fd = ci->connect_fd;
     atomic_init(&t->waiting_since, now_ns());
+    atomic_init(&t->upload_since, -1);
+    atomic_init(&t->upload_bytes, 0);
+    t->eof_bytes = -1;
     pthread_mutex_lock(&w->mu);
     t->next = w->head.next;
     t->prev = &w->head;
@@ -117,11 +162,27 @@ void segops_watchdog_notify(void *cls, struct MHD_Connection *conn, void **socke
   }
 }
 
+static conn_track *track_of(struct MHD_Connection *conn) {
+  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  return ci ? ci->socket_context : NULL; /* alive: its connection is in a request callback */
+}
+
+void segops_watchdog_upload(segops_watchdog *w, struct MHD_Connection *conn, int64_t bytes) {
+  conn_track *t = w ? track_of(conn) : NULL;
+  if (!t) return;
+  if (bytes < 0) {
+    atomic_store(&t->upload_since, -1);
+    return;
+  }
+  atomic_store(&t->upload_bytes, bytes);
+  if (bytes == 0) atomic_store(&t->upload_since, now_ns());
+}
+
 static void mark(segops_watchdog *w, struct MHD_Connection *conn, bool handling) {
   if (!w) return;
-  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-  conn_track *t = ci ? ci->socket_context : NULL;
-  if (!t) return; /* alive: its connection is in a request callback, CLOSED comes later */
+  conn_track *t = track_of(conn);
+  if (!t) return;
+  atomic_store(&t->upload_since, -1);
   int64_t cur = atomic_load(&t->waiting_since);
   while (cur != CUT && !atomic_compare_exchange_weak(&t->waiting_since, &cur, handling ? HANDLING : now_ns())) {
   }

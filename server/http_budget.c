@@ -1,0 +1,42 @@
+/* http_budget.c: the one in-flight memory budget (--max-inflight-bytes) every request reserves
+ * against: its body as the bytes arrive, then, before compute, everything else it will hold
+ * (decoded inputs, the idx copy, outputs, the encoded answer). Over the budget a request gets
+ * 503 + Retry-After instead of the daemon running out of memory. */
+#include "http.h"
+
+bool segops_budget_take(segops_server *srv, size_t *held, size_t bytes) {
+  if (bytes == 0) return true;
+  int64_t after = atomic_fetch_add(&srv->body_bytes, (int64_t)bytes) + (int64_t)bytes;
+  if (after > srv->cfg->max_inflight_bytes) {
+    atomic_fetch_sub(&srv->body_bytes, (int64_t)bytes);
+    return false;
+  }
+  *held += bytes;
+  return true;
+}
+
+void segops_budget_release(segops_server *srv, size_t *held) {
+  if (*held) atomic_fetch_sub(&srv->body_bytes, (int64_t)*held);
+  *held = 0;
+}
+
+/* Bytes a JSON number takes when encoded: 17 significant digits, sign, exponent, separator. */
+#define JSON_BYTES_PER_NUMBER 25
+
+size_t segops_budget_work_bytes(const segops_http_req *r) {
+  const segops_prepared *p = &r->prep;
+  const segops_fn_desc *fn = p->call.fn;
+  size_t need = 0;
+  /* The JSON decoders materialise every tensor; msgpack tensors point into the body. */
+  if (r->req_enc != SEGOPS_ENC_MSGPACK)
+    for (int a = 0; a < r->dec.req.nargs; a++) need += r->dec.req.args[a].t.nbytes;
+  if (p->idx_buf) need += (size_t)p->call.n * sizeof(int32_t);
+  size_t isz = segops_dtype_size(p->call.dtype);
+  for (int k = 0; fn && k < fn->n_out; k++) {
+    if (!p->requested[k]) continue;
+    need += p->out_nbytes[k];
+    /* msgpack answers are sent from the outputs themselves; JSON ones are text. */
+    if (r->resp_enc != SEGOPS_ENC_MSGPACK) need += p->out_nbytes[k] / isz * JSON_BYTES_PER_NUMBER;
+  }
+  return need;
+}
