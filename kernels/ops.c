@@ -15,7 +15,7 @@
 
 /* The table reads as a table: keep clang-format away from it. */
 // clang-format off
-/* SPEC §2, row by row. Inputs: cotangents first (gg_<a> in forward order), then g_out, then
+/* proto/API.md, Formulas, row by row. Inputs: cotangents first (gg_<a> in forward order), then g_out, then
  * the forward inputs. An input the formula does not read is UNR; a cotangent is COT.
  * elem_reads, n_acc and n_segval say what the passes need (ops.h); a row without them is a
  * pure gather (no reduction) whose element outputs read nothing of the segment but its rows. */
@@ -88,9 +88,7 @@ const segops_fn_desc *segops_fn(segops_op op, segops_pass pass) {
 
 const char *segops_op_name(segops_op op) { return (unsigned)op < SEGOPS_OP_COUNT ? OP_NAMES[op] : "?"; }
 
-const char *segops_pass_name(segops_pass pass) {
-  return (unsigned)pass < SEGOPS_PASS_COUNT ? PASS_NAMES[pass] : "?";
-}
+const char *segops_pass_name(segops_pass pass) { return (unsigned)pass < SEGOPS_PASS_COUNT ? PASS_NAMES[pass] : "?"; }
 
 static int parse_name(const char *const *names, int count, const char *s, size_t len) {
   for (int i = 0; i < count; i++)
@@ -102,9 +100,7 @@ int segops_op_parse(const char *s, size_t len) { return parse_name(OP_NAMES, SEG
 int segops_pass_parse(const char *s, size_t len) { return parse_name(PASS_NAMES, SEGOPS_PASS_COUNT, s, len); }
 int segops_dtype_parse(const char *s, size_t len) { return parse_name(DTYPE_NAMES, SEGOPS_DTYPE_COUNT, s, len); }
 
-const char *segops_dtype_name(segops_dtype dt) {
-  return (unsigned)dt < SEGOPS_DTYPE_COUNT ? DTYPE_NAMES[dt] : "?";
-}
+const char *segops_dtype_name(segops_dtype dt) { return (unsigned)dt < SEGOPS_DTYPE_COUNT ? DTYPE_NAMES[dt] : "?"; }
 
 size_t segops_dtype_size(segops_dtype dt) { return (unsigned)dt < SEGOPS_DTYPE_COUNT ? DTYPE_SIZES[dt] : 0; }
 

@@ -21,8 +21,8 @@ typedef enum {
   SEGOPS_PASS_COUNT
 } segops_pass;
 
-_Static_assert(SEGOPS_OP_COUNT == 6, "SPEC §2 defines six ops");
-_Static_assert(SEGOPS_PASS_COUNT == 3, "SPEC §2 defines three passes");
+_Static_assert(SEGOPS_OP_COUNT == 6, "proto/API.md defines six ops");
+_Static_assert(SEGOPS_PASS_COUNT == 3, "proto/API.md defines three passes");
 
 typedef enum { SEGOPS_F32 = 0, SEGOPS_F64 = 1, SEGOPS_I32 = 2, SEGOPS_I64 = 3, SEGOPS_DTYPE_COUNT } segops_dtype;
 
@@ -61,7 +61,7 @@ typedef struct {
  *           (visit + finish) runs first and hands n_segval values per segment to post */
 typedef enum { SEGOPS_READS_NONE = 0, SEGOPS_READS_COUNTS, SEGOPS_READS_NORMS } segops_elem_reads;
 
-/* One row of the table: one function (op, pass). Inputs are listed in the SPEC's order:
+/* One row of the table: one function (op, pass). Inputs are listed in the order of proto/API.md:
  * cotangents, then g_out, then the forward inputs. idx and num_segments are implicit.
  * Outputs of a segment shape (SEG, SEG1, MAT: segops_shape_is_segment) are written by the
  * reduction's finish; outputs of an element shape by post (elem_reads NORMS) or gather

@@ -1,5 +1,5 @@
 /* prepare.h: the decoded request (what a codec produces) and its validation + shape inference
- * against the op table (SPEC §4). Nothing here touches a backend. */
+ * against the op table (proto/API.md, Validation). Nothing here touches a backend. */
 #ifndef SEGOPS_PREPARE_H
 #define SEGOPS_PREPARE_H
 
@@ -57,7 +57,7 @@ typedef struct {
   void *out_buf; /* owned: one 64-byte-aligned block for all requested outputs */
 } segops_prepared;
 
-/* Validates req against the table and the limits (SPEC §4) and fills *p, allocating the
+/* Validates req against the table and the limits (proto/API.md, Validation) and fills *p, allocating the
  * requested outputs (uninitialised: the backend writes every element). On error returns a
  * negative SEGOPS_E_* code (INVALID_ARGUMENT, TOO_LARGE or NOMEM), writes a message naming
  * op, argument and rule into err, and leaves *p owning nothing.

@@ -1,4 +1,4 @@
-/* segops_rowmath.h: the per-row math of SPEC §2, written once in plain C and compiled by both
+/* segops_rowmath.h: the per-row math of proto/API.md (Formulas), written once in plain C and compiled by both
  * backends: the C compiler for the CPU backend (static inline) and nvcc for the CUDA kernels
  * (__host__ __device__). Everything is in double; loads, stores and reductions stay with the
  * backend. Owned by the CPU backend work; CUDA includes it as is (no templates, no references).
@@ -38,7 +38,7 @@ SEGOPS_HD void segops_add_w(double *acc, const double *a, int w) {
   for (int c = 0; c < w; c++) acc[c] += a[c];
 }
 
-/* mean of a sum over cnt elements; 0 for an empty segment (SPEC §2: never NaN). */
+/* mean of a sum over cnt elements; 0 for an empty segment (proto/API.md, Edge rules: never NaN). */
 SEGOPS_HD double segops_mean_of(double sum, int64_t cnt) { return cnt > 0 ? sum / (double)cnt : 0.0; }
 
 /* ---- segmented_rms_norm ---- */

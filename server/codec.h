@@ -55,7 +55,7 @@ typedef struct {
 
 /* Encodes {name: {"dtype","shape","data"}} maps. msgpack: data as bin (no payload copy).
  * JSON: data as a flat list; float64 printed with 17 significant digits, float32 with 9,
- * integral values with a trailing ".0" (as in SPEC §5's example). Returns 0 or SEGOPS_E_NOMEM. */
+ * integral values with a trailing ".0" (as in proto/API.md's curl example). Returns 0 or SEGOPS_E_NOMEM. */
 int segops_encode_msgpack(const segops_out_tensor *outs, int n, segops_encoded *enc);
 int segops_encode_json(const segops_out_tensor *outs, int n, segops_encoded *enc);
 void segops_encoded_free(segops_encoded *enc); /* accepts NULL and a zeroed struct */

@@ -144,7 +144,7 @@ static char *put_g(char *p, double v, int digits) {
     if (nd > e10 + 1)
       memcpy(p, ds + e10 + 1, (size_t)(nd - e10 - 1)), p += nd - e10 - 1;
     else
-      *p++ = '0'; /* integral after rounding: SPEC's ".0" */
+      *p++ = '0'; /* integral after rounding: proto/API.md's ".0" */
   } else {
     *p++ = '0';
     *p++ = '.';

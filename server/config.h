@@ -1,4 +1,5 @@
-/* config.h: the daemon's configuration (SPEC §7): flags, environment variables, defaults. */
+/* config.h: the daemon's configuration (README.md, Configuration; segopsd --help): flags, environment variables,
+ * defaults. */
 #ifndef SEGOPS_CONFIG_H
 #define SEGOPS_CONFIG_H
 

@@ -1,5 +1,5 @@
 /* http_neg.c: content negotiation (Content-Type, Accept), bearer-token auth, and the JSON error
- * responses of SPEC §5, whose codes and statuses come from kernels/errors.h alone. */
+ * responses of proto/API.md, whose codes and statuses come from kernels/errors.h alone. */
 #include <ctype.h>
 #include <jansson.h>
 #include <stdio.h>

@@ -10,7 +10,7 @@
 
 #include "errors.h"
 
-/* The statuses SPEC §5 can produce; anything else lands in the last slot ("other"). */
+/* The statuses proto/API.md lists; anything else lands in the last slot ("other"). */
 static const int STATUSES[] = {200, 400, 401, 404, 405, 406, 413, 415, 500, 503, 504, 0};
 #define N_STATUS (sizeof STATUSES / sizeof STATUSES[0])
 

@@ -70,7 +70,7 @@ class Daemon:
             raise AssertionError("segopsd did not exit after the signal")
 
     def stop(self, timeout=30.0):
-        """SIGTERM if still running; returns the exit status (SPEC §7: 0 after a clean drain)."""
+        """SIGTERM if still running; returns the exit status (exit 0 after a clean drain)."""
         if self.proc.poll() is None:
             return self.terminate(timeout)
         return self.proc.returncode

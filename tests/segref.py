@@ -1,10 +1,10 @@
-"""segref.py: the tests' float64 numpy reference of the 18 functions of SPEC §2, written from the
+"""segref.py: the tests' float64 numpy reference of the 18 functions of proto/API.md (Formulas), written from the
 formulas (independent of the C code, the server and the client's table), plus test data makers.
 Shared by tests/http, tests/python and tests/hardening (their conftests put tests/ on sys.path)."""
 
 import numpy as np
 
-# Shape kinds per (op, argument), as SPEC §2's table gives them:
+# Shape kinds per (op, argument), as the op table of proto/API.md (Formulas) gives them:
 # E (N,)|(N,3) by layout, E3 (N,3), G (S,)|(S,3) by layout, G1 (S,), M (S,3,3).
 SHAPES = {
     "segmented_sum": {"x": "E", "out": "G"},

@@ -1,4 +1,4 @@
-/* cpu_ops_impl.h: the 18 functions of SPEC §2 as CPU hooks (cpu_phases.h), written once for a
+/* cpu_ops_impl.h: the 18 functions of proto/API.md (Formulas) as CPU hooks (cpu_phases.h), written once for a
  * float type T. Included by cpu_ops.c with T (float or double) and SFX (f32 or f64) defined.
  * Every value is loaded into double and every accumulation is in double (float32 too); a result
  * is rounded to T once, when stored. Inputs may be unaligned: loads go through memcpy. A NULL

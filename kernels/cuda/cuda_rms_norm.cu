@@ -2,7 +2,7 @@
 #include "cuda_kernels.cuh"
 
 static __device__ __forceinline__ double rms_inv(double sq, int64_t cnt) {
-  /* inv_s = 1/(c_s*r_s), r_s = sqrt(sq/c_s); 0 where c_s*r_s = 0 (SPEC §2). */
+  /* inv_s = 1/(c_s*r_s), r_s = sqrt(sq/c_s); 0 where c_s*r_s = 0 (proto/API.md, Formulas). */
   if (cnt == 0) return 0.0;
   double cr = (double)cnt * sqrt(sq / (double)cnt);
   return cr == 0.0 ? 0.0 : 1.0 / cr;

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """make_examples.py: writes the example request bodies of proto/examples/ (one JSON and one msgpack
-body per op and pass, from SPEC §5 and GOLDEN.md), usable with `curl --data-binary @file`.
+body per op and pass, from proto/API.md's curl example and exact cases), usable with `curl --data-binary @file`.
 
 Run from anywhere: python3 proto/examples/make_examples.py  (needs numpy and msgpack).
 The generated files are committed; tests/codec decodes and validates every one of them."""
@@ -72,14 +72,14 @@ def bodies(case):
 
 
 def map_form_example():
-    """SPEC §5's example with map-form JSON tensors (the msgpack layout with data as a list)."""
+    """proto/API.md's curl example with map-form JSON tensors (the msgpack layout with data as a list)."""
     return json.dumps({"x": {"dtype": "float64", "shape": [6], "data": [1, 2, 3, 4, 5, 6]},
                        "idx": {"dtype": "int64", "shape": [6], "data": [0, 0, 1, 1, 1, 2]},
                        "num_segments": 3}, separators=(",", ":"))
 
 
 def spec_example():
-    """The body of SPEC §5's curl example, byte for byte."""
+    """The body of proto/API.md's curl example, byte for byte."""
     return '{"x":[1,2,3,4,5,6],"idx":[0,0,1,1,1,2],"num_segments":3}'
 
 

@@ -1,4 +1,4 @@
-/* test_codec_encode.c: response encoders. JSON text exactly as SPEC §5 prints it (17/9 digits,
+/* test_codec_encode.c: response encoders. JSON text exactly as proto/API.md prints it (17/9 digits,
  * ".0", non-finite tokens) and read back by jansson; msgpack read back by msgpack-c, with the
  * payloads referenced, not copied. */
 #include <jansson.h>
@@ -46,7 +46,7 @@ static void check_json(const segops_out_tensor *o, int n, const char *want) {
   free(got);
 }
 
-/* The rule of SPEC §5, written independently of the encoder: printf's %.17g/%.9g, then ".0"
+/* The rule of proto/API.md (Response), written independently of the encoder: printf's %.17g/%.9g, then ".0"
  * when the text has neither '.' nor an exponent. */
 static void ref_number(char *buf, double v, int digits) {
   if (isnan(v)) {

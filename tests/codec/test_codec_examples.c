@@ -1,7 +1,7 @@
 /* test_codec_examples.c: every request body in proto/examples decodes with the C decoders and
  * passes segops_prepare; every (op, pass) has a JSON and a msgpack example; the CPU backend runs
- * each, the JSON and msgpack bodies of one case give identical outputs, and SPEC §5's curl
- * example answers exactly the SPEC's text. Usage: test_codec_examples <proto/examples dir>. */
+ * each, the JSON and msgpack bodies of one case give identical outputs, and proto/API.md's curl
+ * example answers exactly that document's text. Usage: test_codec_examples <proto/examples dir>. */
 #include <dirent.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -100,9 +100,9 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(name, "segmented_sum.forward.json") || !strcmp(name, "segmented_sum.forward.map.json"))
       CHECK(!strcmp(out, "{\"out\":{\"dtype\":\"float64\",\"shape\":[3],\"data\":[3.0,12.0,6.0]}}"));
-    if (!strcmp(name, "segmented_matvec.forward.json")) /* GOLDEN 9 */
+    if (!strcmp(name, "segmented_matvec.forward.json")) /* exact case 9 of proto/API.md */
       CHECK(!strcmp(out, "{\"out\":{\"dtype\":\"float64\",\"shape\":[1,3],\"data\":[1.0,2.0,0.0]}}"));
-    if (!strcmp(name, "segmented_sum.backward.json")) /* GOLDEN 3 */
+    if (!strcmp(name, "segmented_sum.backward.json")) /* exact case 3 of proto/API.md */
       CHECK(!strcmp(out, "{\"grad_x\":{\"dtype\":\"float64\",\"shape\":[3],\"data\":[3.5,-1.25,-1.25]}}"));
     free(out);
   }

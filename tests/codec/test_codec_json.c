@@ -1,5 +1,5 @@
 /* test_codec_json.c: the JSON request decoder: both tensor forms, the top-level dtype, integer
- * idx, number ranges, SPEC §5's example, and every malformed, duplicated or over-limit body. */
+ * idx, number ranges, proto/API.md's curl example, and every malformed, duplicated or over-limit body. */
 #include <stdint.h>
 #include <stdlib.h>
 

@@ -20,7 +20,7 @@ static void body_init(body_t *b) {
   msgpack_packer_init(&b->pk, &b->sb, msgpack_sbuffer_write);
 }
 
-/* {"x": f64 (6,), "idx": i32 (6,), "num_segments": 3}: SPEC §5's example in msgpack. */
+/* {"x": f64 (6,), "idx": i32 (6,), "num_segments": 3}: proto/API.md's curl example in msgpack. */
 static void body_sum(body_t *b) {
   body_init(b);
   msgpack_pack_map(&b->pk, 3);
@@ -301,7 +301,7 @@ static void test_body_shape_errors(void) {
   msgpack_sbuffer_destroy(&b.sb);
 }
 
-/* Body with the SPEC example plus extra top-level entries packed by f. */
+/* Body with proto/API.md's curl example plus extra top-level entries packed by f. */
 static int dec_top(int extra, pack_fn f, segops_decoded *d, char *err) {
   body_t b;
   body_init(&b);

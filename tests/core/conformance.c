@@ -1,4 +1,4 @@
-/* conformance.c: the backend conformance harness. One case list (GOLDEN.md vectors, the GOLDEN
+/* conformance.c: the backend conformance harness. One case list (the exact cases of proto/API.md, its
  * layouts, edge layouts, unsorted idx, every function x dtype x width, omitted cotangents,
  * output subsets) run against a plain float64 reference, with guard bytes, poisoned outputs and
  * unaligned inputs. Usage: segops_conformance --backend cpu|cuda [--quick]. The one harness for
@@ -271,7 +271,7 @@ static void run_layouts(void) {
 #undef RUN
 }
 
-/* ---- GOLDEN.md: exact values ---- */
+/* ---- proto/API.md, Exact cases ---- */
 
 /* Runs (op, pass) on the target in both dtypes, inputs as doubles (NULL: omitted), and checks
  * every output with a non-NULL want[o] for equality: exact in float64, and in float32 where the

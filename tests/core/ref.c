@@ -1,4 +1,4 @@
-/* ref.c: the float64 reference of SPEC §2 used by the conformance tests (see ref.h). */
+/* ref.c: the float64 reference of proto/API.md's formulas used by the conformance tests (see ref.h). */
 #include "ref.h"
 
 #include <math.h>

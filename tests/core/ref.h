@@ -1,5 +1,5 @@
-/* ref.h: a plain float64 reference of the 18 functions of SPEC §2, for the tests only.
- * Written from the SPEC formulas as straightforward loops; it shares no code with any backend. */
+/* ref.h: a plain float64 reference of the 18 functions of proto/API.md (Formulas), for the tests only.
+ * Written from the formulas of proto/API.md as straightforward loops; it shares no code with any backend. */
 #ifndef SEGOPS_TEST_REF_H
 #define SEGOPS_TEST_REF_H
 

@@ -1,5 +1,5 @@
 /* test_gradcheck.c: central finite differences in float64, through the CPU backend, of every
- * backward against its forward and every double backward against its backward (SPEC §2).
+ * backward against its forward and every double backward against its backward (proto/API.md, Formulas).
  * For a pair (F, G) of consecutive passes, L = sum over F's outputs of <cotangent, output>
  * (out pairs with g_out, grad_a with gg_a) and G's output grad_b must equal dL/db. */
 #include <math.h>

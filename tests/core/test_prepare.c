@@ -1,4 +1,4 @@
-/* test_prepare.c: validation and shape inference of kernels/prepare.c, one case per SPEC §4 rule
+/* test_prepare.c: validation and shape inference of kernels/prepare.c, one case per rule of proto/API.md, Validation
  * that prepare owns. Each refusal must carry the expected code and a message naming the op and
  * the argument; valid requests of every table row must prepare with the right output shapes. */
 #include <stdio.h>
@@ -141,7 +141,7 @@ static void test_rules(void) {
     char err[512] = "";
     segops_prepare(&r, &LIM, &p, err, sizeof err);
     TU_CHECK(strcmp(err, "segmented_mul: num_segments (4) must equal y.shape[0] (3)") == 0,
-             "SPEC example message: got '%s'", err);
+             "API.md example message: got '%s'", err);
     segops_prepared_free(&p);
   }
 

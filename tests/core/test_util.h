@@ -66,7 +66,7 @@ double tu_round(segops_dtype dt, double v);
 /* Monotonic clock in seconds, for progress lines. */
 double tu_seconds(void);
 
-/* Relative error of got against ref, relative to max(|ref|, 1) (SPEC §3). NaN counts as huge. */
+/* Relative error of got against ref, relative to max(|ref|, 1) (proto/API.md, Tolerances). NaN counts as huge. */
 double tu_relerr(double got, double ref);
 
 #endif

@@ -1,5 +1,5 @@
 /* cuda_test_util.h: shared helpers of the CUDA tests (determinism, limits, out of memory): backend
- * or skip, random calls, and the SPEC §3 comparison against the tests' one float64 reference
+ * or skip, random calls, and the comparison of proto/API.md, Tolerances against the tests' one float64 reference
  * (tests/core/ref.c). Conformance is tests/core/conformance.c --backend cuda. */
 #ifndef SEGOPS_CUDA_TEST_UTIL_H
 #define SEGOPS_CUDA_TEST_UTIL_H
@@ -41,7 +41,7 @@ void tu_poison(tu_call *tc);
 
 /* float64 reference of the call (ref_run): ref[k] (malloc'd, count elements) for every output. */
 void tu_reference(const segops_call *c, double *ref_out[SEGOPS_MAX_OUTPUTS]);
-/* Compares outputs with the reference by SPEC §3; prints the first failure with label.
+/* Compares outputs with the reference by proto/API.md, Tolerances; prints the first failure with label.
  * Returns the number of failing outputs (0 = pass). */
 int tu_check(const tu_call *tc, const char *label, double *max_err_out);
 

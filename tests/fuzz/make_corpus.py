@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """make_corpus.py: writes the fuzz seed corpus (tests/fuzz/corpus/{msgpack,json,prepare,oip}/) from the
-example bodies of proto/examples (SPEC §5 and GOLDEN.md cases). The first byte of each seed picks
+example bodies of proto/examples (proto/API.md's curl example and exact cases). The first byte of each seed picks
 (op, pass) as fuzz_common.h reads it; for the prepare target bit 7 selects JSON.
 Run: python3 tests/fuzz/make_corpus.py  (needs numpy and msgpack). The seeds are committed."""
 import json

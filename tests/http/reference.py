@@ -1,5 +1,5 @@
 """reference.py: random inputs for every function as /v1/info describes it; the float64
-reference of SPEC §2 itself is the tests' shared one (tests/segref.py)."""
+reference of proto/API.md's formulas itself is the tests' shared one (tests/segref.py)."""
 import numpy as np
 from segref import reference
 

@@ -1,4 +1,4 @@
-"""test_drain.py: the rolling-update drain (SPEC §7) and the listen-address safety rule, on the real
+"""test_drain.py: the rolling-update drain (README.md, Configuration; segopsd --help) and the listen-address safety rule, on the real
 segopsd: SIGTERM turns /readyz 503 at once while work is still served for --drain-seconds, then new
 work gets 503 and in-flight work finishes within --shutdown-timeout; a non-loopback address needs a
 token or --allow-unauthenticated."""

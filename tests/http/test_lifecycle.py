@@ -14,8 +14,8 @@ from reference import random_case, reference
 GOOD = b'{"x":[1,2,3,4,5,6],"idx":[0,0,1,1,1,2],"num_segments":3}'
 SUM = "/v1/segmented_sum/forward"
 
-# SPEC §2 written out independently of kernels/ops.c: inputs (name, optional) and outputs.
-SPEC_TABLE = {
+# proto/API.md's op table written out independently of kernels/ops.c: inputs (name, optional) and outputs.
+API_TABLE = {
     ("segmented_sum", "forward"): ([("x", False)], ["out"]),
     ("segmented_sum", "backward"): ([("g_out", False), ("x", True)], ["grad_x"]),
     ("segmented_sum", "double_backward"): ([("gg_x", True), ("g_out", True), ("x", True)], ["grad_g_out"]),
@@ -56,7 +56,7 @@ def test_info_op_table_and_limits(daemon_factory):
             ins = [(i["name"], i["optional"]) for i in fn["inputs"]]
             assert ins[-2:] == [("idx", False), ("num_segments", False)]
             got[(op, pas)] = (ins[:-2], [o["name"] for o in fn["outputs"]])
-    assert got == SPEC_TABLE
+    assert got == API_TABLE
     # No paths or memory contents leak (the listeners are the addresses the client already uses).
     assert inf["listeners"] == [d.url]
     assert "/" not in json.dumps({k: v for k, v in inf.items() if k not in ("ops", "encodings", "listeners")})

@@ -1,5 +1,5 @@
 """test_ops.py: every op x pass through JSON and msgpack, against the float64 reference of
-SPEC §2 (reference.py), on the real segopsd; plus the SPEC §5 curl example, byte for byte."""
+proto/API.md, Formulas (reference.py), on the real segopsd; plus proto/API.md's curl example, byte for byte."""
 import subprocess
 
 import numpy as np
@@ -88,7 +88,7 @@ def test_spec_curl_example_exact(shared_daemon):
 
 
 def test_golden_cases_exact(shared_daemon):
-    """A few of GOLDEN.md's exact cases through both encodings (== in float64)."""
+    """A few of proto/API.md's exact cases through both encodings (== in float64)."""
     u = shared_daemon.url
     for enc in (MSGPACK, JSON):
         st, _, g = call(u, "segmented_sum", "forward", {"x": np.array([[1, 2, 3], [4, 5, 6], [7, 8, 9.0]])},

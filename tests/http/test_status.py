@@ -1,4 +1,4 @@
-"""test_status.py: every status code of SPEC §5 from the real segopsd, with its JSON error body
+"""test_status.py: every status code of proto/API.md from the real segopsd, with its JSON error body
 and the headers each one needs (Allow, WWW-Authenticate, Retry-After)."""
 import json
 import socket

@@ -22,7 +22,7 @@ def test_health_and_info(client):
     info = client.info()
     assert isinstance(info, dict)
     assert "version" in info and "backend" in info
-    # The server's op table (SPEC §5) is the client's: same functions, inputs in the same
+    # The server's op table (proto/API.md) is the client's: same functions, inputs in the same
     # order with the same use, same outputs in the same order.
     from segops import _table
 

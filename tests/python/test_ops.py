@@ -1,5 +1,5 @@
 """test_ops.py: every op x pass (scalar and vec3 where allowed, float32 and float64) through
-segops.Client against the float64 numpy reference of SPEC §2, on the layouts of GOLDEN.md,
+segops.Client against the float64 numpy reference of proto/API.md's formulas, on the layouts of proto/API.md (Exact cases),
 plus the golden cases, omitted arguments, output subsets and input conversions."""
 
 import numpy as np
@@ -77,7 +77,7 @@ def test_generic_call(client, op, pass_, width):
 
 @pytest.mark.parametrize("op", list(FORWARD_INPUTS))
 def test_double_backward_cotangents_omitted(client, op):
-    """A missing gg_a means zeros (SPEC §2): drop each cotangent in turn, and all of them."""
+    """A missing gg_a means zeros (proto/API.md, Formulas): drop each cotangent in turn, and all of them."""
     ggs = ["gg_" + a for a in FORWARD_INPUTS[op]]
     for drop in [(g,) for g in ggs] + [tuple(ggs)]:
         for w in WIDTHS[op]:
@@ -191,7 +191,7 @@ def test_unsorted_idx_same_as_sorted(client):
     assert max_rel_err(b, a) <= 1e-12
 
 
-# ---- GOLDEN.md: exact cases, compared with == in float64 ----
+# ---- proto/API.md, Exact cases, compared with == in float64 ----
 
 
 def test_golden_1_sum_forward(client):

@@ -1,7 +1,7 @@
 """test_torch.py: segops.torch through the real daemon: gradcheck and gradgradcheck (float64)
 for all six ops, scalar and vec3 where allowed; a model-like chain differentiated twice
 (energy -> forces -> loss -> backward) against the same chain in plain torch; None
-cotangents not sent; float32; third order refused; GOLDEN case 12."""
+cotangents not sent; float32; third order refused; exact case 12 (proto/API.md)."""
 
 import numpy as np
 import pytest

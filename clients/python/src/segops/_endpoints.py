@@ -1,4 +1,4 @@
-"""_endpoints.py: a set of segops daemons behind one Client (SPEC §6).
+"""_endpoints.py: a set of segops daemons behind one Client (clients/python/README.md).
 
 Each endpoint is a one-daemon Client of its own (its own connection pool and transport). A call
 goes to the healthy endpoint with the fewest calls in flight (ties in turn). A refused or dropped

@@ -1,4 +1,4 @@
-"""_transport.py: how a Client's requests reach the daemon (SPEC §5.2, §5.3, §6).
+"""_transport.py: how a Client's requests reach the daemon (clients/python/README.md, proto/API.md).
 
 Three transports, fastest first:
 - "shm": tensors travel through a POSIX shared-memory region that the client registers with the
@@ -210,7 +210,7 @@ def _align(n):
     return (n + _ALIGN - 1) & ~(_ALIGN - 1)
 
 
-# Output shapes, from the op table's rules (SPEC §2): grad_<a> has the shape of input a;
+# Output shapes, from the op table's rules (proto/API.md, Formulas): grad_<a> has the shape of input a;
 # grad_g_out that of g_out; a forward's out is reduced to (S,...) or keeps its input's shape.
 _REDUCED = {"segmented_sum": True, "segmented_mean": True, "segmented_dot": False, "segmented_rms_norm": False}
 

@@ -1,4 +1,4 @@
-"""client.py: segops.Client, the numpy client of the segops daemon (SPEC §6): a thread-safe
+"""client.py: segops.Client, the numpy client of the segops daemon (clients/python/README.md): a thread-safe
 pool of keep-alive HTTP connections, msgpack bodies, typed errors, one method per op x pass."""
 
 import http.client
@@ -420,7 +420,7 @@ def _make_method(op, pass_):
     ret = outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ")"
     method.__doc__ = (
         f"{mname}({shown}, *, outputs=None) -> {ret}\n\n"
-        f"Runs {op} {pass_} on the server (SPEC §2). Inputs that the formula does not read and\n"
+        f"Runs {op} {pass_} on the server (proto/API.md, Formulas). Inputs that the formula does not read and\n"
         f"omitted cotangents may be None (they are not sent). outputs: a subset of {list(outs)}\n"
         f"to compute; the result is one array, or a tuple in the order asked for."
     )

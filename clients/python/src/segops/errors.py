@@ -1,4 +1,4 @@
-"""errors.py: the typed exceptions of the segops client, one per server error code (SPEC §5)."""
+"""errors.py: the typed exceptions of the segops client, one per server error code (proto/API.md)."""
 
 
 class SegopsError(Exception):

@@ -1,0 +1,40 @@
+"""check_citations.py ROOT: the repository cites only documents it contains. Fails, listing
+each place, when a source, test or document file names "SPEC" or "GOLDEN" (design documents
+that are not in the repository; the contract they held is proto/API.md)."""
+
+import os
+import re
+import sys
+
+SKIP_DIRS = {".git", "build", ".venv", "__pycache__", "node_modules"}
+TEXT = (".c", ".h", ".cu", ".py", ".md", ".sh", ".txt", ".yaml", ".yml", ".toml", ".def", ".cmake", "")
+PATTERN = re.compile(r"\bSPEC\b|GOLDEN")
+SELF = os.path.abspath(__file__)
+
+
+def main(root):
+    hits = []
+    for d, dirs, files in os.walk(root):
+        dirs[:] = [x for x in dirs if x not in SKIP_DIRS and not x.startswith("build") and not x.endswith(".egg-info")]
+        for f in files:
+            path = os.path.join(d, f)
+            if os.path.abspath(path) == SELF or os.path.splitext(f)[1] not in TEXT:
+                continue
+            try:
+                with open(path, encoding="utf-8") as fh:
+                    for n, line in enumerate(fh, 1):
+                        if PATTERN.search(line):
+                            hits.append(f"{os.path.relpath(path, root)}:{n}: {line.strip()[:120]}")
+            except (UnicodeDecodeError, OSError):
+                continue
+    for h in hits:
+        print(h)
+    if hits:
+        print(f"{len(hits)} citation(s) of documents that are not in the repository: point them at proto/API.md")
+        return 1
+    print("no citations of documents outside the repository")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
