@@ -113,10 +113,10 @@ typedef struct {
 /* Starts one libmicrohttpd daemon per address of cfg->listen; fills srv->listeners and srv->port.
  * Returns 0, or -1 after logging (nothing left running). */
 int segops_server_start(segops_server *srv);
-/* Graceful stop (README.md, Configuration; segopsd --help): readyz 503 at once, work served for cfg->drain_seconds, then new op
- * requests 503, queued and running work finished and every response sent, then libmicrohttpd
- * stopped (no connection is suspended then). Work still running after cfg->shutdown_timeout_s
- * ends the process with exit status 1. */
+/* Graceful stop (README.md, Configuration; segopsd --help): readyz 503 at once, work served for cfg->drain_seconds,
+ * then new op requests 503, queued and running work finished and every response sent, then libmicrohttpd stopped (no
+ * connection is suspended then). Work still running after cfg->shutdown_timeout_s ends the process with exit status 1.
+ */
 void segops_server_drain_and_stop(segops_server *srv);
 
 /* --- helpers (http_neg.c) --- */
