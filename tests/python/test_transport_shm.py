@@ -1,4 +1,4 @@
-"""test_transport_shm.py: segops.Client over shared memory (SPEC §5.2) against the real daemon:
+"""test_transport_shm.py: segops.Client over shared memory (clients/python/README.md) against the real daemon:
 every function bit-identical to HTTP bodies, results that never alias the region, arrays from
 Client.empty() sent without a copy, regions grown, released on close and at exit, threads,
 errors, the torch functions, and auto's fall-back when no region can be registered.
