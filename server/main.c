@@ -30,7 +30,7 @@ static segops_backend *make_backend(const segops_config *c) {
 }
 
 /* Every catchable signal whose default action would end the process: all of them drain like
- * SIGTERM (SPEC §7: no catchable signal ends the daemon without the drain), except SIGHUP,
+ * SIGTERM (README.md, Configuration: no catchable signal ends the daemon without the drain), except SIGHUP,
  * which is taken and ignored. They are blocked in every thread and taken by main with sigwait.
  * SIGPIPE is ignored instead (a peer closing mid-write is an error return, not a signal); the
  * synchronous faults (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS) keep their
