@@ -13,22 +13,11 @@ torch = pytest.importorskip("torch")
 
 import segops  # noqa: E402
 import segops.torch as st  # noqa: E402
-from segref import FORWARD_INPUTS, WIDTHS, idx_from_lengths, shape_of  # noqa: E402
+from segref import FORWARD_INPUTS, WIDTHS  # noqa: E402
+from test_torch import make_inputs  # noqa: E402  (the same inputs as the eager tests)
 
 OPS_W = [pytest.param(op, w, id=f"{op}-w{w}") for op in FORWARD_INPUTS for w in WIDTHS[op]]
-LENGTHS = [3, 0, 2, 4]
 GC = dict(eps=1e-6, atol=1e-8, rtol=1e-6)
-
-
-def make_inputs(op, w, lengths=LENGTHS, seed=0, dtype=torch.float64):
-    rng = np.random.default_rng(seed)
-    idx = idx_from_lengths(lengths, rng)
-    s = len(lengths)
-    ins = [
-        torch.tensor(rng.standard_normal(shape_of(op, a, w, len(idx), s)), dtype=dtype, requires_grad=True)
-        for a in FORWARD_INPUTS[op]
-    ]
-    return ins, torch.from_numpy(idx.astype(np.int64)), s
 
 
 @pytest.fixture(autouse=True)
