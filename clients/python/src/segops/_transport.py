@@ -465,19 +465,11 @@ class ShmSession:
             self._release(region)
 
     def _decode(self, raw, region, placed):
-        try:
-            top = msgpack.unpackb(raw, raw=False, strict_map_key=False)
-        except Exception as e:
-            raise ProtocolError(200, "protocol_error", f"segops: response is not valid msgpack: {e}") from None
-        if not isinstance(top, dict):
-            raise ProtocolError(200, "protocol_error", "segops: response is not a map")
         out = {}
-        for k, t in top.items():
+        for k, t in _wire.unpack_map(raw).items():
             ref = t.get("shm") if isinstance(t, dict) else None
             if ref is None:
-                if isinstance(t, dict) and isinstance(t.get("data"), bytes):
-                    t = dict(t, data=np.frombuffer(t["data"], dtype=np.uint8).copy())
-                out[k] = _wire._tensor(k, t)
+                out[k] = _wire.inline_tensor(k, t)
                 continue
             dt = _wire.WIRE_DTYPES.get(t.get("dtype"))
             shape = tuple(int(d) for d in t.get("shape", ()))

@@ -275,21 +275,28 @@ def decode_msgpack(resp, length, preread=b""):
     return {k: _tensor(k, v) for k, v in top.items()}
 
 
-def decode_msgpack_bytes(body):
-    """Decodes a small response held in memory: msgpack's C decoder, then one copy of each
-    (small) payload into its own aligned, writable array."""
+def unpack_map(body):
+    """A small msgpack response held in memory, as a dict (msgpack's C decoder)."""
     try:
         top = msgpack.unpackb(body, raw=False, strict_map_key=False)
     except Exception as e:
         raise ProtocolError(200, "protocol_error", f"segops: response is not valid msgpack: {e}") from None
     if not isinstance(top, dict):
         raise ProtocolError(200, "protocol_error", "segops: response is not a map")
-    out = {}
-    for k, t in top.items():
-        if isinstance(t, dict) and isinstance(t.get("data"), bytes):
-            t = dict(t, data=np.frombuffer(t["data"], dtype=np.uint8).copy())
-        out[k] = _tensor(k, t)
-    return out
+    return top
+
+
+def inline_tensor(name, t):
+    """An output that carries its data: one copy of the (small) payload into its own aligned,
+    writable array."""
+    if isinstance(t, dict) and isinstance(t.get("data"), bytes):
+        t = dict(t, data=np.frombuffer(t["data"], dtype=np.uint8).copy())
+    return _tensor(name, t)
+
+
+def decode_msgpack_bytes(body):
+    """Decodes a small response held in memory."""
+    return {k: inline_tensor(k, t) for k, t in unpack_map(body).items()}
 
 
 def decode_json_outputs(obj):
