@@ -8,4 +8,6 @@ int segops_test_hook_before_run(const segops_call *call, char *err, size_t errle
   return 0;
 }
 
+bool segops_test_hook_slow_backend(void) { return false; }
+
 bool segops_test_hooks_enabled(void) { return false; }

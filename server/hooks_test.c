@@ -29,4 +29,9 @@ int segops_test_hook_before_run(const segops_call *call, char *err, size_t errle
   return 0;
 }
 
+bool segops_test_hook_slow_backend(void) {
+  const char *d = getenv("SEGOPS_TEST_DELAY_MS");
+  return d && strtol(d, NULL, 10) > 0;
+}
+
 bool segops_test_hooks_enabled(void) { return true; }

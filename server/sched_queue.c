@@ -36,7 +36,12 @@ struct segops_sched {
   pthread_t *workers;
   pthread_t reaper_thread;
   bool reaper_started;
+  int64_t inline_max_work; /* segops_sched_run_inline's bound on n + s; 0 = never inline */
 };
+
+/* A CPU call this small costs less to compute than to hand to a worker and back (a wake-up and a
+ * resume, tens of microseconds), so it runs on the submitting thread when a worker is free. */
+#define INLINE_MAX_WORK ((int64_t)1 << 15)
 
 double segops_now(void) {
   struct timespec ts;
@@ -110,6 +115,37 @@ int segops_sched_submit(segops_sched *s, segops_job *job) {
     pthread_cond_signal(&s->work);
   pthread_mutex_unlock(&s->mu);
   return SEGOPS_OK;
+}
+
+bool segops_sched_run_inline(segops_sched *s, segops_job *job) {
+  const segops_call *c = job->call;
+  if (s->inline_max_work <= 0 || c->n + c->s > s->inline_max_work || segops_test_hook_slow_backend()) return false;
+  pthread_mutex_lock(&s->mu);
+  /* Only where a worker would start it at once: nothing waits (FIFO and batching untouched) and
+   * a worker is free (at most n_workers calls run, as without inlining). */
+  if (s->closed || s->head || s->running >= s->n_workers) {
+    pthread_mutex_unlock(&s->mu);
+    return false;
+  }
+  int device = s->running++;
+  pthread_mutex_unlock(&s->mu);
+  job->next = NULL;
+  job->err[0] = 0;
+  job->batch_size = 1;
+  job->t_enqueued = job->t_started = segops_now();
+  segops_metrics_executing_add(1);
+  int rc = segops_test_hook_before_run(c, job->err, sizeof job->err);
+  if (rc == SEGOPS_OK) rc = s->backend->run(s->backend->ctx, device, c, job->err, sizeof job->err);
+  job->t_finished = segops_now();
+  segops_metrics_executing_add(-1);
+  segops_metrics_backend_busy(device, job->t_finished - job->t_started);
+  segops_metrics_batch(1, c->n);
+  job->status = rc;
+  pthread_mutex_lock(&s->mu);
+  s->running--;
+  if (!s->head && s->running == 0) pthread_cond_broadcast(&s->idle);
+  pthread_mutex_unlock(&s->mu);
+  return true;
 }
 
 int64_t segops_sched_depth(segops_sched *s) {
@@ -315,6 +351,9 @@ segops_sched *segops_sched_new(segops_backend *backend, const segops_sched_opts 
   cond_init_mono(&s->idle);
   cond_init_mono(&s->reaper);
   s->n_workers = backend->n_devices > 0 ? backend->n_devices : 1;
+  /* Not with a batching window (--max-queue-delay-us): a worker would wait for company there. */
+  s->inline_max_work =
+      backend->name && strcmp(backend->name, "cpu") == 0 && s->opts.max_queue_delay_us <= 0 ? INLINE_MAX_WORK : 0;
   s->workers = calloc((size_t)s->n_workers, sizeof *s->workers);
   if (!s->workers) goto fail;
   if (pthread_create(&s->reaper_thread, NULL, reaper_main, s) != 0) goto fail;

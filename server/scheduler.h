@@ -54,6 +54,11 @@ segops_sched *segops_sched_new(segops_backend *backend, const segops_sched_opts 
  * SEGOPS_E_UNAVAILABLE after segops_sched_close: then done is NOT called. */
 int segops_sched_submit(segops_sched *s, segops_job *job);
 
+/* Runs a small job on the calling thread, now, when that is what a worker would do anyway (the
+ * CPU backend, nothing queued, a worker free): true with status, err and the times set, and done
+ * NOT called. False: nothing happened; submit it. Saves the hand-off to a worker and back. */
+bool segops_sched_run_inline(segops_sched *s, segops_job *job);
+
 /* Jobs waiting now (for /metrics). */
 int64_t segops_sched_depth(segops_sched *s);
 
@@ -83,6 +88,10 @@ int segops_batch_run(segops_backend *b, int device, segops_job **jobs, int n, ch
 
 /* Called by a worker before each backend call; returns SEGOPS_OK or an error to inject. */
 int segops_test_hook_before_run(const segops_call *call, char *err, size_t errlen);
+/* True while the test daemon injects a backend delay: calls then always go through the workers
+ * (a slow call on an HTTP thread would stall that thread's connections, which the delay models
+ * for the queue, deadline and drain tests). */
+bool segops_test_hook_slow_backend(void);
 /* True in the test daemon: logged at startup so a test build is never mistaken for a real one. */
 bool segops_test_hooks_enabled(void);
 
