@@ -40,6 +40,11 @@ struct segops_backend {
   int (*cache_stats)(void *ctx, int device, segops_cache_stats *st);
   /* Frees ctx. */
   void (*destroy)(void *ctx);
+  /* Optional (NULL when the backend has no use for it): pins host memory [ptr, ptr+len) that
+   * calls will read and write (shared-memory regions), so device copies go straight from and
+   * to it; returns 0 when pinned. host_unregister undoes it before the memory is unmapped. */
+  int (*host_register)(void *ctx, void *ptr, size_t len);
+  void (*host_unregister)(void *ctx, void *ptr);
 };
 
 /* CPU backend. threads <= 0 picks the number of online CPUs. Returns NULL on failure.

@@ -294,6 +294,20 @@ static void dev_release(cuda_dev *d) {
   (void)cudaGetLastError();
 }
 
+/* Shared-memory regions: pinned (portable across the GPUs' contexts) so copies to and from them
+ * are direct DMA. */
+static int cuda_host_register(void *vctx, void *ptr, size_t len) {
+  (void)vctx;
+  cudaError_t e = cudaHostRegister(ptr, len, cudaHostRegisterPortable);
+  if (e != cudaSuccess) (void)cudaGetLastError();
+  return e == cudaSuccess ? 0 : -1;
+}
+
+static void cuda_host_unregister(void *vctx, void *ptr) {
+  (void)vctx;
+  if (cudaHostUnregister(ptr) != cudaSuccess) (void)cudaGetLastError();
+}
+
 static void cuda_destroy(void *vctx) {
   cuda_ctx *ctx = (cuda_ctx *)vctx;
   if (!ctx) return;
@@ -405,5 +419,7 @@ extern "C" segops_backend *segops_cuda_backend_new(const int *devices, int n_dev
   b->ready = cuda_ready;
   b->cache_stats = cuda_cache_stats;
   b->destroy = cuda_destroy;
+  b->host_register = cuda_host_register;
+  b->host_unregister = cuda_host_unregister;
   return b;
 }
