@@ -11,7 +11,19 @@ typedef struct {
   const char *name; /* borrowed, not NUL-terminated */
   size_t name_len;
   segops_tensor t; /* t.data borrowed (usually points into the request body) */
+  /* A tensor by reference ({"shm": {"region", "offset"}} instead of "data"): t.data is NULL and
+   * t.nbytes 0 until the server resolves it in its shared-memory registry (server/shm_io.h). */
+  const char *shm_region; /* borrowed, not NUL-terminated; NULL for inline data */
+  size_t shm_region_len;
+  uint64_t shm_offset;
 } segops_named_tensor;
+
+/* An output asked into a shared-memory region ("outputs_shm": {name: {"region", "offset"}}). */
+typedef struct {
+  const char *name, *region; /* borrowed, not NUL-terminated */
+  size_t len, region_len;
+  uint64_t offset;
+} segops_output_shm;
 
 typedef enum {
   SEGOPS_NS_ABSENT = 0, /* no num_segments key */
@@ -37,6 +49,8 @@ typedef struct {
     const char *name;
     size_t len;
   } outputs[SEGOPS_MAX_OUTPUTS * 2];
+  int n_outputs_shm;
+  segops_output_shm outputs_shm[SEGOPS_MAX_OUTPUTS * 2];
 } segops_request;
 
 typedef struct {

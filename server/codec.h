@@ -40,6 +40,8 @@ typedef struct {
   int64_t shape[SEGOPS_MAX_NDIM];
   const void *data;
   size_t nbytes;
+  const char *shm_region; /* non-NULL: the output is in this shared-memory region (no data sent) */
+  uint64_t shm_offset;
 } segops_out_tensor;
 
 /* An encoded response body as a list of pieces. Pieces either point into `owned` (headers,
@@ -53,7 +55,8 @@ typedef struct {
   void *owned;
 } segops_encoded;
 
-/* Encodes {name: {"dtype","shape","data"}} maps. msgpack: data as bin (no payload copy).
+/* Encodes {name: {"dtype","shape","data"}} maps ({"dtype","shape","shm": {"region","offset",
+ * "byte_size"}} for an output written into a shared-memory region). msgpack: data as bin (no payload copy).
  * JSON: data as a flat list; float64 printed with 17 significant digits, float32 with 9,
  * integral values with a trailing ".0" (as in proto/API.md's curl example). Returns 0 or SEGOPS_E_NOMEM. */
 int segops_encode_msgpack(const segops_out_tensor *outs, int n, segops_encoded *enc);

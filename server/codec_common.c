@@ -27,6 +27,7 @@ segops_codec_key segops_codec_key_kind(const char *s, size_t len) {
   if (eq(s, len, "num_segments")) return SEGOPS_KEY_NUM_SEGMENTS;
   if (eq(s, len, "dtype")) return SEGOPS_KEY_DTYPE;
   if (eq(s, len, "outputs")) return SEGOPS_KEY_OUTPUTS;
+  if (eq(s, len, "outputs_shm")) return SEGOPS_KEY_OUTPUTS_SHM;
   return SEGOPS_KEY_TENSOR;
 }
 

@@ -15,7 +15,13 @@
 /* msgpack-c's own parser refuses nesting deeper than its embedded stack (32 levels). */
 #define SEGOPS_CODEC_MSGPACK_MAX_DEPTH 32
 
-typedef enum { SEGOPS_KEY_TENSOR, SEGOPS_KEY_NUM_SEGMENTS, SEGOPS_KEY_DTYPE, SEGOPS_KEY_OUTPUTS } segops_codec_key;
+typedef enum {
+  SEGOPS_KEY_TENSOR,
+  SEGOPS_KEY_NUM_SEGMENTS,
+  SEGOPS_KEY_DTYPE,
+  SEGOPS_KEY_OUTPUTS,
+  SEGOPS_KEY_OUTPUTS_SHM
+} segops_codec_key;
 
 /* Effective limits: lim's values, with defaults for NULL or zero fields. */
 segops_codec_limits segops_codec_limits_eff(const segops_codec_limits *lim);

@@ -56,7 +56,9 @@ typedef struct {
   segops_dtype dt;
   int ndim;
   int64_t shape[SEGOPS_MAX_NDIM];
-  size_t count; /* numbers to materialise */
+  size_t count;       /* numbers to materialise */
+  json_t *shm_region; /* by reference: the region name (a string), else NULL */
+  uint64_t shm_offset;
 } jtensor;
 
 typedef struct {
@@ -181,6 +183,22 @@ static int store(const jctx *c, const char *an, const jtensor *t, json_t *v, siz
 }
 
 /* Reads a tensor's form, dtype and shape (pass A; nothing is allocated). */
+/* A shared-memory reference {"region": str, "offset": int >= 0} (offset optional). */
+static int shm_ref(const jctx *c, const char *label, json_t *v, json_t **region, uint64_t *offset) {
+  json_t *rg = json_is_object(v) ? json_object_get(v, "region") : NULL;
+  json_t *of = json_is_object(v) ? json_object_get(v, "offset") : NULL;
+  size_t want = (rg ? 1u : 0u) + (of ? 1u : 0u);
+  if (!json_is_object(v) || !json_is_string(rg) || (of && (!json_is_integer(of) || json_integer_value(of) < 0)) ||
+      json_object_size(v) != want)
+    return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, c->err, c->errlen, c->op,
+                             "%s must be a map {\"region\": name, \"offset\": bytes} (a string and a non-negative "
+                             "integer)",
+                             label);
+  *region = rg;
+  *offset = of ? (uint64_t)json_integer_value(of) : 0;
+  return SEGOPS_OK;
+}
+
 static int tensor_shape(const jctx *c, const char *an, json_t *v, segops_dtype top_dt, jtensor *t) {
   if (json_is_array(v)) {
     t->bare = true;
@@ -214,11 +232,13 @@ static int tensor_shape(const jctx *c, const char *an, json_t *v, segops_dtype t
     return segops_codec_fail(
         SEGOPS_E_MALFORMED_BODY, c->err, c->errlen, c->op,
         "%s must be a tensor: a (nested) list of numbers or a map {\"dtype\", \"shape\", \"data\"}", an);
-  json_t *dtype = NULL, *shape = NULL, *data = NULL;
+  json_t *dtype = NULL, *shape = NULL, *data = NULL, *shm = NULL;
   const char *k;
   json_t *kv;
   json_object_foreach(v, k, kv) {
-    if (!strcmp(k, "dtype"))
+    if (!strcmp(k, "shm"))
+      shm = kv;
+    else if (!strcmp(k, "dtype"))
       dtype = kv;
     else if (!strcmp(k, "shape"))
       shape = kv;
@@ -227,11 +247,14 @@ static int tensor_shape(const jctx *c, const char *an, json_t *v, segops_dtype t
     else {
       char kb[200];
       return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, c->err, c->errlen, c->op,
-                               "%s has unknown key '%s' (expected dtype, shape, data)", an,
+                               "%s has unknown key '%s' (expected dtype, shape, data or shm)", an,
                                segops_codec_printable(kb, sizeof kb, k, strlen(k)));
     }
   }
-  if (!dtype || !shape || !data)
+  if (data && shm)
+    return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, c->err, c->errlen, c->op,
+                             "%s has both \"data\" and \"shm\" (a tensor is inline or by reference)", an);
+  if (!dtype || !shape || !(data || shm))
     return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, c->err, c->errlen, c->op,
                              "%s is missing \"%s\" (a tensor map has \"dtype\", \"shape\" and \"data\")", an,
                              !dtype   ? "dtype"
@@ -256,6 +279,12 @@ static int tensor_shape(const jctx *c, const char *an, json_t *v, segops_dtype t
       return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, c->err, c->errlen, c->op,
                                "%s.shape must be a list of non-negative integers", an);
     t->shape[d] = (int64_t)json_integer_value(e); /* negatives are refused by prepare, by value */
+  }
+  if (shm) {
+    char label[80];
+    snprintf(label, sizeof label, "%s.shm", an);
+    t->count = 0;
+    return shm_ref(c, label, shm, &t->shm_region, &t->shm_offset);
   }
   if (!json_is_array(data))
     return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, c->err, c->errlen, c->op,
@@ -319,7 +348,8 @@ static int decode_tree(json_t *root, segops_op op, segops_pass pass, segops_deco
 
   jtensor ts[SEGOPS_MAX_REQ_ARGS];
   int nt = 0;
-  json_t *outputs = NULL;
+  json_t *outputs = NULL, *outputs_shm = NULL;
+  json_t *oshm_region[SEGOPS_MAX_OUTPUTS * 2];
   size_t names_bytes = 0;
   const char *key;
   json_t *v;
@@ -338,6 +368,28 @@ static int decode_tree(json_t *root, segops_op op, segops_pass pass, segops_deco
         break;
       case SEGOPS_KEY_DTYPE:
         break;
+      case SEGOPS_KEY_OUTPUTS_SHM: {
+        if (!json_is_object(v))
+          return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, err, errlen, op,
+                                   "outputs_shm must be a map {output name: {\"region\", \"offset\"}}");
+        if (json_object_size(v) > SEGOPS_MAX_OUTPUTS * 2)
+          return segops_codec_fail(SEGOPS_E_INVALID_ARGUMENT, err, errlen, op,
+                                   "outputs_shm lists %zu outputs; at most %d are allowed", json_object_size(v),
+                                   SEGOPS_MAX_OUTPUTS * 2);
+        const char *on;
+        json_t *ov;
+        int i = 0;
+        json_object_foreach(v, on, ov) {
+          char label[96], ob[64];
+          snprintf(label, sizeof label, "outputs_shm.%s", segops_codec_printable(ob, sizeof ob, on, strlen(on)));
+          int rc = shm_ref(&c, label, ov, &oshm_region[i], &req->outputs_shm[i].offset);
+          if (rc) return rc;
+          names_bytes += strlen(on) + json_string_length(oshm_region[i]) + 2;
+          i++;
+        }
+        outputs_shm = v;
+        break;
+      }
       case SEGOPS_KEY_OUTPUTS:
         if (!json_is_array(v))
           return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, err, errlen, op, "outputs must be a list of output names");
@@ -367,7 +419,7 @@ static int decode_tree(json_t *root, segops_op op, segops_pass pass, segops_deco
           return segops_codec_fail(SEGOPS_E_INVALID_ARGUMENT, err, errlen, op, "unknown argument '%s' for %s", an,
                                    segops_pass_name(pass));
         if (rc) return rc;
-        names_bytes += klen + 1;
+        names_bytes += klen + 1 + (t->shm_region ? json_string_length(t->shm_region) + 1 : 0);
         nt++;
         break;
       }
@@ -406,6 +458,35 @@ static int decode_tree(json_t *root, segops_op op, segops_pass pass, segops_deco
     memcpy(a->t.shape, t->shape, sizeof t->shape);
     a->t.data = arena + off[i];
     a->t.nbytes = t->count * segops_dtype_size(t->dt);
+    if (t->shm_region) { /* by reference: resolved by the server */
+      size_t l = json_string_length(t->shm_region);
+      memcpy(np, json_string_value(t->shm_region), l);
+      np[l] = 0;
+      a->shm_region = np;
+      a->shm_region_len = l;
+      a->shm_offset = t->shm_offset;
+      a->t.data = NULL;
+      np += l + 1;
+    }
+  }
+  if (outputs_shm) {
+    const char *on;
+    json_t *ov;
+    json_object_foreach(outputs_shm, on, ov) {
+      (void)ov;
+      segops_output_shm *o = &req->outputs_shm[req->n_outputs_shm];
+      size_t l = strlen(on), rl = json_string_length(oshm_region[req->n_outputs_shm]);
+      memcpy(np, on, l + 1);
+      o->name = np;
+      o->len = l;
+      np += l + 1;
+      memcpy(np, json_string_value(oshm_region[req->n_outputs_shm]), rl);
+      np[rl] = 0;
+      o->region = np;
+      o->region_len = rl;
+      np += rl + 1;
+      req->n_outputs_shm++;
+    }
   }
   if (outputs) {
     req->has_outputs = true;

@@ -253,7 +253,8 @@ int segops_encode_json(const segops_out_tensor *outs, int n, segops_encoded *enc
   size_t cap = 8 + sizeof(struct iovec);
   for (int i = 0; i < n; i++) {
     if (!segops_dtype_size(outs[i].dtype)) return SEGOPS_E_INTERNAL;
-    size_t nm = segops_codec_json_numbers_max(&outs[i]);
+    size_t nm = outs[i].shm_region ? strlen(outs[i].shm_region) * 6 + 96 /* {"region","offset","byte_size"} */
+                                   : segops_codec_json_numbers_max(&outs[i]);
     if (nm > SIZE_MAX / 4) return SEGOPS_E_NOMEM;
     cap += strlen(outs[i].name) * 6 + 96 + SEGOPS_MAX_NDIM * 21 + nm;
   }
@@ -272,6 +273,16 @@ int segops_encode_json(const segops_out_tensor *outs, int n, segops_encoded *enc
     for (int d = 0; d < o->ndim; d++) {
       if (d) *p++ = ',';
       p = put_i64(p, o->shape[d]);
+    }
+    if (o->shm_region) {
+      p = put_lit(p, "],\"shm\":{\"region\":");
+      p = put_str(p, o->shm_region);
+      p = put_lit(p, ",\"offset\":");
+      p = put_u64(p, o->shm_offset);
+      p = put_lit(p, ",\"byte_size\":");
+      p = put_u64(p, (uint64_t)o->nbytes);
+      p = put_lit(p, "}}");
+      continue;
     }
     p = put_lit(p, "],\"data\":[");
     p = segops_codec_json_numbers(p, o);

@@ -2,6 +2,7 @@
  * (tensor payloads referenced by iovecs, never copied). */
 #include <msgpack.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -179,25 +180,56 @@ static bool is_str(const msgpack_object *o, const char *lit) {
          memcmp(o->via.str.ptr, lit, o->via.str.size) == 0;
 }
 
-/* Fills one tensor from {"dtype": str, "shape": [ints], "data": bin}. */
-static int tensor_from(const msgpack_object *v, const char *an, segops_op op, segops_tensor *t, char *err,
+/* A shared-memory reference {"region": str, "offset": uint} (offset optional, default 0). */
+static int shm_ref_from(const msgpack_object *v, const char *an, segops_op op, const char **region, size_t *region_len,
+                        uint64_t *offset, char *err, size_t errlen) {
+  if (v->type != MSGPACK_OBJECT_MAP)
+    return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, err, errlen, op,
+                             "%s must be a map {\"region\": name, \"offset\": bytes}", an);
+  *region = NULL;
+  *offset = 0;
+  bool seen_off = false;
+  for (uint32_t i = 0; i < v->via.map.size; i++) {
+    const msgpack_object *k = &v->via.map.ptr[i].key, *e = &v->via.map.ptr[i].val;
+    if (is_str(k, "region") && !*region && e->type == MSGPACK_OBJECT_STR) {
+      *region = e->via.str.ptr;
+      *region_len = e->via.str.size;
+    } else if (is_str(k, "offset") && !seen_off && e->type == MSGPACK_OBJECT_POSITIVE_INTEGER) {
+      *offset = e->via.u64;
+      seen_off = true;
+    } else {
+      return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, err, errlen, op,
+                               "%s must be a map {\"region\": name, \"offset\": bytes} (a string and a "
+                               "non-negative integer, each once)",
+                               an);
+    }
+  }
+  if (!*region) return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, err, errlen, op, "%s is missing \"region\"", an);
+  return SEGOPS_OK;
+}
+
+/* Fills one tensor from {"dtype": str, "shape": [ints], "data": bin} or, by reference,
+ * {"dtype", "shape", "shm": {"region", "offset"}}. */
+static int tensor_from(const msgpack_object *v, const char *an, segops_op op, segops_named_tensor *nt, char *err,
                        size_t errlen) {
+  segops_tensor *t = &nt->t;
   if (v->type != MSGPACK_OBJECT_MAP)
     return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, err, errlen, op,
                              "%s must be a tensor map {\"dtype\", \"shape\", \"data\"}", an);
-  const msgpack_object *dtype = NULL, *shape = NULL, *data = NULL;
+  const msgpack_object *dtype = NULL, *shape = NULL, *data = NULL, *shm = NULL;
   for (uint32_t i = 0; i < v->via.map.size; i++) {
     const msgpack_object *k = &v->via.map.ptr[i].key;
     const msgpack_object **slot = is_str(k, "dtype")   ? &dtype
                                   : is_str(k, "shape") ? &shape
                                   : is_str(k, "data")  ? &data
+                                  : is_str(k, "shm")   ? &shm
                                                        : NULL;
     if (!slot) {
       char kb[200];
       if (k->type != MSGPACK_OBJECT_STR)
         return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, err, errlen, op, "%s has a key that is not a string", an);
       return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, err, errlen, op,
-                               "%s has unknown key '%s' (expected dtype, shape, data)", an,
+                               "%s has unknown key '%s' (expected dtype, shape, data or shm)", an,
                                segops_codec_printable(kb, sizeof kb, k->via.str.ptr, k->via.str.size));
     }
     if (*slot)
@@ -205,6 +237,10 @@ static int tensor_from(const msgpack_object *v, const char *an, segops_op op, se
                                (int)k->via.str.size, k->via.str.ptr);
     *slot = &v->via.map.ptr[i].val;
   }
+  if (data && shm)
+    return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, err, errlen, op,
+                             "%s has both \"data\" and \"shm\" (a tensor is inline or by reference)", an);
+  if (shm && !data) data = shm;
   if (!dtype || !shape || !data)
     return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, err, errlen, op,
                              "%s is missing \"%s\" (a tensor is a map "
@@ -237,6 +273,13 @@ static int tensor_from(const msgpack_object *v, const char *an, segops_op op, se
                                "%s.shape must be a list of non-negative integers", an);
     }
   }
+  if (shm) {
+    t->data = NULL;
+    t->nbytes = 0;
+    char label[80];
+    snprintf(label, sizeof label, "%s.shm", an);
+    return shm_ref_from(shm, label, op, &nt->shm_region, &nt->shm_region_len, &nt->shm_offset, err, errlen);
+  }
   if (data->type != MSGPACK_OBJECT_BIN)
     return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, err, errlen, op, "%s.data must be binary (msgpack bin)", an);
   t->data = data->via.bin.ptr;
@@ -259,6 +302,34 @@ static int outputs_from(const msgpack_object *v, segops_op op, segops_request *r
       return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, err, errlen, op, "outputs must be a list of output names");
     req->outputs[i].name = e->via.str.ptr;
     req->outputs[i].len = e->via.str.size;
+  }
+  return SEGOPS_OK;
+}
+
+/* "outputs_shm": {output name: {"region", "offset"}}. */
+static int outputs_shm_from(const msgpack_object *v, segops_op op, segops_request *req, char *err, size_t errlen) {
+  if (v->type != MSGPACK_OBJECT_MAP)
+    return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, err, errlen, op,
+                             "outputs_shm must be a map {output name: {\"region\", \"offset\"}}");
+  if (v->via.map.size > SEGOPS_MAX_OUTPUTS * 2)
+    return segops_codec_fail(SEGOPS_E_INVALID_ARGUMENT, err, errlen, op,
+                             "outputs_shm lists %u outputs; at most %d are allowed", v->via.map.size,
+                             SEGOPS_MAX_OUTPUTS * 2);
+  for (uint32_t i = 0; i < v->via.map.size; i++) {
+    const msgpack_object *k = &v->via.map.ptr[i].key;
+    if (k->type != MSGPACK_OBJECT_STR)
+      return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, err, errlen, op,
+                               "outputs_shm must be a map {output name: {\"region\", \"offset\"}}");
+    segops_output_shm *o = &req->outputs_shm[req->n_outputs_shm];
+    char an[80];
+    segops_codec_printable(an, sizeof an, k->via.str.ptr, k->via.str.size);
+    char full[96];
+    snprintf(full, sizeof full, "outputs_shm.%s", an);
+    int rc = shm_ref_from(&v->via.map.ptr[i].val, full, op, &o->region, &o->region_len, &o->offset, err, errlen);
+    if (rc) return rc;
+    o->name = k->via.str.ptr;
+    o->len = k->via.str.size;
+    req->n_outputs_shm++;
   }
   return SEGOPS_OK;
 }
@@ -300,6 +371,11 @@ static int request_from(const msgpack_object *root, segops_op op, segops_pass pa
           return segops_codec_fail(SEGOPS_E_INVALID_ARGUMENT, err, errlen, op, "dtype is given more than once");
         seen_dtype = true;
         break;
+      case SEGOPS_KEY_OUTPUTS_SHM:
+        if (req->n_outputs_shm)
+          return segops_codec_fail(SEGOPS_E_INVALID_ARGUMENT, err, errlen, op, "outputs_shm is given more than once");
+        rc = outputs_shm_from(v, op, req, err, errlen);
+        break;
       case SEGOPS_KEY_OUTPUTS:
         if (req->has_outputs)
           return segops_codec_fail(SEGOPS_E_INVALID_ARGUMENT, err, errlen, op, "outputs is given more than once");
@@ -310,7 +386,7 @@ static int request_from(const msgpack_object *root, segops_op op, segops_pass pa
           return segops_codec_fail(SEGOPS_E_INVALID_ARGUMENT, err, errlen, op,
                                    "too many arguments (more than %d tensors)", SEGOPS_MAX_REQ_ARGS);
         segops_named_tensor *nt = &req->args[req->nargs];
-        rc = tensor_from(v, an, op, &nt->t, err, errlen);
+        rc = tensor_from(v, an, op, nt, err, errlen);
         if (rc && !segops_codec_arg_known(op, pass, name, nlen))
           return segops_codec_fail(SEGOPS_E_INVALID_ARGUMENT, err, errlen, op, "unknown argument '%s' for %s", an,
                                    segops_pass_name(pass));
@@ -387,7 +463,8 @@ int segops_encode_msgpack(const segops_out_tensor *outs, int n, segops_encoded *
   memset(enc, 0, sizeof *enc);
   if (n < 0) return SEGOPS_E_INTERNAL;
   size_t cap = 8;
-  for (int i = 0; i < n; i++) cap += strlen(outs[i].name) + 128;
+  for (int i = 0; i < n; i++)
+    cap += strlen(outs[i].name) + 128 + (outs[i].shm_region ? strlen(outs[i].shm_region) + 64 : 0);
   size_t iovbytes = ((size_t)n * 2 + 1) * sizeof(struct iovec);
   char *block = malloc(iovbytes + cap);
   if (!block) return SEGOPS_E_NOMEM;
@@ -410,6 +487,23 @@ int segops_encode_msgpack(const segops_out_tensor *outs, int n, segops_encoded *
     msgpack_pack_str_body(&pk, "shape", 5);
     msgpack_pack_array(&pk, (size_t)o->ndim);
     for (int d = 0; d < o->ndim; d++) msgpack_pack_int64(&pk, o->shape[d]);
+    if (o->shm_region) { /* in a region: {"region","offset","byte_size"}, no payload */
+      size_t rl = strlen(o->shm_region);
+      msgpack_pack_str(&pk, 3);
+      msgpack_pack_str_body(&pk, "shm", 3);
+      msgpack_pack_map(&pk, 3);
+      msgpack_pack_str(&pk, 6);
+      msgpack_pack_str_body(&pk, "region", 6);
+      msgpack_pack_str(&pk, rl);
+      msgpack_pack_str_body(&pk, o->shm_region, rl);
+      msgpack_pack_str(&pk, 6);
+      msgpack_pack_str_body(&pk, "offset", 6);
+      msgpack_pack_uint64(&pk, o->shm_offset);
+      msgpack_pack_str(&pk, 9);
+      msgpack_pack_str_body(&pk, "byte_size", 9);
+      msgpack_pack_uint64(&pk, (uint64_t)o->nbytes);
+      continue;
+    }
     msgpack_pack_str(&pk, 4);
     msgpack_pack_str_body(&pk, "data", 4);
     msgpack_pack_bin(&pk, o->nbytes);

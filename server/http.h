@@ -16,6 +16,8 @@
 #include "metrics.h"
 #include "prepare.h"
 #include "scheduler.h"
+#include "shm.h"
+#include "shm_io.h"
 
 /* LAME_DUCK: a shutdown signal arrived; /readyz says 503 but work is still served (for
  * --drain-seconds, while load balancers remove the endpoint). DRAINING: new work gets 503. */
@@ -51,6 +53,7 @@ typedef struct segops_server {
   segops_codec_limits codec_limits;
   int port;                  /* the first TCP listener's bound port (0 when only unix sockets) */
   segops_watchdog *watchdog; /* owned: the request-head deadline */
+  segops_shm *shm;           /* owned: the shared-memory registry (shm.h) */
 } segops_server;
 
 /* Wire encodings. SEGOPS_ENC_OIP: the Open Inference Protocol's JSON header + binary tensor data. */
@@ -108,6 +111,7 @@ typedef struct {
   char timing[96]; /* Server-Timing value once the scheduler answered; "" before */
   int status;      /* HTTP status queued; 0 before */
   uint64_t bytes_in, bytes_out;
+  segops_shm_use shm_use; /* regions an op request reads or writes (shm_io.h) */
 } segops_http_req;
 
 /* Starts one libmicrohttpd daemon per address of cfg->listen; fills srv->listeners and srv->port.
@@ -215,5 +219,12 @@ segops_http_outcome segops_v2_server(segops_http_req *r);
 segops_http_outcome segops_v2_model(segops_http_req *r);
 segops_http_outcome segops_v2_model_ready(segops_http_req *r);
 segops_http_outcome segops_v2_infer_begin(segops_http_req *r);
+/* http_shm.c: the system shared-memory routes ({name} is the region). */
+segops_http_outcome segops_http_shm_post_begin(segops_http_req *r);
+segops_http_outcome segops_http_shm_register(segops_http_req *r);
+segops_http_outcome segops_http_shm_unregister(segops_http_req *r);
+segops_http_outcome segops_http_shm_unregister_all(segops_http_req *r);
+segops_http_outcome segops_http_shm_status(segops_http_req *r);
+segops_http_outcome segops_http_shm_status_all(segops_http_req *r);
 
 #endif

@@ -29,7 +29,8 @@ size_t segops_budget_work_bytes(const segops_http_req *r) {
   size_t need = 0;
   /* The JSON decoders materialise every tensor; msgpack tensors point into the body. */
   if (r->req_enc != SEGOPS_ENC_MSGPACK)
-    for (int a = 0; a < r->dec.req.nargs; a++) need += r->dec.req.args[a].t.nbytes;
+    for (int a = 0; a < r->dec.req.nargs; a++)
+      if (!r->dec.req.args[a].shm_region) need += r->dec.req.args[a].t.nbytes; /* by reference: not held here */
   if (p->idx_buf) need += (size_t)p->call.n * sizeof(int32_t);
   size_t isz = segops_dtype_size(p->call.dtype);
   for (int k = 0; fn && k < fn->n_out; k++) {

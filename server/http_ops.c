@@ -182,6 +182,8 @@ segops_http_outcome segops_http_op_complete(segops_http_req *r) {
   }
   int rc = decode(r, err, sizeof err);
   if (rc != SEGOPS_OK) return segops_http_error(r, rc, 0, err, NULL, false);
+  rc = segops_shm_use_inputs(srv->shm, &r->dec.req, &r->shm_use, err, sizeof err);
+  if (rc != SEGOPS_OK) return segops_http_error(r, rc, 0, err, NULL, false);
   rc = segops_prepare(&r->dec.req, &srv->limits, &r->prep, err, sizeof err);
   if (rc != SEGOPS_OK) return segops_http_error(r, rc, 0, err, NULL, false);
   /* Everything else the request will hold, reserved before compute (outputs and answer limits:
@@ -191,6 +193,8 @@ segops_http_outcome segops_http_op_complete(segops_http_req *r) {
                              "the server holds too much request memory (--max-inflight-bytes) for this request's "
                              "outputs; retry later",
                              NULL, false);
+  rc = segops_shm_use_outputs(srv->shm, &r->dec.req, &r->prep, &r->shm_use, err, sizeof err);
+  if (rc != SEGOPS_OK) return segops_http_error(r, rc, 0, err, NULL, false);
 
   r->job.call = &r->prep.call;
   r->job.deadline = r->t_start + srv->cfg->request_timeout_s;
@@ -244,6 +248,9 @@ segops_http_outcome segops_http_op_respond(segops_http_req *r) {
       SEGOPS_LOGE("%s/%s failed: %s", segops_op_name((segops_op)r->op), segops_pass_name((segops_pass)r->pass), j->err);
     return segops_http_error(r, j->status, 0, j->err, NULL, false);
   }
+  char shm_err[512];
+  if (segops_shm_use_finish(&r->shm_use, &r->prep, shm_err, sizeof shm_err) != SEGOPS_OK)
+    return segops_http_error(r, SEGOPS_E_INVALID_ARGUMENT, 0, shm_err, NULL, false);
 
   const segops_fn_desc *fn = r->prep.call.fn;
   segops_out_tensor outs[SEGOPS_MAX_OUTPUTS];
@@ -253,6 +260,8 @@ segops_http_outcome segops_http_op_respond(segops_http_req *r) {
     if (!r->prep.requested[k]) continue;
     binary[n] = r->oip.out_set[k] ? r->oip.out_binary[k] : r->oip.binary_default;
     segops_out_tensor *o = &outs[n++];
+    memset(o, 0, sizeof *o);
+    o->shm_region = segops_shm_use_output(&r->shm_use, k, &o->shm_offset);
     o->name = fn->out[k].name;
     o->dtype = r->prep.call.dtype;
     o->ndim = r->prep.out_ndim[k];
@@ -318,6 +327,7 @@ segops_http_outcome segops_http_op_respond(segops_http_req *r) {
 #define TRIM_AFTER_BYTES ((uint64_t)32 << 20)
 
 void segops_http_op_free(segops_http_req *r) {
+  segops_shm_use_release(&r->shm_use);
   bool big = r->bytes_in + r->reserved_work > TRIM_AFTER_BYTES;
   segops_decoded_free(&r->dec);
   segops_prepared_free(&r->prep);

@@ -29,7 +29,17 @@ static const segops_http_route ROUTES[] = {
      segops_http_op_complete, segops_http_op_respond},
     {"/v2/models/{model}/versions/{version}/infer", SEGOPS_M_POST, SEGOPS_ROUTE_OP, SEGOPS_RF_OIP | SEGOPS_RF_WORK,
      segops_v2_infer_begin, segops_http_op_complete, segops_http_op_respond},
-    /* System shared memory (shm helper's rows go here: /v2/systemsharedmemory/...). */
+    /* System shared memory (http_shm.c). */
+    {"/v2/systemsharedmemory/status", GET_HEAD, SEGOPS_ROUTE_SHM, SEGOPS_RF_OIP, NULL, segops_http_shm_status_all,
+     NULL},
+    {"/v2/systemsharedmemory/region/{name}/status", GET_HEAD, SEGOPS_ROUTE_SHM, SEGOPS_RF_OIP, NULL,
+     segops_http_shm_status, NULL},
+    {"/v2/systemsharedmemory/region/{name}/register", SEGOPS_M_POST, SEGOPS_ROUTE_SHM, SEGOPS_RF_OIP,
+     segops_http_shm_post_begin, segops_http_shm_register, NULL},
+    {"/v2/systemsharedmemory/region/{name}/unregister", SEGOPS_M_POST, SEGOPS_ROUTE_SHM, SEGOPS_RF_OIP,
+     segops_http_shm_post_begin, segops_http_shm_unregister, NULL},
+    {"/v2/systemsharedmemory/unregister", SEGOPS_M_POST, SEGOPS_ROUTE_SHM, SEGOPS_RF_OIP, segops_http_shm_post_begin,
+     segops_http_shm_unregister_all, NULL},
 };
 #define N_ROUTES (sizeof ROUTES / sizeof ROUTES[0])
 

@@ -106,10 +106,12 @@ segops_http_outcome segops_http_info(segops_http_req *r) {
   }
   json_t *listeners = json_array();
   for (int k = 0; k < srv->n_listeners; k++) json_array_append_new(listeners, json_string(srv->listeners[k].url));
+  json_t *shm = json_pack("{s:I, s:I}", "max_shm_bytes", (json_int_t)c->max_shm_bytes, "registered_bytes",
+                          (json_int_t)segops_shm_registered_bytes(srv->shm));
   json_t *root =
-      json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:b, s:[s,s,s,s], s:o}", "version", SEGOPS_VERSION, "api", "v1",
-                "backend", be->name ? be->name : "?", "devices", devs, "listeners", listeners, "limits", limits, "auth",
-                c->token != NULL, "encodings", "application/msgpack", "application/x-msgpack",
+      json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:b, s:[s,s,s,s], s:o}", "version", SEGOPS_VERSION, "api", "v1",
+                "backend", be->name ? be->name : "?", "devices", devs, "listeners", listeners, "shm", shm, "limits",
+                limits, "auth", c->token != NULL, "encodings", "application/msgpack", "application/x-msgpack",
                 "application/vnd.msgpack", "application/json", "ops", op_table_json());
   return segops_http_send_json(r, root);
 }

@@ -250,6 +250,13 @@ int segops_server_start(segops_server *srv) {
     SEGOPS_LOGE("cannot start the connection watchdog thread");
     return -1;
   }
+  srv->shm = segops_shm_new((uint64_t)c->max_shm_bytes, srv->backend);
+  if (!srv->shm) {
+    segops_watchdog_free(srv->watchdog);
+    srv->watchdog = NULL;
+    SEGOPS_LOGE("cannot set up the shared-memory registry");
+    return -1;
+  }
   srv->n_listeners = 0;
   srv->port = 0;
   for (int k = 0; k < c->n_listen; k++) {
@@ -257,6 +264,8 @@ int segops_server_start(segops_server *srv) {
     memset(l, 0, sizeof *l);
     if (start_listener(srv, &c->listen[k], l) != 0) {
       stop_listeners(srv);
+      segops_shm_free(srv->shm);
+      srv->shm = NULL;
       segops_watchdog_free(srv->watchdog);
       srv->watchdog = NULL;
       return -1;
@@ -318,6 +327,8 @@ void segops_server_drain_and_stop(segops_server *srv) {
   long left = atomic_load(&srv->active);
   if (left > 0) SEGOPS_LOGW("closing %ld unfinished connection(s) (incomplete uploads or stalled clients)", left);
   stop_listeners(srv);
+  segops_shm_free(srv->shm); /* every request is over: unregister everything */
+  srv->shm = NULL;
   segops_watchdog_free(srv->watchdog);
   srv->watchdog = NULL;
 }

@@ -1,0 +1,134 @@
+/* shm_io.c: tensors by reference (see shm_io.h). */
+#include "shm_io.h"
+
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "errors.h"
+
+static bool eq(const char *a, size_t al, const char *b) { return strlen(b) == al && memcmp(a, b, al) == 0; }
+
+static bool overlaps(const void *a, size_t al, const void *b, size_t bl) {
+  uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return al && bl && x < y + bl && y < x + al;
+}
+
+int segops_shm_use_inputs(segops_shm *reg, segops_request *req, segops_shm_use *u, char *err, size_t errlen) {
+  const char *opn = segops_op_name(req->op);
+  for (int i = 0; i < req->nargs; i++) {
+    segops_named_tensor *a = &req->args[i];
+    if (!a->shm_region) continue;
+    /* Bytes the reference covers: prod(shape) * itemsize. A negative dimension is left for
+     * prepare to refuse by value (an empty reference reads nothing). */
+    uint64_t count = 1;
+    bool neg = false, over = false;
+    for (int d = 0; d < a->t.ndim; d++) {
+      if (a->t.shape[d] < 0)
+        neg = true;
+      else if (a->t.shape[d] && count > UINT64_MAX / (uint64_t)a->t.shape[d])
+        over = true;
+      else
+        count *= (uint64_t)a->t.shape[d];
+    }
+    size_t isz = segops_dtype_size(a->t.dtype);
+    if (over || count > (UINT64_MAX >> 4) / (isz ? isz : 1))
+      return segops_errf(SEGOPS_E_TOO_LARGE, err, errlen, "%s: %.*s: its shape is too large", opn, (int)a->name_len,
+                         a->name);
+    if (neg) continue;
+    segops_shm_ref *ref = &u->in[u->n_in];
+    char why[400];
+    int rc =
+        segops_shm_acquire(reg, a->shm_region, a->shm_region_len, a->shm_offset, count * isz, ref, why, sizeof why);
+    if (rc) {
+      /* An unknown region is the request's fault here: 400, as for any bad argument. */
+      return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: %.*s: %s", opn, (int)a->name_len, a->name, why);
+    }
+    u->n_in++;
+    a->t.data = ref->ptr;
+    a->t.nbytes = ref->len;
+  }
+  return SEGOPS_OK;
+}
+
+int segops_shm_use_outputs(segops_shm *reg, const segops_request *req, segops_prepared *p, segops_shm_use *u, char *err,
+                           size_t errlen) {
+  const segops_fn_desc *fn = p->call.fn;
+  const char *opn = segops_op_name(fn->op);
+  for (int i = 0; i < req->n_outputs_shm; i++) {
+    const segops_output_shm *o = &req->outputs_shm[i];
+    int k = -1;
+    for (int j = 0; j < fn->n_out; j++)
+      if (eq(o->name, o->len, fn->out[j].name)) k = j;
+    char nb[64];
+    int nl = (int)(o->len < 48 ? o->len : 48);
+    snprintf(nb, sizeof nb, "%.*s", nl, o->name);
+    for (char *c = nb; *c; c++)
+      if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f || *c == '\'' || *c == '"' || *c == '\\') *c = '?';
+    if (k < 0) {
+      char list[160] = "";
+      for (int j = 0; j < fn->n_out; j++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", j ? ", " : "", fn->out[j].name);
+      return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
+                         "%s: outputs_shm names '%s', which is not an output of %s (outputs: %s)", opn, nb,
+                         segops_pass_name(fn->pass), list);
+    }
+    for (int m = 0; m < u->n_out; m++)
+      if (u->out[m].k == k)
+        return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: outputs_shm names '%s' more than once", opn,
+                           nb);
+    if (!p->requested[k])
+      return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
+                         "%s: outputs_shm names '%s', which \"outputs\" does not ask for", opn, nb);
+    segops_shm_out *e = &u->out[u->n_out];
+    char why[400];
+    int rc = segops_shm_acquire(reg, o->region, o->region_len, o->offset, p->out_nbytes[k], &e->ref, why, sizeof why);
+    if (rc) return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: outputs_shm.%s: %s", opn, nb, why);
+    e->k = k;
+    e->offset = o->offset;
+    snprintf(e->region, sizeof e->region, "%s", segops_shm_ref_name(&e->ref));
+    u->n_out++;
+    for (int m = 0; m < u->n_out - 1; m++)
+      if (overlaps(e->ref.ptr, e->ref.len, u->out[m].ref.ptr, u->out[m].ref.len))
+        return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
+                           "%s: outputs_shm: %s and %s overlap in shared memory", opn, fn->out[u->out[m].k].name,
+                           fn->out[k].name);
+    /* In place only where a backend may write as it computes: aligned as prepare's buffers
+     * are, and not over bytes some input still has to be read from. */
+    bool direct = ((uintptr_t)e->ref.ptr & 63u) == 0;
+    for (int j = 0; direct && j < req->nargs; j++)
+      if (req->args[j].t.data && overlaps(e->ref.ptr, e->ref.len, req->args[j].t.data, req->args[j].t.nbytes))
+        direct = false;
+    e->direct = direct;
+    if (direct && p->out_nbytes[k]) p->call.out[k] = e->ref.ptr;
+  }
+  return SEGOPS_OK;
+}
+
+int segops_shm_use_finish(segops_shm_use *u, const segops_prepared *p, char *err, size_t errlen) {
+  for (int m = 0; m < u->n_out; m++) {
+    int k = u->out[m].k;
+    if (!u->out[m].direct && p->out_nbytes[k]) memcpy(u->out[m].ref.ptr, p->call.out[k], p->out_nbytes[k]);
+  }
+  for (int i = 0; i < u->n_in; i++)
+    if (segops_shm_ref_damaged(&u->in[i], err, errlen)) return SEGOPS_E_INVALID_ARGUMENT;
+  for (int m = 0; m < u->n_out; m++)
+    if (segops_shm_ref_damaged(&u->out[m].ref, err, errlen)) return SEGOPS_E_INVALID_ARGUMENT;
+  return SEGOPS_OK;
+}
+
+const char *segops_shm_use_output(const segops_shm_use *u, int k, uint64_t *offset) {
+  for (int m = 0; m < u->n_out; m++)
+    if (u->out[m].k == k) {
+      *offset = u->out[m].offset;
+      return u->out[m].region;
+    }
+  return NULL;
+}
+
+void segops_shm_use_release(segops_shm_use *u) {
+  for (int i = 0; i < u->n_in; i++) segops_shm_release(&u->in[i]);
+  for (int m = 0; m < u->n_out; m++) segops_shm_release(&u->out[m].ref);
+  u->n_in = u->n_out = 0;
+}
