@@ -43,8 +43,13 @@ def shm_client(shm_url):
     c.close()
 
 
-def _ours(url, client):
-    return [r for r in _status(url)[1] if r["name"].startswith(f"segops-{os.getpid()}-")]
+def _ours(url, client, others=()):
+    """This process's regions, less `others` (those of clients a test did not make, e.g. shm_client)."""
+    return [r for r in _status(url)[1] if r["name"].startswith(f"segops-{os.getpid()}-") and r["name"] not in others]
+
+
+def _existing(url):
+    return {r["name"] for r in _ours(url, None)}
 
 
 def _args(op, pass_, dtype, width, n=50, s=7, seed=0):
@@ -111,27 +116,29 @@ def test_empty_arrays_go_by_reference(shm_url, shm_client):
 
 
 def test_region_grows_and_old_one_is_released(shm_url):
+    others = _existing(shm_url)
     with segops.Client(shm_url, transport="shm") as c:
         c.segmented_sum(np.ones(3), np.zeros(3, np.int32), 1)
-        small = _ours(shm_url, c)
+        small = _ours(shm_url, c, others)
         assert len(small) == 1
         n = 1 << 18  # 6 MiB of float64 vec3: more than the first region
         x = np.ones((n, 3))
         np.testing.assert_array_equal(c.segmented_sum(x, np.zeros(n, np.int32), 1), [[n, n, n]])
-        big = _ours(shm_url, c)
+        big = _ours(shm_url, c, others)
         assert len(big) == 1 and big[0]["byte_size"] > small[0]["byte_size"]
         assert big[0]["name"] != small[0]["name"]
-    assert _ours(shm_url, None) == []
+    assert _ours(shm_url, None, others) == []
 
 
 def test_close_unregisters_and_unlinks(shm_url):
+    others = _existing(shm_url)
     c = segops.Client(shm_url, transport="shm")
     c.segmented_sum(np.ones(3), np.zeros(3, np.int32), 1)
     keep = c.empty(5)
-    names = [r["name"] for r in _ours(shm_url, c)]
+    names = [r["name"] for r in _ours(shm_url, c, others)]
     assert len(names) == 2 and all(os.path.exists("/dev/shm/" + n) for n in names)
     c.close()
-    assert _ours(shm_url, c) == []
+    assert _ours(shm_url, c, others) == []
     assert not any(os.path.exists("/dev/shm/" + n) for n in names)
     keep[:] = 1.0  # the array stays usable here after close
 
