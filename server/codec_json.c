@@ -281,7 +281,7 @@ static int tensor_shape(const jctx *c, const char *an, json_t *v, segops_dtype t
     t->shape[d] = (int64_t)json_integer_value(e); /* negatives are refused by prepare, by value */
   }
   if (shm) {
-    char label[80];
+    char label[224];
     snprintf(label, sizeof label, "%s.shm", an);
     t->count = 0;
     return shm_ref(c, label, shm, &t->shm_region, &t->shm_offset);
@@ -380,7 +380,7 @@ static int decode_tree(json_t *root, segops_op op, segops_pass pass, segops_deco
         json_t *ov;
         int i = 0;
         json_object_foreach(v, on, ov) {
-          char label[96], ob[64];
+          char label[224], ob[200];
           snprintf(label, sizeof label, "outputs_shm.%s", segops_codec_printable(ob, sizeof ob, on, strlen(on)));
           int rc = shm_ref(&c, label, ov, &oshm_region[i], &req->outputs_shm[i].offset);
           if (rc) return rc;

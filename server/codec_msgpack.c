@@ -276,7 +276,7 @@ static int tensor_from(const msgpack_object *v, const char *an, segops_op op, se
   if (shm) {
     t->data = NULL;
     t->nbytes = 0;
-    char label[80];
+    char label[224];
     snprintf(label, sizeof label, "%s.shm", an);
     return shm_ref_from(shm, label, op, &nt->shm_region, &nt->shm_region_len, &nt->shm_offset, err, errlen);
   }
@@ -321,9 +321,9 @@ static int outputs_shm_from(const msgpack_object *v, segops_op op, segops_reques
       return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, err, errlen, op,
                                "outputs_shm must be a map {output name: {\"region\", \"offset\"}}");
     segops_output_shm *o = &req->outputs_shm[req->n_outputs_shm];
-    char an[80];
+    char an[200];
     segops_codec_printable(an, sizeof an, k->via.str.ptr, k->via.str.size);
-    char full[96];
+    char full[224];
     snprintf(full, sizeof full, "outputs_shm.%s", an);
     int rc = shm_ref_from(&v->via.map.ptr[i].val, full, op, &o->region, &o->region_len, &o->offset, err, errlen);
     if (rc) return rc;
