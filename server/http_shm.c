@@ -1,4 +1,4 @@
-/* http_shm.c: the system shared-memory endpoints (Triton's extension, SPEC §5.2), rows of the
+/* http_shm.c: the system shared-memory endpoints (Triton's extension, proto/API.md, Shared memory), rows of the
  * route table (http_route_table.c):
  *   POST /v2/systemsharedmemory/region/{name}/register   {"key", "offset", "byte_size"}
  *   POST /v2/systemsharedmemory/region/{name}/unregister

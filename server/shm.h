@@ -1,4 +1,4 @@
-/* shm.h: the system shared-memory registry (Triton's extension, SPEC §5.2): named regions of
+/* shm.h: the system shared-memory registry (Triton's extension, proto/API.md, Shared memory): named regions of
  * POSIX shm objects, each mapped once, bounds-checked on every use, refcounted so that an
  * unregister during a request is safe, pinned for direct GPU copies when the backend can, and
  * guarded against an owner truncating the object under the daemon (a SIGBUS in a registered

@@ -1,4 +1,4 @@
-"""test_shm.py: the system shared-memory registry (Triton's extension, SPEC §5.2) against the real
+"""test_shm.py: the system shared-memory registry (Triton's extension, proto/API.md, Shared memory) against the real
 segopsd with real /dev/shm objects: registration, status, unregistration, every key, bounds and
 cap error, auth, API v1 tensors by reference (msgpack and JSON, inputs and outputs; the same bits
 as inline bodies), and an object truncated by its owner while the daemon uses it."""
