@@ -224,7 +224,9 @@ class Pool:
 
 
 def start_daemon(path, backend, sock):
-    argv = [path, "--listen", "127.0.0.1:0", "--backend", backend, "--log-level", "warn"]
+    # Every worker keeps its own shared-memory regions (grown to the largest call: ~134 MB for
+    # dot at 2^20), so the default 1 GiB registration cap is too small for W = 16 at once.
+    argv = [path, "--listen", "127.0.0.1:0", "--backend", backend, "--log-level", "warn", "--max-shm-bytes", "64G"]
     if sock:
         argv += ["--listen", "unix:" + sock]
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
