@@ -23,6 +23,8 @@ typedef struct {
   const char *name, *region; /* borrowed, not NUL-terminated */
   size_t len, region_len;
   uint64_t offset;
+  uint64_t byte_size; /* the bytes the client set aside (OIP's shared_memory_byte_size), */
+  bool has_byte_size; /* checked against the output's size when given */
 } segops_output_shm;
 
 typedef enum {

@@ -65,6 +65,8 @@ typedef struct {
   json_t *data;      /* JSON data (flat or nested list), or NULL */
   const void *bytes; /* binary data (borrowed from the body), when data is NULL */
   size_t count;      /* JSON: numbers to materialise; binary: bytes */
+  json_t *shm;       /* by reference: parameters.shared_memory_region (a string), else NULL */
+  uint64_t shm_offset;
 } v2input;
 
 static int fail(const v2ctx *c, int code, const char *fmt, const char *an, const char *detail) {
@@ -90,12 +92,64 @@ static int non_negative_int(json_t *v, uint64_t *out) {
   return 0;
 }
 
-/* Where an input's data comes from: the binary part (parameters.binary_data_size) or its JSON
- * "data". (The one place a new source, e.g. a shared-memory region, plugs in.) */
+/* A tensor's shared-memory reference: parameters.shared_memory_region (a string), _offset
+ * (default 0) and _byte_size (required). *region is NULL when the parameters name no region. */
+static int shm_params(const v2ctx *c, const char *an, json_t *params, json_t **region, uint64_t *offset,
+                      uint64_t *byte_size) {
+  *region = params ? json_object_get(params, "shared_memory_region") : NULL;
+  if (!*region) return SEGOPS_OK;
+  if (!json_is_string(*region))
+    return fail(c, SEGOPS_E_MALFORMED_BODY, "%s: parameters.shared_memory_region must be a string%s", an, "");
+  json_t *o = json_object_get(params, "shared_memory_offset"), *b = json_object_get(params, "shared_memory_byte_size");
+  *offset = 0;
+  if (o && non_negative_int(o, offset) < 0)
+    return fail(c, SEGOPS_E_MALFORMED_BODY, "%s: parameters.shared_memory_offset must be a non-negative integer%s", an,
+                "");
+  if (!b || non_negative_int(b, byte_size) < 0)
+    return fail(c, SEGOPS_E_MALFORMED_BODY,
+                "%s: parameters.shared_memory_byte_size must be a non-negative integer (it is required with "
+                "shared_memory_region)%s",
+                an, "");
+  return SEGOPS_OK;
+}
+
+/* An input in shared memory: its byte size must be the tensor's, prod(shape) * itemsize (a
+ * negative dimension is left for prepare to refuse by value). */
+static int input_shm(v2ctx *c, const char *an, json_t *data, json_t *params, json_t *region, uint64_t offset,
+                     uint64_t byte_size, v2input *t) {
+  if (data || json_object_get(params, "binary_data_size"))
+    return fail(c, SEGOPS_E_MALFORMED_BODY,
+                "%s has shared_memory_region and also \"data\" or binary_data_size (a tensor comes from one place)%s",
+                an, "");
+  uint64_t count = segops_dtype_size(t->dt);
+  for (int d = 0; d < t->ndim; d++) {
+    if (t->shape[d] < 0) count = UINT64_MAX - 1; /* prepare refuses the shape */
+    if (count == UINT64_MAX - 1) break;
+    if (t->shape[d] && count > (UINT64_MAX >> 4) / (uint64_t)t->shape[d])
+      return fail(c, SEGOPS_E_TOO_LARGE, "%s: its shape is too large%s", an, "");
+    count *= (uint64_t)t->shape[d];
+  }
+  if (count != UINT64_MAX - 1 && count != byte_size) {
+    char d[128];
+    snprintf(d, sizeof d, " (%" PRIu64 " given; the %s tensor's shape and datatype make %" PRIu64 ")", byte_size,
+             segops_oip_datatype(t->dt), count);
+    return fail(c, SEGOPS_E_INVALID_ARGUMENT,
+                "%s: parameters.shared_memory_byte_size must equal the tensor's byte size%s", an, d);
+  }
+  t->shm = region;
+  t->shm_offset = offset;
+  return SEGOPS_OK;
+}
+
+/* Where an input's data comes from: a shared-memory region (parameters.shared_memory_region),
+ * the binary part (parameters.binary_data_size) or its JSON "data". */
 static int input_source(v2ctx *c, const char *an, json_t *data, json_t *params, v2input *t) {
   json_t *bsz = params ? json_object_get(params, "binary_data_size") : NULL;
-  if (params && json_object_get(params, "shared_memory_region"))
-    return fail(c, SEGOPS_E_INVALID_ARGUMENT, "%s: shared_memory_region is not supported on this server%s", an, "");
+  json_t *region;
+  uint64_t offset, byte_size;
+  int rc = shm_params(c, an, params, &region, &offset, &byte_size);
+  if (rc) return rc;
+  if (region) return input_shm(c, an, data, params, region, offset, byte_size, t);
   if (bsz) {
     uint64_t n;
     if (non_negative_int(bsz, &n) < 0)
@@ -224,6 +278,9 @@ static int store_numbers(const v2ctx *c, const char *an, const v2input *t, json_
 /* num_segments is an INT64 or INT32 input of shape [1] (or a scalar []); a float one is "not an
  * integer" to prepare, as a float num_segments is in v1. */
 static int read_num_segments(const v2ctx *c, const v2input *t, segops_request *req) {
+  if (t->shm)
+    return fail(c, SEGOPS_E_INVALID_ARGUMENT,
+                "%s must be sent inline (\"data\" or binary data), not in shared memory%s", "num_segments", "");
   size_t isz = segops_dtype_size(t->dt);
   size_t elems = t->data ? t->count : t->count / (isz ? isz : 1);
   bool one = (t->ndim == 0 || (t->ndim == 1 && t->shape[0] == 1)) && elems == 1 && (t->data || t->count == isz);
@@ -262,13 +319,29 @@ static int out_index(segops_op op, segops_pass pass, const char *name, size_t le
   return -1;
 }
 
-/* Where an output's data goes: binary data after the header, or JSON "data" (parameters.binary_data;
- * the request's binary_data_output when absent). (The one place a new destination plugs in.) */
-static int output_target(const v2ctx *c, const char *an, json_t *params, int k, segops_oip_opts *opts) {
+/* Where an output's data goes: a shared-memory region (parameters.shared_memory_region; the server
+ * checks its byte size once the output's shape is known), binary data after the header, or JSON
+ * "data" (parameters.binary_data; the request's binary_data_output when absent). */
+static int output_target(const v2ctx *c, const char *an, json_t *params, int k, segops_request *req,
+                         segops_oip_opts *opts, json_t **shm_region, size_t *names_bytes) {
   if (!params) return SEGOPS_OK;
   if (!json_is_object(params)) return fail(c, SEGOPS_E_MALFORMED_BODY, "%s.parameters must be an object%s", an, "");
-  if (json_object_get(params, "shared_memory_region"))
-    return fail(c, SEGOPS_E_INVALID_ARGUMENT, "%s: shared_memory_region is not supported on this server%s", an, "");
+  json_t *region;
+  uint64_t offset, byte_size;
+  int rc = shm_params(c, an, params, &region, &offset, &byte_size);
+  if (rc) return rc;
+  if (region) {
+    if (json_is_true(json_object_get(params, "binary_data")))
+      return fail(c, SEGOPS_E_MALFORMED_BODY,
+                  "%s has shared_memory_region and also binary_data true (an output goes to one place)%s", an, "");
+    segops_output_shm *o = &req->outputs_shm[req->n_outputs_shm];
+    o->offset = offset;
+    o->byte_size = byte_size;
+    o->has_byte_size = true;
+    shm_region[req->n_outputs_shm++] = region; /* name and region go into the arena later */
+    *names_bytes += json_string_length(region) + 1;
+    return SEGOPS_OK;
+  }
   json_t *b = json_object_get(params, "binary_data");
   if (!b) return SEGOPS_OK;
   if (!json_is_boolean(b))
@@ -281,7 +354,7 @@ static int output_target(const v2ctx *c, const char *an, json_t *params, int k, 
 }
 
 static int read_outputs(const v2ctx *c, segops_pass pass, json_t *outputs, segops_request *req, segops_oip_opts *opts,
-                        size_t *names_bytes) {
+                        json_t **shm_region, size_t *names_bytes) {
   if (!json_is_array(outputs))
     return fail(c, SEGOPS_E_MALFORMED_BODY, "%s must be a list of {\"name\": ...} objects%s", "outputs", "");
   if (json_array_size(outputs) > SEGOPS_MAX_OUTPUTS * 2) {
@@ -308,8 +381,14 @@ static int read_outputs(const v2ctx *c, segops_pass pass, json_t *outputs, segop
     const char *s = json_string_value(name);
     size_t l = json_string_length(name);
     segops_codec_printable(an, sizeof an, s, l);
-    int rc = output_target(c, an, json_object_get(o, "parameters"), out_index(c->op, pass, s, l), opts);
+    int shm_before = req->n_outputs_shm;
+    int rc = output_target(c, an, json_object_get(o, "parameters"), out_index(c->op, pass, s, l), req, opts, shm_region,
+                           names_bytes);
     if (rc) return rc;
+    if (req->n_outputs_shm > shm_before) { /* the name is shared with outputs[] below */
+      req->outputs_shm[shm_before].name = s;
+      req->outputs_shm[shm_before].len = l;
+    }
     req->outputs[req->n_outputs].name = s; /* re-pointed into the arena after allocation */
     req->outputs[req->n_outputs].len = l;
     req->n_outputs++;
@@ -380,15 +459,16 @@ static int decode_tree(v2ctx *c, json_t *root, segops_pass pass, segops_decoded 
       return fail(c, SEGOPS_E_INVALID_ARGUMENT, "too many arguments (more than %s%s tensors)", d, "");
     }
     ts[nt++] = t;
-    names_bytes += t.nlen + 1;
+    names_bytes += t.nlen + 1 + (t.shm ? json_string_length(t.shm) + 1 : 0);
   }
   if (c->bin && c->bin_used != c->bin_len) {
     char d[96];
     snprintf(d, sizeof d, "%zu bytes of binary data", c->bin_len - c->bin_used);
     return fail(c, SEGOPS_E_MALFORMED_BODY, "the body has %s that no input's binary_data_size claims%s", d, "");
   }
+  json_t *oshm_region[SEGOPS_MAX_OUTPUTS * 2];
   if (outputs) {
-    rc = read_outputs(c, pass, outputs, req, opts, &names_bytes);
+    rc = read_outputs(c, pass, outputs, req, opts, oshm_region, &names_bytes);
     if (rc) return rc;
   }
 
@@ -426,6 +506,14 @@ static int decode_tree(v2ctx *c, json_t *root, segops_pass pass, segops_decoded 
       if (rc) return rc; /* the caller frees the arena */
       a->t.data = arena + off[i];
       a->t.nbytes = t->count * segops_dtype_size(t->dt);
+    } else if (t->shm) { /* by reference: resolved by the server (shm_io.h) */
+      size_t l = json_string_length(t->shm);
+      memcpy(np, json_string_value(t->shm), l);
+      np[l] = 0;
+      a->shm_region = np;
+      a->shm_region_len = l;
+      a->shm_offset = t->shm_offset;
+      np += l + 1;
     } else {
       a->t.data = t->bytes;
       a->t.nbytes = t->count;
@@ -435,7 +523,17 @@ static int decode_tree(v2ctx *c, json_t *root, segops_pass pass, segops_decoded 
     size_t l = req->outputs[j].len;
     memcpy(np, req->outputs[j].name, l);
     np[l] = 0;
+    for (int m = 0; m < req->n_outputs_shm; m++)
+      if (req->outputs_shm[m].name == req->outputs[j].name) req->outputs_shm[m].name = np;
     req->outputs[j].name = np;
+    np += l + 1;
+  }
+  for (int m = 0; m < req->n_outputs_shm; m++) {
+    size_t l = json_string_length(oshm_region[m]);
+    memcpy(np, json_string_value(oshm_region[m]), l);
+    np[l] = 0;
+    req->outputs_shm[m].region = np;
+    req->outputs_shm[m].region_len = l;
     np += l + 1;
   }
   return SEGOPS_OK;

@@ -1,6 +1,7 @@
 /* codec_v2_enc.c: the Open Inference Protocol's infer response: one JSON header (numbers written
  * by the v1 JSON encoder's formatter, so JSON answers carry the same digits), followed by the data
- * of the binary outputs, each an iovec piece borrowed from the output buffer (no payload copy). */
+ * of the binary outputs, each an iovec piece borrowed from the output buffer (no payload copy).
+ * An output written to shared memory carries its region's parameters and no data. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +25,10 @@ int segops_encode_oip(segops_op op, segops_pass pass, const char *id, const sego
   int niov = 1;
   for (int i = 0; i < n; i++) {
     cap += strlen(outs[i].name) * 6 + 160 + SEGOPS_MAX_NDIM * 21;
+    if (outs[i].shm_region) {
+      cap += strlen(outs[i].shm_region) * 6 + 128;
+      continue;
+    }
     if (out_binary[i]) {
       niov++;
       continue;
@@ -59,7 +64,15 @@ int segops_encode_oip(segops_op op, segops_pass pass, const char *id, const sego
       if (d) *p++ = ',';
       p = segops_codec_json_i64(p, o->shape[d]);
     }
-    if (out_binary[i]) {
+    if (o->shm_region) { /* in a region: its parameters, no data */
+      p = lit(p, "],\"parameters\":{\"shared_memory_region\":");
+      p = segops_codec_json_str(p, o->shm_region);
+      p = lit(p, ",\"shared_memory_offset\":");
+      p = segops_codec_json_i64(p, (int64_t)o->shm_offset);
+      p = lit(p, ",\"shared_memory_byte_size\":");
+      p = segops_codec_json_i64(p, (int64_t)o->nbytes);
+      p = lit(p, "}}");
+    } else if (out_binary[i]) {
       p = lit(p, "],\"parameters\":{\"binary_data_size\":");
       p = segops_codec_json_i64(p, (int64_t)o->nbytes);
       p = lit(p, "}}");

@@ -81,6 +81,10 @@ int segops_shm_use_outputs(segops_shm *reg, const segops_request *req, segops_pr
     if (!p->requested[k])
       return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
                          "%s: outputs_shm names '%s', which \"outputs\" does not ask for", opn, nb);
+    if (o->has_byte_size && o->byte_size < p->out_nbytes[k])
+      return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
+                         "%s: %s: shared_memory_byte_size is %" PRIu64 " bytes, less than the output's %zu bytes", opn,
+                         nb, o->byte_size, p->out_nbytes[k]);
     segops_shm_out *e = &u->out[u->n_out];
     char why[400];
     int rc = segops_shm_acquire(reg, o->region, o->region_len, o->offset, p->out_nbytes[k], &e->ref, why, sizeof why);
