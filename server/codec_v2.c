@@ -240,6 +240,15 @@ static int read_input(v2ctx *c, size_t i, json_t *in, v2input *t) {
   return input_source(c, an, data, params, t);
 }
 
+/* Copies s[0, l) and a NUL to *np (the arena's names part) and moves *np past them. */
+static const char *arena_str(char **np, const char *s, size_t l) {
+  char *d = *np;
+  memcpy(d, s, l);
+  d[l] = 0;
+  *np += l + 1;
+  return d;
+}
+
 /* Visits a tensor's JSON numbers in row-major order into dst. */
 static int store_numbers(const v2ctx *c, const char *an, const v2input *t, json_t *v, size_t *i, char *dst) {
   if (json_is_array(v)) {
@@ -490,11 +499,8 @@ static int decode_tree(v2ctx *c, json_t *root, segops_pass pass, segops_decoded 
   for (int i = 0; i < nt; i++) {
     v2input *t = &ts[i];
     segops_named_tensor *a = &req->args[req->nargs++];
-    memcpy(np, t->name, t->nlen);
-    np[t->nlen] = 0;
-    a->name = np;
+    a->name = arena_str(&np, t->name, t->nlen);
     a->name_len = t->nlen;
-    np += t->nlen + 1;
     a->t.dtype = t->dt;
     a->t.ndim = t->ndim;
     memcpy(a->t.shape, t->shape, sizeof t->shape);
@@ -507,34 +513,23 @@ static int decode_tree(v2ctx *c, json_t *root, segops_pass pass, segops_decoded 
       a->t.data = arena + off[i];
       a->t.nbytes = t->count * segops_dtype_size(t->dt);
     } else if (t->shm) { /* by reference: resolved by the server (shm_io.h) */
-      size_t l = json_string_length(t->shm);
-      memcpy(np, json_string_value(t->shm), l);
-      np[l] = 0;
-      a->shm_region = np;
-      a->shm_region_len = l;
+      a->shm_region_len = json_string_length(t->shm);
+      a->shm_region = arena_str(&np, json_string_value(t->shm), a->shm_region_len);
       a->shm_offset = t->shm_offset;
-      np += l + 1;
     } else {
       a->t.data = t->bytes;
       a->t.nbytes = t->count;
     }
   }
   for (int j = 0; j < req->n_outputs; j++) {
-    size_t l = req->outputs[j].len;
-    memcpy(np, req->outputs[j].name, l);
-    np[l] = 0;
+    const char *name = arena_str(&np, req->outputs[j].name, req->outputs[j].len);
     for (int m = 0; m < req->n_outputs_shm; m++)
-      if (req->outputs_shm[m].name == req->outputs[j].name) req->outputs_shm[m].name = np;
-    req->outputs[j].name = np;
-    np += l + 1;
+      if (req->outputs_shm[m].name == req->outputs[j].name) req->outputs_shm[m].name = name;
+    req->outputs[j].name = name;
   }
   for (int m = 0; m < req->n_outputs_shm; m++) {
-    size_t l = json_string_length(oshm_region[m]);
-    memcpy(np, json_string_value(oshm_region[m]), l);
-    np[l] = 0;
-    req->outputs_shm[m].region = np;
-    req->outputs_shm[m].region_len = l;
-    np += l + 1;
+    req->outputs_shm[m].region_len = json_string_length(oshm_region[m]);
+    req->outputs_shm[m].region = arena_str(&np, json_string_value(oshm_region[m]), req->outputs_shm[m].region_len);
   }
   return SEGOPS_OK;
 }

@@ -48,3 +48,21 @@ def shared_daemon():
     d = Daemon(_binary("SEGOPSD"), ())
     yield d
     d.stop_and_check()
+
+
+@pytest.fixture(scope="module")
+def tc(shared_daemon):
+    """A tritonclient[http] client of shared_daemon (the Open Inference Protocol tests)."""
+    import tritonclient.http as th  # only those tests need it; they SKIP (77) without it
+
+    c = th.InferenceServerClient(f"{shared_daemon.host}:{shared_daemon.port}", network_timeout=60)
+    yield c
+    c.close()
+
+
+@pytest.fixture(scope="module")
+def table(shared_daemon):
+    """shared_daemon's op table (/v1/info's "ops")."""
+    from client import info
+
+    return info(shared_daemon.url)["ops"]

@@ -18,18 +18,6 @@ PASSES = ["forward", "backward", "double_backward"]
 DT = {"float32": "FP32", "float64": "FP64"}
 
 
-@pytest.fixture(scope="module")
-def tc(shared_daemon):
-    c = th.InferenceServerClient(f"{shared_daemon.host}:{shared_daemon.port}", network_timeout=60)
-    yield c
-    c.close()
-
-
-@pytest.fixture(scope="module")
-def table(shared_daemon):
-    return info(shared_daemon.url)["ops"]
-
-
 def make_inputs(args, idx, S, dtype, binary, ns_dtype="INT64"):
     ins = []
     for name, a in args.items():

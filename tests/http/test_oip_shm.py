@@ -12,24 +12,11 @@ import tritonclient.http as th  # CTest runs this through run_pytest.py --requir
 import tritonclient.utils.shared_memory as shm
 from tritonclient.utils import InferenceServerException
 
-from client import info
 from reference import random_case
 
 DT = {"float32": "FP32", "float64": "FP64"}
 CASES = [("segmented_sum", "forward", 1), ("segmented_dot", "double_backward", 3),
          ("segmented_matvec", "backward", 3)]
-
-
-@pytest.fixture(scope="module")
-def tc(shared_daemon):
-    c = th.InferenceServerClient(f"{shared_daemon.host}:{shared_daemon.port}", network_timeout=60)
-    yield c
-    c.close()
-
-
-@pytest.fixture(scope="module")
-def table(shared_daemon):
-    return info(shared_daemon.url)["ops"]
 
 
 class Region:
