@@ -2,10 +2,13 @@
 in-flight budget and --max-output-bytes, dead and slow uploads do not hold the budget or the
 connection slots, a mid-upload refusal is readable, memory goes back after a large body."""
 import json
+import os
 import select
 import socket
 import threading
 import time
+
+import pytest
 
 from conftest import GOOD, OP, head, json_error, read_all, serving, wait_until
 
@@ -122,6 +125,9 @@ def _rss(pid):
     return 0
 
 
+# ASan's allocator keeps freed blocks in its quarantine and never trims, so RSS cannot fall back
+# in the sanitizer build; the Release build's run of this file checks it.
+@pytest.mark.skipif(os.environ.get("SEGOPS_SANITIZED") == "1", reason="sanitizer build: ASan's allocator keeps freed memory")
 def test_memory_goes_back_after_a_large_json_body(daemon):
     d = daemon()
     assert serving(d)
