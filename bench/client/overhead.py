@@ -10,35 +10,20 @@ the floor.
 import argparse
 import http.client
 import os
-import re
-import signal
 import statistics
-import subprocess
 import sys
 import time
 import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "clients", "python", "src"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests"))  # the tests' daemon runner
 
 import numpy as np  # noqa: E402
 
 import segops  # noqa: E402
 from segops import _wire  # noqa: E402
-
-
-def start(path):
-    p = subprocess.Popen([path, "--listen", "127.0.0.1:0"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        line = p.stdout.readline()
-        if not line:
-            break
-        m = re.search(rb"segopsd listening on (http://\S+)", line)
-        if m:
-            return p, m.group(1).decode()
-    p.kill()
-    raise SystemExit("segopsd did not start")
+from segopsd_proc import Daemon  # noqa: E402
 
 
 def timed(fn, calls):
@@ -62,7 +47,7 @@ def case(url, name, x, idx, s, calls, rounds):
         if r.status != 200:
             raise SystemExit(f"raw POST: HTTP {r.status} {data[:200]!r}")
 
-    c = segops.Client(url)
+    c = segops.Client(url, transport=os.environ.get("SEGOPS_TRANSPORT", "auto"))
     want = c.segmented_sum(x, idx, s)
 
     def client_call():
@@ -111,7 +96,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--big-n", type=int, default=262144)
     a = ap.parse_args()
-    p, url = start(a.segopsd)
+    d = Daemon(a.segopsd)
+    url = d.url
     try:
         rng = np.random.default_rng(0)
         n = 64
@@ -123,8 +109,8 @@ def main():
             calls = max(a.calls // 200, 5)
             case(url, f"sum forward N={n} x3 float64 (S=64)", rng.standard_normal((n, 3)), idx, 64, calls, a.rounds)
     finally:
-        p.send_signal(signal.SIGTERM)
-        p.wait(20)
+        d.stop(20)
+        d.kill()
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ import argparse
 import json
 import multiprocessing as mp
 import os
-import re
 import signal
 import statistics
 import subprocess
@@ -224,22 +223,18 @@ class Pool:
 
 
 def start_daemon(path, backend, sock):
+    """The tests' daemon runner (tests/segopsd_proc.py): stderr to a file, address from its line."""
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "tests"))
+    from segopsd_proc import Daemon
+
     # Every worker keeps its own shared-memory regions (grown to the largest call: ~134 MB for
     # dot at 2^20), so the default 1 GiB registration cap is too small for W = 16 at once.
-    argv = [path, "--listen", "127.0.0.1:0", "--backend", backend, "--log-level", "warn", "--max-shm-bytes", "64G"]
-    if sock:
-        argv += ["--listen", "unix:" + sock]
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        line = p.stdout.readline()
-        if not line:
-            break
-        m = re.search(rb"listening on (http://\S+)", line)
-        if m:
-            return p, m.group(1).decode()
-    p.kill()
-    raise SystemExit(f"worker_bench: segopsd did not start: {p.stderr.read().decode(errors='replace')[-2000:]}")
+    args = ["--backend", backend, "--max-shm-bytes", "64G"] + (["--listen", "unix:" + sock] if sock else [])
+    try:
+        d = Daemon(path, args, start_timeout=60)
+    except AssertionError as e:
+        raise SystemExit(f"worker_bench: segopsd did not start: {str(e)[-2000:]}")
+    return d, d.url
 
 
 def supports_unix(path):
@@ -378,11 +373,11 @@ def main():
     finally:
         pool.close()
         if daemon:
-            daemon.send_signal(signal.SIGTERM)
             try:
-                daemon.wait(30)
-            except subprocess.TimeoutExpired:
-                daemon.kill()
+                daemon.stop(30)
+            except AssertionError:
+                pass  # did not exit after SIGTERM: killed by stop()
+            daemon.kill()
         if tmpdir:
             try:
                 os.rmdir(tmpdir)
