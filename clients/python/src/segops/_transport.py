@@ -36,6 +36,9 @@ from . import _wire
 from .errors import ProtocolError, SegopsConnectionError, SegopsError
 
 TRANSPORTS = ("auto", "shm", "unix", "http")
+# Under transport="auto", calls with less array data than this go as bodies even when shared
+# memory works: for a tiny call the region's copies in and out cost more than the body.
+SHM_MIN_BYTES = 64 * 1024
 SHM_DIR = "/dev/shm"
 _ALIGN = 64
 _MIN_REGION = 1 << 20
@@ -376,6 +379,18 @@ class ShmSession:
             if lo <= start and end <= hi:
                 return r, start - lo
         return None
+
+    def prefers_body(self, args):
+        """auto only: a call whose arrays total under SHM_MIN_BYTES and none of which lives in a
+        region of ours (client.empty()) is cheaper as an HTTP body than copied into a region and
+        back (measured: bench/client/overhead.py, bench/RESULTS.md)."""
+        total = 0
+        for v in args.values():
+            if isinstance(v, np.ndarray):
+                if self._user and self._find_user(v) is not None:
+                    return False
+                total += v.nbytes
+        return total < SHM_MIN_BYTES
 
     # -- calls --
 

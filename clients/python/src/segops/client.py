@@ -36,7 +36,8 @@ class Client:
     max_idle: idle keep-alive connections kept for reuse (one is in use per calling thread).
     transport: "auto" (default) picks, on the first call, shared memory when the daemon is on
     this host and can map this process's region, else its unix socket when it has one here,
-    else HTTP bodies over the url; "shm", "unix" and "http" force one (see `transport_used`).
+    else HTTP bodies over the url (with shm, calls under 64 KiB of arrays still go as bodies:
+    cheaper); "shm", "unix" and "http" force one (see `transport_used`).
 
     Safe to share between threads. Methods take numpy arrays (or anything np.asarray takes)
     and return numpy arrays (writable, aligned, owning their memory: with shared memory too,
@@ -342,6 +343,8 @@ class Client:
             self._resolve()
         shm = self._shm
         row = _table.FUNCS.get((op, pass_))
+        if shm is not None and self._want == "auto" and shm.prefers_body(args):
+            shm = None  # a small call: cheaper as a body
         if shm is not None and row is not None:  # (an unknown function: the daemon's 404)
             try:
                 return shm.call(op, pass_, args, outputs, row[1])
