@@ -99,7 +99,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     segops_metrics_inflight_add(1);
     segops_http_outcome o = first_call(r, url, method, version);
     r->defer_errors = false;
-    return advance(r, o);
+    /* A body that will be read and dropped (a GET's, or one after a deferred error) is watched
+     * like an op's upload: a dead or trickling one does not hold its connection. */
+    enum MHD_Result res = advance(r, o);
+    if (r->phase == PH_GET || r->phase == PH_ERROR) segops_watchdog_upload(srv->watchdog, conn, 0);
+    return res;
   }
   switch (r->phase) {
     case PH_BODY:
@@ -112,6 +116,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
       if (*upload_data_size) { /* a body nobody will read: count it and drop it */
         r->bytes_in += *upload_data_size;
         *upload_data_size = 0;
+        segops_watchdog_upload(srv->watchdog, conn, (int64_t)r->bytes_in);
         return MHD_YES;
       }
       if (r->phase == PH_GET) return advance(r, r->rt->finish(r));

@@ -4,7 +4,9 @@
  * Request bodies likewise: an upload slower than --min-upload-rate (after a grace of
  * --idle-timeout) or longer than --request-timeout is cut, and so is one whose peer has closed
  * (EOF seen by a non-consuming peek on two ticks without progress: with epoll, a FIN that
- * arrived together with the head is otherwise noticed only at the idle timeout). */
+ * arrived together with the head is otherwise noticed only at the idle timeout). A connection
+ * waiting for a request head whose peer has closed (a cut head, or a keep-alive connection after
+ * its last answer) is closed the same way: no request can come on it any more. */
 #include "http_watchdog.h"
 
 #include <pthread.h>
@@ -29,6 +31,7 @@ typedef struct conn_track {
   _Atomic int64_t upload_since; /* monotonic ns when the body began; -1 when no upload */
   _Atomic int64_t upload_bytes; /* body bytes handed to the request so far */
   int64_t eof_bytes;            /* watchdog thread only: upload_bytes when EOF was first seen; -1 */
+  int64_t eof_wait;             /* watchdog thread only: waiting_since when EOF was first seen; -1 */
 } conn_track;
 
 struct segops_watchdog {
@@ -45,6 +48,12 @@ static int64_t now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* peer_closed: the peer has sent its FIN and libmicrohttpd has read everything before it. */
+static bool peer_closed(const conn_track *t) {
+  char b;
+  return recv(t->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
 static void cut_upload(conn_track *t, const char *why) {
@@ -65,9 +74,7 @@ static void check_upload(segops_watchdog *w, conn_track *t, int64_t now) {
   if (w->upload_max_s > 0 && el > w->upload_max_s) return cut_upload(t, "longer than --request-timeout");
   if (w->min_rate > 0 && el > w->limit_s && (double)got < w->min_rate * (el - w->limit_s))
     return cut_upload(t, "slower than --min-upload-rate");
-  char b;
-  ssize_t n = recv(t->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (n != 0) {
+  if (!peer_closed(t)) {
     t->eof_bytes = -1;
     return;
   }
@@ -75,6 +82,24 @@ static void check_upload(segops_watchdog *w, conn_track *t, int64_t now) {
    * handed over would show as progress by the next tick; none came: the upload is dead. */
   if (t->eof_bytes == got) return cut_upload(t, "the peer closed before the body was complete");
   t->eof_bytes = got;
+}
+
+/* A connection waiting for a head (since >= 0) whose peer closed on two ticks of the same wait:
+ * whatever it sent has been read and is no complete head. The second tick leaves libmicrohttpd
+ * the time to hand over a head that arrived together with the FIN. */
+static void check_waiting(conn_track *t, int64_t since) {
+  if (since < 0 || !peer_closed(t)) {
+    t->eof_wait = -1;
+    return;
+  }
+  if (t->eof_wait != since) {
+    t->eof_wait = since;
+    return;
+  }
+  if (atomic_compare_exchange_strong(&t->waiting_since, &since, CUT)) {
+    shutdown(t->fd, SHUT_RDWR);
+    SEGOPS_LOGD("closed a connection whose peer closed while it waited for a request head");
+  }
 }
 
 static void *watch(void *arg) {
@@ -94,7 +119,9 @@ static void *watch(void *arg) {
          * notification removes a connection under it before its socket is closed. */
         shutdown(t->fd, SHUT_RDWR);
         SEGOPS_LOGD("cut a connection that sent no complete request head within %.0f s", w->limit_s);
+        continue;
       }
+      check_waiting(t, since);
     }
     pthread_mutex_unlock(&w->mu);
   }
@@ -144,6 +171,7 @@ void segops_watchdog_notify(void *cls, struct MHD_Connection *conn, void **socke
     atomic_init(&t->upload_since, -1);
     atomic_init(&t->upload_bytes, 0);
     t->eof_bytes = -1;
+    t->eof_wait = -1;
     pthread_mutex_lock(&w->mu);
     t->next = w->head.next;
     t->prev = &w->head;
