@@ -230,3 +230,32 @@ def test_cuda_tensors_come_back_on_device(client):
     assert out.device == x.device
     out.sum().backward()
     assert x.grad.device == x.device
+
+
+def _step(fn, ins):
+    """out -> loss -> grad(create_graph) -> loss2 -> backward: every function of the op."""
+    for t in ins:
+        t.grad = None
+    out = fn(*ins)
+    g = torch.autograd.grad((out * out).sum(), ins, create_graph=True)
+    sum((gi * gi).sum() for gi in g).backward()
+    return [out.detach().clone()] + [gi.detach().clone() for gi in g] + [t.grad.clone() for t in ins]
+
+
+@pytest.mark.parametrize("op,w", OPS_W)
+def test_eager_path_matches_the_custom_ops_bit_for_bit(client, op, w):
+    """Plain autograd calls run the function bodies through autograd.Functions (no custom-op
+    dispatch, the fast path); torch.compile and torch.func go through torch.ops.segops.*. Both
+    must give the same bits, to second order."""
+    from segops import _torch_eager, _torch_ops
+
+    ins, idx, s = make_inputs(op, w, lengths=[5, 0, 3, 9], seed=21)
+    key = st._client_key(client)
+    out = getattr(st, op)(*ins, idx, s, client=client)
+    assert type(out.grad_fn).__name__ == "_ForwardBackward"  # the eager Function, not the custom op
+    eager = _step(lambda *a: getattr(st, op)(*a, idx, s, client=client), ins)
+    custom = _step(lambda *a: _torch_ops.OPS[(op, "forward")](*a, idx, s, key), ins)
+    assert len(eager) == len(custom)
+    for e, c in zip(eager, custom):
+        assert torch.equal(e, c)
+    assert _torch_eager.IMPLS is _torch_ops.IMPLS

@@ -196,10 +196,14 @@ def _mask(flags):
     return sum(1 << k for k, f in enumerate(flags) if f)
 
 
+# Each function's body: what its custom op runs, and what eager calls (_torch_eager) run directly.
+IMPLS = {key: _make_impl(fn) for key, fn in FNS.items()}
+
+
 def _register():
     ops = {}
     for key, fn in FNS.items():
-        op = torch.library.custom_op(fn.qualname, _make_impl(fn), mutates_args=(), schema=fn.schema)
+        op = torch.library.custom_op(fn.qualname, IMPLS[key], mutates_args=(), schema=fn.schema)
         op.register_fake(_make_fake(fn))
         ops[key] = op
     for key, fn in FNS.items():

@@ -96,6 +96,196 @@ class _BodyMixin:
         return True
 
 
+_HEAD_MAX = 64 * 1024  # the longest response head read (segopsd's are a few hundred bytes)
+_RECV = 256 * 1024
+
+
+class FastResponse:
+    """The answer to a request sent by request_prebuilt, read straight from the socket: the
+    head parsed in one pass over the bytes (http.client parses it as an e-mail message, which
+    was most of a small call's client time), the body from the bytes already read, then from
+    the socket. Offers what the client uses of http.client.HTTPResponse: status, reason,
+    length, will_close, getheader(), read(), readinto(), isclosed()."""
+
+    __slots__ = ("_sock", "_buf", "_pos", "_left", "_chunked", "status", "reason", "headers", "length", "will_close")
+
+    def getheader(self, name, default=None):
+        return self.headers.get(name.lower(), default)
+
+    def isclosed(self):
+        """True once the whole body has been read (as http.client's response reports it)."""
+        return self._left == 0 and not self._chunked
+
+    def _fill(self):
+        chunk = self._sock.recv(_RECV)
+        if not chunk:
+            raise http.client.IncompleteRead(b"")
+        if self._pos:
+            del self._buf[: self._pos]
+            self._pos = 0
+        self._buf += chunk
+
+    def readinto(self, b):
+        if self._chunked:
+            data = self.read(len(b))
+            b[: len(data)] = data
+            return len(data)
+        n = min(len(b), self._left if self._left is not None else len(b))
+        if n == 0:
+            return 0
+        avail = len(self._buf) - self._pos
+        if avail:
+            k = min(avail, n)
+            b[:k] = self._buf[self._pos : self._pos + k]
+            self._pos += k
+        else:
+            k = self._sock.recv_into(b, n)
+            if k == 0:
+                if self._left is None:
+                    self._left = 0
+                    return 0
+                raise http.client.IncompleteRead(b"")
+        if self._left is not None:
+            self._left -= k
+        return k
+
+    def read(self, amt=None):
+        if self._chunked:
+            return self._read_chunked(amt)
+        if self._left is None:  # no length: until the server closes
+            out = bytearray(self._buf[self._pos :])
+            self._buf, self._pos = bytearray(), 0
+            while amt is None or len(out) < amt:
+                chunk = self._sock.recv(_RECV)
+                if not chunk:
+                    self._left = 0
+                    break
+                out += chunk
+            return bytes(out)
+        n = self._left if amt is None else min(amt, self._left)
+        avail = len(self._buf) - self._pos
+        if avail >= n:
+            out = bytes(self._buf[self._pos : self._pos + n])
+            self._pos += n
+            self._left -= n
+            return out
+        out = bytearray(n)
+        mv = memoryview(out)
+        got = 0
+        while got < n:
+            got += self.readinto(mv[got:])
+        return bytes(out)
+
+    def _line(self):
+        while True:
+            i = self._buf.find(b"\r\n", self._pos)
+            if i >= 0:
+                line = bytes(self._buf[self._pos : i])
+                self._pos = i + 2
+                return line
+            if len(self._buf) - self._pos > _HEAD_MAX:
+                raise http.client.HTTPException("segops: a chunk header is too long")
+            self._fill()
+
+    def _exact(self, n):
+        while len(self._buf) - self._pos < n:
+            self._fill()
+        out = bytes(self._buf[self._pos : self._pos + n])
+        self._pos += n
+        return out
+
+    def _read_chunked(self, amt):
+        out = bytearray()
+        while self._chunked and (amt is None or len(out) < amt):
+            text = self._line().split(b";")[0].strip()
+            try:
+                size = int(text, 16)
+            except ValueError:
+                size = -1
+            if size < 0 or not text.isalnum():
+                raise http.client.HTTPException(f"segops: a bad chunk size {text[:20]!r} in a response")
+            if size == 0:
+                while self._line():  # trailers, up to the empty line
+                    pass
+                self._chunked = False
+                self._left = 0
+                break
+            out += self._exact(size)
+            if self._exact(2) != b"\r\n":
+                raise http.client.HTTPException("segops: a chunk does not end with CRLF")
+        return bytes(out)
+
+
+def read_response(conn):
+    """The response to what request_prebuilt sent on conn (a FastResponse); leaves conn ready for
+    its next request once the body is read. Raises what http.client would: RemoteDisconnected
+    when the server closed without answering (a stale keep-alive connection), socket.timeout."""
+    sock = conn.sock
+    buf = bytearray()
+    while True:  # 1xx answers (none expected: no Expect header is sent) are skipped
+        while True:
+            end = buf.find(b"\r\n\r\n")
+            if end >= 0:
+                break
+            if len(buf) > _HEAD_MAX:
+                raise http.client.HTTPException("segops: the response head is too long")
+            chunk = sock.recv(_RECV)
+            if not chunk:
+                if not buf:
+                    raise http.client.RemoteDisconnected("Remote end closed connection without response")
+                raise http.client.IncompleteRead(bytes(buf))
+            buf += chunk
+        lines = bytes(buf[:end]).decode("latin-1").split("\r\n")
+        del buf[: end + 4]
+        parts = lines[0].split(" ", 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+            raise http.client.BadStatusLine(lines[0])
+        status = int(parts[1])
+        if 100 <= status < 200 and status != 101:
+            continue
+        break
+    headers = {}
+    for line in lines[1:]:
+        name, sep, value = line.partition(":")
+        if not sep:
+            raise http.client.HTTPException(f"segops: a malformed response header {line[:100]!r}")
+        name = name.strip().lower()
+        value = value.strip()
+        if name in headers and name != "content-length":
+            headers[name] = headers[name] + ", " + value
+        elif name in headers and headers[name] != value:
+            raise http.client.HTTPException("segops: two different Content-Length headers in a response")
+        else:
+            headers[name] = value
+    r = FastResponse()
+    r._sock = sock
+    r._buf = buf
+    r._pos = 0
+    r.status = status
+    r.reason = parts[2] if len(parts) > 2 else ""
+    r.headers = headers
+    tokens = {t.strip().lower() for t in headers.get("connection", "").split(",")}
+    r.will_close = "close" in tokens or (parts[0] == "HTTP/1.0" and "keep-alive" not in tokens)
+    r._chunked = "chunked" in headers.get("transfer-encoding", "").lower()
+    length = None
+    if not r._chunked:
+        cl = headers.get("content-length")
+        if cl is not None:
+            if not cl.isdigit():
+                raise http.client.HTTPException(f"segops: a bad Content-Length in a response: {cl[:40]!r}")
+            length = int(cl)
+        elif status in (204, 304) or getattr(conn, "_method", "") == "HEAD":
+            length = 0
+        else:
+            r.will_close = True  # the body ends when the server closes
+    if getattr(conn, "_method", "") == "HEAD":
+        length, r._chunked = 0, False
+    r.length = length
+    r._left = length
+    conn._HTTPConnection__state = http.client._CS_IDLE  # as getresponse() leaves it
+    return r
+
+
 def _has_prebuilt():
     c = http.client.HTTPConnection("localhost")
     return all(hasattr(c, a) for a in ("_HTTPConnection__state", "_HTTPConnection__response", "_method")) and hasattr(

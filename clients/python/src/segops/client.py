@@ -235,9 +235,11 @@ class Client:
         for attempt in (0, 1):
             conn, reused = self._acquire()
             early = False  # answered before the body was all sent: the connection is spent
+            fast = False  # sent by request_prebuilt: its answer is read by read_response
             try:
                 try:
-                    if head is None or not conn.request_prebuilt(method, head, body):
+                    fast = head is not None and conn.request_prebuilt(method, head, body)
+                    if not fast:
                         if head is not None:
                             hdrs = dict(self._headers, **{"Content-Length": str(length if body is not None else 0)})
                         conn.pending_body = body  # sent with the header block (_BodyMixin.send)
@@ -250,7 +252,7 @@ class Client:
                         raise
                     early = True
                 else:
-                    resp = conn.getresponse()
+                    resp = _transport.read_response(conn) if fast else conn.getresponse()
             except _STALE as e:
                 conn.close()
                 if reused and attempt == 0:

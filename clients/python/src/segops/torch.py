@@ -48,7 +48,7 @@ if _torch_version() < _MIN_TORCH or not all(
         "(pip install 'torch>=2.4'), or use the numpy functions of `segops`."
     )
 
-from . import _torch_func, _torch_ops  # noqa: E402  (registers torch.ops.segops.*)
+from . import _torch_eager, _torch_func, _torch_ops  # noqa: E402  (registers torch.ops.segops.*)
 
 Tensor = torch.Tensor
 ClientLike = Union[Client, str, None]  # a Client, a URL string, or None (the current client)
@@ -249,6 +249,8 @@ def _apply(op, inputs, idx, num_segments, client):
     _forward_ad(op, names, inputs)
     if "Grad" in tf:
         return _torch_func.forward(op, *args)
+    if not tf:  # plain eager autograd: the same bodies and plumbing, without the dispatch
+        return _torch_eager.forward(op, *args)
     return _torch_ops.OPS[(op, "forward")](*args)
 
 

@@ -1,0 +1,82 @@
+"""_torch_eager.py: the three levels of derivatives for eager calls outside torch.compile and
+torch.func: autograd.Functions that run each function's body (the same as the custom op's,
+_torch_ops.IMPLS) directly, without the custom op's dispatch, which cost a small call more
+than the round trip to the server. The gradient plumbing is _torch_ops' own (forward_vjp,
+backward_vjp), so the values and the rules (what is saved, what is asked for, no third
+derivative) are the custom ops'."""
+
+import torch
+
+from . import _table, _torch_ops
+
+IMPLS = _torch_ops.IMPLS
+
+
+class _Double(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, op, *args):
+        return IMPLS[(op, "double_backward")](*args)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        _torch_ops.no_third()
+
+
+def _double(op):
+    return lambda *a: _Double.apply(op, *a)
+
+
+class _Backward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, op, *args):
+        k = len(_torch_ops.FNS[(op, "backward")].ins)
+        ctx.op = op
+        ctx.s_key_want = args[k + 1 : k + 4]
+        ctx.save_for_backward(*args[:k], args[k])
+        ctx.set_materialize_grads(False)
+        return IMPLS[(op, "backward")](*args)
+
+    @staticmethod
+    def backward(ctx, *ggs):
+        op = ctx.op
+        names = _torch_ops.FNS[(op, "backward")].ins
+        *saved, idx = ctx.saved_tensors
+        s, key, want = ctx.s_key_want
+        need = dict(zip(names, ctx.needs_input_grad[1 : 1 + len(names)]))
+        grads = _torch_ops.backward_vjp(op, _double(op), ggs, want, need, dict(zip(names, saved)), idx, s, key)
+        return (None,) + grads + (None,) * 4
+
+
+def _backward(op):
+    return lambda *a: _Backward.apply(op, *a)
+
+
+_READS = {op: _torch_ops.reads_of(op) for op in _table.OPS}
+
+
+class _Forward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, op, *args):
+        fwd = _table.OPS[op][0]
+        k = len(fwd)
+        named = dict(zip(fwd, args[:k]))
+        ctx.op = op
+        ctx.s_key = args[k + 1 :]
+        ctx.save_for_backward(args[k], *(named[n] for n in _READS[op]))
+        ctx.set_materialize_grads(False)
+        return IMPLS[(op, "forward")](*args)
+
+    @staticmethod
+    def backward(ctx, g_out):
+        op = ctx.op
+        fwd = _table.OPS[op][0]
+        idx, *saved = ctx.saved_tensors
+        s, key = ctx.s_key
+        need = ctx.needs_input_grad[1 : 1 + len(fwd)]
+        grads = _torch_ops.forward_vjp(op, _backward(op), g_out, need, dict(zip(_READS[op], saved)), idx, s, key)
+        return (None,) + grads + (None, None, None)
+
+
+def forward(op, *args):
+    """The forward of op, eagerly: (*inputs, idx, s, key)."""
+    return _Forward.apply(op, *args)
