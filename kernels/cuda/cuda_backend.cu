@@ -9,6 +9,9 @@
 #include "cuda_layout_cache.h"
 
 #define STAGE_BYTES ((size_t)32 << 20) /* each of the two pinned staging slots */
+/* Copies at least this large go straight to or from pinned host memory; smaller ones go through
+ * staging, where a memcpy costs less than the two pointer lookups. */
+#define DIRECT_MIN ((size_t)64 << 10)
 /* Workers ("lanes") per GPU, each with its own stream, staging and pool, so that one request's
  * copies overlap another's kernels and copies on the same GPU. Results do not depend on the lane. */
 #define LANES_PER_GPU 2
@@ -91,9 +94,36 @@ static int cuda_fail(cuda_dev *d, cudaError_t e, const char *what, char *err, si
     }                                           \
   } while (0)
 
-/* Copies host -> device through the two pinned slots: the CPU fills one slot while the DMA
- * engine drains the other. *slot carries the alternation across calls of one request. */
+/* Whether [p, p+bytes) is page-locked host memory (a shared-memory region pinned by
+ * host_register): the DMA engine then reads or writes it directly, with no staging copy by the
+ * CPU. Both ends are checked: a tensor lies inside one region (its bounds are checked against
+ * it), and a region stays registered while a request uses it. */
+static int direct_copies = -1; /* SEGOPS_CUDA_DIRECT_COPIES=0 turns them off (for comparisons) */
+
+static int is_pinned(const void *p, size_t bytes) {
+  struct cudaPointerAttributes a;
+  if (__atomic_load_n(&direct_copies, __ATOMIC_RELAXED) < 0) {
+    const char *v = getenv("SEGOPS_CUDA_DIRECT_COPIES");
+    __atomic_store_n(&direct_copies, !(v && strcmp(v, "0") == 0), __ATOMIC_RELAXED);
+  }
+  if (!__atomic_load_n(&direct_copies, __ATOMIC_RELAXED)) return 0;
+  const char *ends[2] = {(const char *)p, (const char *)p + (bytes ? bytes - 1 : 0)};
+  for (int i = 0; i < 2; i++) {
+    if (cudaPointerGetAttributes(&a, ends[i]) != cudaSuccess) {
+      (void)cudaGetLastError(); /* not memory CUDA knows: an ordinary pointer */
+      return 0;
+    }
+    if (a.type != cudaMemoryTypeHost) return 0;
+  }
+  return 1;
+}
+
+/* Copies host -> device: straight from pinned memory, else through the two pinned slots (the
+ * CPU fills one slot while the DMA engine drains the other). *slot carries the alternation
+ * across calls of one request. */
 static cudaError_t stage_in(cuda_dev *d, void *dst, const void *src, size_t bytes, int *slot) {
+  if (bytes >= DIRECT_MIN && is_pinned(src, bytes))
+    return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, d->stream);
   for (size_t at = 0; at < bytes; at += STAGE_BYTES) {
     size_t len = bytes - at < STAGE_BYTES ? bytes - at : STAGE_BYTES;
     int k = *slot;
@@ -117,6 +147,9 @@ typedef struct {
 /* Device -> host for one buffer, double-buffered: chunk c+1's DMA runs while the CPU copies
  * chunk c out of its slot. */
 static cudaError_t stage_out(cuda_dev *d, void *dst, const void *src, size_t bytes) {
+  /* Into pinned memory: one DMA, completed by the request's final stream synchronisation. */
+  if (bytes >= DIRECT_MIN && is_pinned(dst, bytes))
+    return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, d->stream);
   pending_copy pend[2] = {{NULL, 0}, {NULL, 0}};
   int k = 0;
   cudaError_t e = cudaSuccess;
