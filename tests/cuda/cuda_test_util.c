@@ -1,6 +1,7 @@
 /* cuda_test_util.c: shared helpers of the CUDA tests (see cuda_test_util.h). */
 #include "cuda_test_util.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,7 +173,10 @@ int tu_check(const tu_call *tc, const char *label, double *max_err_out) {
       if (cnt[g] > maxc) maxc = cnt[g];
     free(cnt);
   }
-  double tol = c->dtype == SEGOPS_F64 ? 1e-12 : (maxc > 10000 ? 1e-4 : 1e-5);
+  /* float64: the reference sums each segment in order, its own error grows like eps * count
+   * (a segment of 10^6 products differs from a blocked GPU sum by ~1e-11 relative, seen on the
+   * H200); the bound keeps 1e-12 up to ~560 elements per segment and grows linearly past it. */
+  double tol = c->dtype == SEGOPS_F64 ? fmax(1e-12, 8 * DBL_EPSILON * (double)maxc) : (maxc > 10000 ? 1e-4 : 1e-5);
   int fails = 0;
   double worst = 0;
   for (int k = 0; k < fn->n_out; k++) {
