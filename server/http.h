@@ -167,6 +167,8 @@ size_t segops_budget_work_bytes(const segops_http_req *r);
 bool segops_http_strict_head(segops_http_req *r, const char *url, const char *version, segops_http_outcome *ret);
 /* MHD_OPTION_UNESCAPE_CALLBACK: percent-decoding that leaves %2F and %00 as written. */
 size_t segops_http_unescape(void *cls, struct MHD_Connection *conn, char *s);
+/* MHD_OPTION_URI_LOG_CALLBACK: drops the query string before libmicrohttpd parses it (http_strict.c). */
+void *segops_http_uri_seen(void *cls, const char *uri, struct MHD_Connection *conn);
 /* The head announces a body (Transfer-Encoding, or a Content-Length other than 0). */
 bool segops_http_has_body(struct MHD_Connection *conn);
 

@@ -204,7 +204,8 @@ static int start_listener(segops_server *srv, const segops_listen_addr *a, segop
       (unsigned int)c->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)c->idle_timeout_s,
       MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024),
       MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)1024, MHD_OPTION_NOTIFY_CONNECTION, segops_watchdog_notify,
-      srv->watchdog, MHD_OPTION_UNESCAPE_CALLBACK, segops_http_unescape, NULL, MHD_OPTION_END);
+      srv->watchdog, MHD_OPTION_UNESCAPE_CALLBACK, segops_http_unescape, NULL, MHD_OPTION_URI_LOG_CALLBACK,
+      segops_http_uri_seen, NULL, MHD_OPTION_END);
   if (ai) freeaddrinfo(ai);
   if (!l->mhd) {
     if (a->is_unix) {

@@ -37,6 +37,26 @@ size_t segops_http_unescape(void *cls, struct MHD_Connection *conn, char *s) {
   return (size_t)(w - s);
 }
 
+/* No route takes query parameters. libmicrohttpd 0.9.x stores each one as a record in the
+ * connection's memory pool while it parses the request line; a query of tens of thousands of
+ * parameters exhausts the pool, and then even its 431 cannot be built: the connection closes with
+ * nothing sent. This callback runs on the request line before that parse (connection.c,
+ * parse_initial_message_line, calls it "before we modify URI *or* args") and ends the query right
+ * after its '?', so nothing is parsed into the pool and every request gets its answer; the
+ * routes never see a query either way. The URI lies in the connection's writable read buffer.
+ * Returns NULL: the request's context starts empty. */
+void *segops_http_uri_seen(void *cls, const char *uri, struct MHD_Connection *conn) {
+  (void)cls;
+  (void)conn;
+#if MHD_VERSION < 0x01000000
+  char *q = uri ? strchr(uri, '?') : NULL;
+  if (q && q[1]) q[1] = 0;
+#else
+  (void)uri; /* another series: its request-line parsing is not the one described above */
+#endif
+  return NULL;
+}
+
 typedef struct {
   int n_cl, n_te;
   bool cl_differ;

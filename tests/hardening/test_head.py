@@ -1,11 +1,12 @@
 """test_head.py: the token configuration and the request-head rules (issue 11: auth
 configuration, authentication on the head, HTTP strictness), against the real segopsd over raw
 sockets where an HTTP library would not produce the bytes."""
+import json
 import socket
 import time
 
 import pytest
-from conftest import GOOD, OP, head, json_error, raw, read_all, serving
+from conftest import GOOD, OP, head, json_error, parse_response, raw, read_all, serving
 
 TOKEN = "hostile-test-token-0123"
 
@@ -136,7 +137,10 @@ def test_other_transfer_encodings_are_501(daemon, te):
 @pytest.mark.parametrize("cl", [b"abc", b"-1", b"+45", b"10, 10"])
 def test_bad_content_length_is_refused_and_closed(daemon, cl):
     """libmicrohttpd 0.9.75 answers these itself, before the access handler (its own HTML body);
-    what segopsd controls: a 400 first, the connection closed, the daemon unharmed."""
+    what segopsd controls: a 400 first, the connection closed, the daemon unharmed. Still open, in
+    the library: its status line and headers go out twice (connection.c: parse_connection_headers
+    queues the error and builds its header block, then the HEADERS_RECEIVED case sets the state to
+    HEADERS_PROCESSED, and START_REPLY builds the block again); no callback runs in between."""
     d = daemon()
     data = raw(d, b"POST /v1/segmented_sum/forward HTTP/1.1\r\nHost: x\r\nContent-Length: " + cl + b"\r\n\r\n"
                + b"0123456789" + SMUGGLED)
@@ -168,10 +172,19 @@ def test_http11_without_host_is_400(daemon):
     assert serving(d)
 
 
-def test_huge_query_string_keeps_the_daemon_alive(daemon):
+def test_huge_query_string_gets_one_answer(daemon):
+    """25000 query parameters once exhausted libmicrohttpd's per-connection pool (431 logged,
+    nothing sent). No route takes a query: it is ignored, and the request answered once."""
     d = daemon()
-    q = b"&".join(b"a%d=1" % i for i in range(25000))
-    data = raw(d, b"GET /healthz?" + q + b" HTTP/1.1\r\nHost: x\r\n\r\n", timeout=5)
-    if data:
-        assert data.startswith(b"HTTP/1.1 4"), data[:200]
+    for n in (10, 5000, 25000):
+        q = b"&".join(b"a%d=1" % i for i in range(n))
+        data = raw(d, b"GET /healthz?" + q + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", timeout=5)
+        status, _, body, rest = parse_response(data)
+        assert status == 200 and json.loads(body)["status"] == "ok", (n, data[:200])
+        assert rest == b"", rest[:200]  # one answer, nothing after it
+    # An op with a query answers as without one.
+    data = raw(d, head(len(GOOD), path=OP + b"?" + b"&".join(b"k%d" % i for i in range(25000)),
+                       extra=b"Connection: close\r\n") + GOOD, timeout=5)
+    status, _, body, rest = parse_response(data)
+    assert status == 200 and "out" in json.loads(body) and rest == b"", data[:300]
     assert serving(d)
