@@ -4,8 +4,10 @@
 Starts the real daemon on a free port (--segopsd PATH) or uses a running one (--url), runs
 --connections keep-alive clients for --duration seconds, each sending a random mix of valid
 requests (checked against a float64 numpy reference, msgpack and JSON) and invalid ones
-(checked for the expected status and error code). Reports counts, unexpected answers and the
-daemon's RSS growth after warm-up. Exit 1 when any answer was unexpected or RSS grew by more
+(checked for the expected status and error code), beside --hostile raw-socket clients that loop
+over the red-team classes of hostile.py (random mutations, dead uploads, slow bodies, bad
+framing, smuggling, huge heads and queries, amplification, shm registration garbage), each
+answer checked. Reports counts, unexpected answers and the daemon's RSS growth after warm-up. Exit 1 when any answer was unexpected or RSS grew by more
 than --max-rss-growth (default 5%).
 """
 import argparse
@@ -23,6 +25,8 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # tests/: shared modules
 from segopsd_proc import Daemon  # noqa: E402
 from segref import reference  # noqa: E402
+
+from hostile import hostile_once  # noqa: E402  (tests/hardening)
 
 
 def rss_kib(pid):
@@ -89,7 +93,7 @@ BAD = [
 class Stats:
     def __init__(self):
         self.lock = threading.Lock()
-        self.good = self.bad = self.unexpected = 0
+        self.good = self.bad = self.unexpected = self.hostile = 0
         self.samples = []
 
     def add(self, good, ok, msg=None):
@@ -163,6 +167,21 @@ def worker(host, port, deadline, seed, stats, token):
     conn.close()
 
 
+def hostile_worker(host, port, deadline, seed, stats, counts):
+    import random
+
+    rng = random.Random(seed)
+    while time.time() < deadline:
+        name, wrong = hostile_once((host, port), rng)
+        with stats.lock:
+            counts[name] = counts.get(name, 0) + 1
+            stats.hostile += 1
+            if wrong:
+                stats.unexpected += 1
+                if len(stats.samples) < 10:
+                    stats.samples.append(f"hostile {name}: {wrong}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--segopsd", help="path of segopsd to start on a free port")
@@ -170,6 +189,7 @@ def main():
     ap.add_argument("--duration", type=float, default=60.0)
     ap.add_argument("--warmup", type=float, default=None, help="seconds before the RSS baseline (default duration/6)")
     ap.add_argument("--connections", type=int, default=16)
+    ap.add_argument("--hostile", type=int, default=0, help="raw-socket hostile clients beside them (default 0)")
     ap.add_argument("--max-rss-growth", type=float, default=0.05)
     ap.add_argument("--token", default=os.environ.get("SEGOPS_TOKEN"))
     a = ap.parse_args()
@@ -188,6 +208,9 @@ def main():
     deadline = start + a.duration
     threads = [threading.Thread(target=worker, args=(host, port, deadline, 1000 + i, stats, a.token))
                for i in range(a.connections)]
+    counts = {}
+    threads += [threading.Thread(target=hostile_worker, args=(host, port, deadline, 5000 + i, stats, counts))
+                for i in range(a.hostile)]
     for t in threads:
         t.start()
     rss0 = rss1 = None
@@ -208,6 +231,9 @@ def main():
     total = stats.good + stats.bad
     print(f"soak: {el:.1f} s, {a.connections} connections, {total} requests ({total / el:.0f}/s): "
           f"{stats.good} valid, {stats.bad} invalid, {stats.unexpected} unexpected answers")
+    if a.hostile:
+        print(f"soak: {stats.hostile} hostile exchanges on {a.hostile} raw connections: "
+              + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     for s in stats.samples:
         print("  unexpected:", s)
     if stats.unexpected:
