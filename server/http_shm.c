@@ -13,6 +13,7 @@
 
 #include "errors.h"
 #include "http.h"
+#include "shm_body.h"
 
 #define SHM_BODY_MAX (64 * 1024) /* a registration is a few dozen bytes */
 
@@ -43,41 +44,11 @@ segops_http_outcome segops_http_shm_register(segops_http_req *r) {
   if (!body_ok(r, &o)) return o;
   const char *name = region_name(r);
   char err[512];
-  json_error_t je;
-  json_t *root = json_loadb(r->body ? r->body : "", r->len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
-  if (!root || !json_is_object(root)) {
-    json_decref(root);
-    snprintf(err, sizeof err,
-             "register '%s': the body must be a JSON object {\"key\": \"/name\", \"offset\": n, \"byte_size\": n}",
-             name);
-    return segops_http_error(r, SEGOPS_E_INVALID_ARGUMENT, 0, err, NULL, false);
-  }
-  json_t *key = NULL, *off = NULL, *size = NULL;
-  const char *k;
-  json_t *v;
-  json_object_foreach(root, k, v) {
-    json_t **slot = !strcmp(k, "key") ? &key : !strcmp(k, "offset") ? &off : !strcmp(k, "byte_size") ? &size : NULL;
-    if (!slot) {
-      json_decref(root);
-      snprintf(err, sizeof err, "register '%s': unknown key in the body (expected key, offset, byte_size)", name);
-      return segops_http_error(r, SEGOPS_E_INVALID_ARGUMENT, 0, err, NULL, false);
-    }
-    *slot = v;
-  }
-  const char *bad =
-      !key || !json_is_string(key)                                      ? "\"key\" must be a string such as \"/name\""
-      : off && (!json_is_integer(off) || json_integer_value(off) < 0)   ? "\"offset\" must be an integer >= 0"
-      : !size || !json_is_integer(size) || json_integer_value(size) < 0 ? "\"byte_size\" must be an integer >= 1"
-                                                                        : NULL;
-  if (bad) {
-    json_decref(root);
-    snprintf(err, sizeof err, "register '%s': %s", name, bad);
-    return segops_http_error(r, SEGOPS_E_INVALID_ARGUMENT, 0, err, NULL, false);
-  }
-  int rc = segops_shm_register(r->srv->shm, name, strlen(name), json_string_value(key), json_string_length(key),
-                               off ? (uint64_t)json_integer_value(off) : 0, (uint64_t)json_integer_value(size), err,
-                               sizeof err);
-  json_decref(root);
+  segops_shm_reg_body b;
+  int rc = segops_shm_parse_register(r->body, r->len, name, &b, err, sizeof err);
+  if (rc) return segops_http_error(r, rc, 0, err, NULL, false);
+  rc = segops_shm_register(r->srv->shm, name, strlen(name), b.key, b.key_len, b.offset, b.byte_size, err, sizeof err);
+  segops_shm_reg_body_free(&b);
   if (rc) return segops_http_error(r, rc, 0, err, NULL, false);
   return segops_http_send_json(r, json_object());
 }

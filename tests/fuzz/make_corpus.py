@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""make_corpus.py: writes the fuzz seed corpus (tests/fuzz/corpus/{msgpack,json,prepare,oip}/) from the
+"""make_corpus.py: writes the fuzz seed corpus (tests/fuzz/corpus/{msgpack,json,prepare,oip,shm}/) from the
 example bodies of proto/examples (proto/API.md's curl example and exact cases). The first byte of each seed picks
 (op, pass) as fuzz_common.h reads it; for the prepare target bit 7 selects JSON.
 Run: python3 tests/fuzz/make_corpus.py  (needs numpy and msgpack). The seeds are committed."""
@@ -61,6 +61,24 @@ def oip_seeds(jtext):
     return json.dumps(j).encode(), head + b"".join(blobs), len(head)
 
 
+def shm_seeds():
+    """fuzz_shm.c: byte 0 even = a registration body ("/segops-fuzz-self" is the target's own
+    64 KiB object), odd = one use: region name, NUL, offset and size (little-endian u64)."""
+    bodies = {
+        "register_ok": {"key": "/segops-fuzz-self", "offset": 0, "byte_size": 4096},
+        "register_offset": {"key": "/segops-fuzz-self", "offset": 65000, "byte_size": 536},
+        "register_past": {"key": "/segops-fuzz-self", "offset": 65536, "byte_size": 1},
+        "register_badkey": {"key": "../x", "byte_size": 1},
+        "register_extra": {"key": "/a", "byte_size": 1, "x": 0},
+        "register_neg": {"key": "/a", "offset": -1, "byte_size": 2**64 - 1},
+    }
+    for name, b in bodies.items():
+        write("shm", name, b"\x00" + json.dumps(b).encode())
+    for name, (region, off, size) in {"use_base": ("base", 0, 65536), "use_tail": ("base", 65535, 1),
+                                      "use_wrap": ("base", 2**64 - 1, 2), "use_unknown": ("nope", 0, 1)}.items():
+        write("shm", name, b"\x01" + region.encode() + b"\x00" + struct.pack("<QQ", off, size))
+
+
 def main():
     for case in make_examples.CASES:
         fn = OPS.index(case[0]) * 3 + PASSES.index(case[1])
@@ -81,6 +99,7 @@ def main():
     write("json", "deep", bytes([0]) + b'{"x":[[[[[[[[[[1]]]]]]]]]]}')
     write("msgpack", "trailing", bytes([0]) + b"\x80\x00")
     write("msgpack", "huge_array", bytes([0]) + b"\x81\xa1x\xdd\xff\xff\xff\xff\x00")
+    shm_seeds()
 
 
 if __name__ == "__main__":
