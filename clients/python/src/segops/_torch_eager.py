@@ -1,13 +1,14 @@
 """_torch_eager.py: the three levels of derivatives for eager calls outside torch.compile and
 torch.func: autograd.Functions that run each function's body (the same as the custom op's,
 _torch_ops.IMPLS) directly, without the custom op's dispatch, which cost a small call more
-than the round trip to the server. The gradient plumbing is _torch_ops' own (forward_vjp,
-backward_vjp), so the values and the rules (what is saved, what is asked for, no third
-derivative) are the custom ops'."""
+than the round trip to the server. The gradient plumbing is _torch_func's (forward_grads and
+backward_grads, over _torch_ops' forward_vjp and backward_vjp), so the values and the rules
+(what is saved, what is asked for, no third derivative) are the custom ops'."""
 
 import torch
 
 from . import _table, _torch_ops
+from ._torch_func import backward_grads, forward_grads
 
 IMPLS = _torch_ops.IMPLS
 
@@ -38,13 +39,7 @@ class _Backward(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *ggs):
-        op = ctx.op
-        names = _torch_ops.FNS[(op, "backward")].ins
-        *saved, idx = ctx.saved_tensors
-        s, key, want = ctx.s_key_want
-        need = dict(zip(names, ctx.needs_input_grad[1 : 1 + len(names)]))
-        grads = _torch_ops.backward_vjp(op, _double(op), ggs, want, need, dict(zip(names, saved)), idx, s, key)
-        return (None,) + grads + (None,) * 4
+        return backward_grads(ctx, ggs, _double(ctx.op))
 
 
 def _backward(op):
@@ -68,13 +63,7 @@ class _Forward(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, g_out):
-        op = ctx.op
-        fwd = _table.OPS[op][0]
-        idx, *saved = ctx.saved_tensors
-        s, key = ctx.s_key
-        need = ctx.needs_input_grad[1 : 1 + len(fwd)]
-        grads = _torch_ops.forward_vjp(op, _backward(op), g_out, need, dict(zip(_READS[op], saved)), idx, s, key)
-        return (None,) + grads + (None, None, None)
+        return forward_grads(ctx, g_out, _backward(ctx.op))
 
 
 def forward(op, *args):

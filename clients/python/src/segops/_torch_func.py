@@ -8,6 +8,30 @@ import torch
 from . import _table, _torch_ops
 
 
+def backward_grads(ctx, ggs, double):
+    """The backward of a backward Function (ctx: op, s_key_want, saved g_out/inputs then idx;
+    argument 0 is op): the gradients of its arguments, by double(*args) = the double backward."""
+    op = ctx.op
+    names = _torch_ops.FNS[(op, "backward")].ins
+    *saved, idx = ctx.saved_tensors
+    s, key, want = ctx.s_key_want
+    need = dict(zip(names, ctx.needs_input_grad[1 : 1 + len(names)]))
+    grads = _torch_ops.backward_vjp(op, double, ggs, want, need, dict(zip(names, saved)), idx, s, key)
+    return (None,) + grads + (None,) * 4
+
+
+def forward_grads(ctx, g_out, backward):
+    """The backward of a forward Function (ctx: op, s_key, saved idx then the inputs the backward
+    reads; argument 0 is op), by backward(*args) = the backward function."""
+    op = ctx.op
+    fwd = _table.OPS[op][0]
+    idx, *saved = ctx.saved_tensors
+    s, key = ctx.s_key
+    need = ctx.needs_input_grad[1 : 1 + len(fwd)]
+    grads = _torch_ops.forward_vjp(op, backward, g_out, need, dict(zip(_torch_ops.reads_of(op), saved)), idx, s, key)
+    return (None,) + grads + (None, None, None)
+
+
 class _Double(torch.autograd.Function):
     generate_vmap_rule = True
 
@@ -42,17 +66,7 @@ class _Backward(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *ggs):
-        op = ctx.op
-        names = _torch_ops.FNS[(op, "backward")].ins
-        *saved, idx = ctx.saved_tensors
-        s, key, want = ctx.s_key_want
-        need = dict(zip(names, ctx.needs_input_grad[1 : 1 + len(names)]))
-
-        def call(*a):
-            return _Double.apply(op, *a)
-
-        grads = _torch_ops.backward_vjp(op, call, ggs, want, need, dict(zip(names, saved)), idx, s, key)
-        return (None,) + grads + (None,) * 4
+        return backward_grads(ctx, ggs, lambda *a: _Double.apply(ctx.op, *a))
 
 
 class _Forward(torch.autograd.Function):
@@ -75,17 +89,7 @@ class _Forward(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, g_out):
-        op = ctx.op
-        fwd = _table.OPS[op][0]
-        idx, *saved = ctx.saved_tensors
-        s, key = ctx.s_key
-        need = ctx.needs_input_grad[1 : 1 + len(fwd)]
-
-        def call(*a):
-            return _Backward.apply(op, *a)
-
-        grads = _torch_ops.forward_vjp(op, call, g_out, need, dict(zip(_torch_ops.reads_of(op), saved)), idx, s, key)
-        return (None,) + grads + (None, None, None)
+        return forward_grads(ctx, g_out, lambda *a: _Backward.apply(ctx.op, *a))
 
 
 def forward(op, *args):
