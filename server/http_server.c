@@ -102,7 +102,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     /* A body that will be read and dropped (a GET's, or one after a deferred error) is watched
      * like an op's upload: a dead or trickling one does not hold its connection. */
     enum MHD_Result res = advance(r, o);
-    if (r->phase == PH_GET || r->phase == PH_ERROR) segops_watchdog_upload(srv->watchdog, conn, 0);
+    if ((r->phase == PH_GET || r->phase == PH_ERROR) && segops_http_has_body(conn))
+      segops_watchdog_upload(srv->watchdog, conn, 0);
     return res;
   }
   switch (r->phase) {

@@ -98,15 +98,11 @@ static int cuda_fail(cuda_dev *d, cudaError_t e, const char *what, char *err, si
  * host_register): the DMA engine then reads or writes it directly, with no staging copy by the
  * CPU. Both ends are checked: a tensor lies inside one region (its bounds are checked against
  * it), and a region stays registered while a request uses it. */
-static int direct_copies = -1; /* SEGOPS_CUDA_DIRECT_COPIES=0 turns them off (for comparisons) */
+static int direct_copies = 1; /* SEGOPS_CUDA_DIRECT_COPIES=0 turns them off (for comparisons); set at creation */
 
 static int is_pinned(const void *p, size_t bytes) {
   struct cudaPointerAttributes a;
-  if (__atomic_load_n(&direct_copies, __ATOMIC_RELAXED) < 0) {
-    const char *v = getenv("SEGOPS_CUDA_DIRECT_COPIES");
-    __atomic_store_n(&direct_copies, !(v && strcmp(v, "0") == 0), __ATOMIC_RELAXED);
-  }
-  if (!__atomic_load_n(&direct_copies, __ATOMIC_RELAXED)) return 0;
+  if (!direct_copies) return 0;
   const char *ends[2] = {(const char *)p, (const char *)p + (bytes ? bytes - 1 : 0)};
   for (int i = 0; i < 2; i++) {
     if (cudaPointerGetAttributes(&a, ends[i]) != cudaSuccess) {
@@ -419,6 +415,10 @@ extern "C" segops_backend *segops_cuda_backend_new(const int *devices, int n_dev
                   devices[i], count, count == 1 ? "" : "s");
       return NULL;
     }
+  }
+  {
+    const char *v = getenv("SEGOPS_CUDA_DIRECT_COPIES");
+    direct_copies = !(v && strcmp(v, "0") == 0); /* before any worker runs */
   }
   cuda_ctx *ctx = (cuda_ctx *)calloc(1, sizeof *ctx);
   segops_backend *b = (segops_backend *)calloc(1, sizeof *b);

@@ -12,8 +12,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # tests/: shared modules
 from segopsd_proc import Daemon  # noqa: E402
 
-GOOD = b'{"x":[1,2,3,4,5,6],"idx":[0,0,1,1,1,2],"num_segments":3}'
-OP = b"/v1/segmented_sum/forward"
+from hostile import GOOD, OP, read_until_close  # noqa: E402,F401  (GOOD, OP: used by the tests)
 
 
 def _binary(var):
@@ -48,17 +47,7 @@ def head(cl=None, extra=b"", path=OP, ctype=b"application/json"):
 
 def read_all(s, timeout=5.0):
     """Everything the server sends until it closes or stays silent for `timeout`."""
-    s.settimeout(timeout)
-    out = b""
-    try:
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            out += b
-    except (socket.timeout, ConnectionResetError):
-        pass
-    return out
+    return read_until_close(s, timeout)[0]
 
 
 def raw(d, data, timeout=5.0, shut=False):

@@ -58,18 +58,12 @@ def check_answer(data):
 
 
 
-def exchange(addr, req, timeout, half_close=True):
-    """Sends req on a new connection, half-closes, reads until the server closes.
-    Returns (bytes, closed_by_server)."""
-    s = socket.create_connection(addr, timeout=timeout)
+def read_until_close(s, timeout):
+    """What the server sends on s until it closes (or resets) the connection, or stays silent
+    for `timeout`. Returns (bytes, closed_by_server)."""
+    s.settimeout(timeout)
     data = b""
     try:
-        try:
-            s.sendall(req)
-            if half_close:
-                s.shutdown(socket.SHUT_WR)
-        except OSError:
-            pass  # answered and closed before all was sent (431, 413): read what came back
         while True:
             chunk = s.recv(65536)
             if not chunk:
@@ -78,7 +72,21 @@ def exchange(addr, req, timeout, half_close=True):
     except socket.timeout:
         return data, False
     except (ConnectionResetError, BrokenPipeError):
-        return b"", True
+        return data, True
+
+
+def exchange(addr, req, timeout, half_close=True):
+    """Sends req on a new connection, half-closes, reads until the server closes.
+    Returns (bytes, closed_by_server)."""
+    s = socket.create_connection(addr, timeout=timeout)
+    try:
+        try:
+            s.sendall(req)
+            if half_close:
+                s.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass  # answered and closed before all was sent (431, 413): read what came back
+        return read_until_close(s, timeout)
     finally:
         s.close()
 

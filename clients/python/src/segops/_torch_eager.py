@@ -46,9 +46,6 @@ def _backward(op):
     return lambda *a: _Backward.apply(op, *a)
 
 
-_READS = {op: _torch_ops.reads_of(op) for op in _table.OPS}
-
-
 class _Forward(torch.autograd.Function):
     @staticmethod
     def forward(ctx, op, *args):
@@ -57,7 +54,7 @@ class _Forward(torch.autograd.Function):
         named = dict(zip(fwd, args[:k]))
         ctx.op = op
         ctx.s_key = args[k + 1 :]
-        ctx.save_for_backward(args[k], *(named[n] for n in _READS[op]))
+        ctx.save_for_backward(args[k], *(named[n] for n in _torch_ops.READS[op]))
         ctx.set_materialize_grads(False)
         return IMPLS[(op, "forward")](*args)
 

@@ -28,7 +28,7 @@ def forward_grads(ctx, g_out, backward):
     idx, *saved = ctx.saved_tensors
     s, key = ctx.s_key
     need = ctx.needs_input_grad[1 : 1 + len(fwd)]
-    grads = _torch_ops.forward_vjp(op, backward, g_out, need, dict(zip(_torch_ops.reads_of(op), saved)), idx, s, key)
+    grads = _torch_ops.forward_vjp(op, backward, g_out, need, dict(zip(_torch_ops.READS[op], saved)), idx, s, key)
     return (None,) + grads + (None, None, None)
 
 
@@ -80,7 +80,7 @@ class _Forward(torch.autograd.Function):
     def setup_context(ctx, inputs, output):
         op, args = inputs[0], inputs[1:]
         fwd = _table.OPS[op][0]
-        reads = _torch_ops.reads_of(op)
+        reads = _torch_ops.READS[op]
         named = dict(zip(fwd, args))
         ctx.op = op
         ctx.s_key = args[len(fwd) + 1 :]

@@ -222,6 +222,9 @@ def reads_of(op_name):
     return tuple(n for n, o in zip(bwd.ins, bwd.optional) if n != "g_out" and not o)
 
 
+READS = {op: reads_of(op) for op in _table.OPS}  # per op: what its forward saves for the backward
+
+
 def forward_vjp(op_name, call, g_out, need, have, idx, s, key):
     """Gradients of the forward's inputs (None where need is False), by call = the backward op
     (or a function standing for it). have: forward input name -> saved tensor."""
@@ -256,7 +259,7 @@ def backward_vjp(op_name, call, ggs, want, need_by_name, have, idx, s, key):
 
 
 def _autograd_forward(op_name, fwd, ops):
-    reads = reads_of(op_name)
+    reads = READS[op_name]
     backward_op = ops[(op_name, "backward")]
 
     def setup_context(ctx, inputs, output):
