@@ -32,7 +32,7 @@ import weakref
 import msgpack
 import numpy as np
 
-from . import _wire
+from . import _table, _wire
 from .errors import ProtocolError, SegopsConnectionError, SegopsError
 
 TRANSPORTS = ("auto", "shm", "unix", "http")
@@ -430,10 +430,19 @@ def output_shape(op, name, arrays, s):
             g = arrays.get("g_out")
             return tuple(g.shape) if g is not None else _forward_shape(op, arrays, s)
         if name.startswith("grad_"):
-            a = arrays.get(name[5:])
+            base = name[5:]
+            a = arrays.get(base)
             if a is None:
-                a = arrays.get("gg_" + name[5:])
-            return tuple(a.shape) if a is not None else None
+                a = arrays.get("gg_" + base)
+            if a is not None:
+                return tuple(a.shape)
+            # An input the formula does not read (sum's and mean's x) is not sent: its shape is
+            # (N,) + g_out's trailing dimensions, since out = (S,) + x.shape[1:].
+            g, idx = arrays.get("g_out"), arrays.get("idx")
+            if g is not None and idx is not None and _table.OUT_SHAPE[op][1] == base:
+                lead = idx.shape[0] if _table.LEADS[op][base] == "N" else s
+                return (lead,) + tuple(g.shape[1:])
+            return None
     except (KeyError, AttributeError, TypeError):
         return None
     return None
@@ -474,6 +483,7 @@ class ShmSession:
         self._dead = []  # entries of _user whose arrays have died (appended by finalizers)
         self._pid = os.getpid()
         self.bytes_copied = 0  # input bytes copied into scratch regions (statistics)
+        self.outputs_inline = 0  # outputs answered in the body because no place was known for them
         _registry.add(self)
 
     # -- registration --
@@ -674,6 +684,7 @@ class ShmSession:
         for k, t in _wire.unpack_map(raw).items():
             ref = t.get("shm") if isinstance(t, dict) else None
             if ref is None:
+                self.outputs_inline += 1
                 out[k] = _wire.inline_tensor(k, t)
                 continue
             dt = _wire.WIRE_DTYPES.get(t.get("dtype"))
