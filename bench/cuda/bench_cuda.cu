@@ -5,7 +5,11 @@
  * the call's first kernel to its last (no host launch latency). Two columns: layout cold (built
  * in the call, as without the cache) and warm (the layout of this idx built before, as on a
  * layout cache hit). Optionally end-to-end through the backend (host copies included).
- * Usage: bench_cuda [--log2n 25] [--reps 20] [--e2e] [--tsv FILE] [--idx-dir DIR] */
+ * Usage: bench_cuda [--log2n 25] [--reps 20] [--e2e] [--tsv FILE] [--idx-dir DIR]
+ *                   [--only SUBSTR] [--layouts 0123] [--dtypes 32,64]
+ * --only keeps the functions whose "op/pass" name contains SUBSTR, --layouts the layouts by number
+ * (0 seg32, 1 powerlaw, 2 S=1, 3 seg32-unsorted), --dtypes float32 and/or float64: for profiling
+ * one kernel (ncu) without timing every row. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,7 +102,7 @@ static double median(double *v, int n) {
 int main(int argc, char **argv) {
   int log2n = 25, reps = 20, e2e = 0;
   int64_t copy_bytes = (int64_t)1 << 30;
-  const char *tsv = NULL, *idx_dir = NULL;
+  const char *tsv = NULL, *idx_dir = NULL, *only = NULL, *layouts = "0123", *dtypes = "32,64";
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--log2n") && i + 1 < argc)
       log2n = atoi(argv[++i]);
@@ -112,8 +116,16 @@ int main(int argc, char **argv) {
       e2e = 1;
     else if (!strcmp(argv[i], "--copy-mib") && i + 1 < argc)
       copy_bytes = (int64_t)atoi(argv[++i]) << 20;
+    else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+      only = argv[++i];
+    else if (!strcmp(argv[i], "--layouts") && i + 1 < argc)
+      layouts = argv[++i];
+    else if (!strcmp(argv[i], "--dtypes") && i + 1 < argc)
+      dtypes = argv[++i];
     else {
-      fprintf(stderr, "usage: %s [--log2n K] [--reps R] [--e2e] [--tsv FILE] [--idx-dir DIR] [--copy-mib M]\n",
+      fprintf(stderr,
+              "usage: %s [--log2n K] [--reps R] [--e2e] [--tsv FILE] [--idx-dir DIR] [--copy-mib M]\n"
+              "          [--only SUBSTR] [--layouts 0123] [--dtypes 32,64]\n",
               argv[0]);
       return 2;
     }
@@ -178,6 +190,7 @@ int main(int argc, char **argv) {
   printf("\n%-34s %-8s %-15s %10s %9s %8s %7s %9s %8s %7s\n", "function", "dtype", "layout", "S", "cold ms", "GB/s",
          "%copy", "warm ms", "GB/s", "%copy");
   for (int lay = 0; lay < 4; lay++) {
+    if (!strchr(layouts, '0' + lay)) continue;
     const int64_t s = make_layout(lay, h_idx, n);
     CK(cudaMemcpy(d_idx, h_idx, (size_t)n * 4, cudaMemcpyHostToDevice));
     if (idx_dir) {
@@ -193,6 +206,12 @@ int main(int argc, char **argv) {
       for (int pass = 0; pass < SEGOPS_PASS_COUNT; pass++)
         for (int dt = 0; dt < 2; dt++) {
           const segops_fn_desc *fn = segops_fn((segops_op)op, (segops_pass)pass);
+          if (!strstr(dtypes, dt ? "64" : "32")) continue;
+          if (only) {
+            char nm[64];
+            snprintf(nm, sizeof nm, "%s/%s", segops_op_name(fn->op), segops_pass_name(fn->pass));
+            if (!strstr(nm, only)) continue;
+          }
           segops_cuda_job job;
           memset(&job, 0, sizeof job);
           job.fn = fn;
