@@ -20,8 +20,6 @@ struct dot_forward {
   __device__ static void finish(const segops_kargs *a, int64_t s, int64_t, const double *acc, double *, bool writer) {
     if (writer) st<T>(a->out[0], s, acc[0]);
   }
-  template <typename T, int W>
-  __device__ static void post(const segops_kargs *, int64_t, int64_t, const double *) {}
 };
 
 /* backward: in g_out, x, y; grad_x[i] = g_out[s]*y[i], grad_y[i] = g_out[s]*x[i]. */
@@ -44,25 +42,34 @@ struct dot_backward {
 };
 
 /* double backward: in gg_x, gg_y, g_out, x, y; out grad_g_out (S), grad_x, grad_y.
- * grad_g_out[s] = sum dot(gg_x,y) + dot(gg_y,x); grad_x = g*gg_y; grad_y = g*gg_x. */
-struct dot_double_backward {
+ * grad_g_out[s] = sum dot(gg_x,y) + dot(gg_y,x); grad_x = g*gg_y, grad_y = g*gg_x (a gather). */
+struct dot_double_backward_red {
   enum { K = 1, NSV = 1, POST = 0 };
+  static bool wanted(const segops_kargs *a) { return a->out[0] != NULL; }
   template <typename T, int W>
-  __device__ static void visit(const segops_kargs *a, int64_t i, int64_t s, double *acc) {
-    double ggx[W], ggy[W], g = ld<T>(a->in[2], s);
+  __device__ static void visit(const segops_kargs *a, int64_t i, int64_t, double *acc) {
+    double d = 0.0, e = 0.0;
 #pragma unroll
     for (int c = 0; c < W; c++) {
-      ggx[c] = ld<T>(a->in[0], i * W + c);
-      ggy[c] = ld<T>(a->in[1], i * W + c);
+      d += ld<T>(a->in[0], i * W + c) * ld<T>(a->in[4], i * W + c);
+      e += ld<T>(a->in[1], i * W + c) * ld<T>(a->in[3], i * W + c);
     }
-    if (a->out[0]) {
-      double d = 0.0, e = 0.0;
+    acc[0] += d + e;
+  }
+  template <typename T, int W>
+  __device__ static void finish(const segops_kargs *a, int64_t s, int64_t, const double *acc, double *, bool writer) {
+    if (writer) st<T>(a->out[0], s, acc[0]);
+  }
+};
+struct dot_double_backward_elem {
+  static bool wanted(const segops_kargs *a) { return a->out[1] || a->out[2]; }
+  template <typename T, int W>
+  __device__ static void elem(const segops_kargs *a, int64_t i, int64_t s) {
+    double g = ld<T>(a->in[2], s), ggx[W], ggy[W];
 #pragma unroll
-      for (int c = 0; c < W; c++) {
-        d += ggx[c] * ld<T>(a->in[4], i * W + c);
-        e += ggy[c] * ld<T>(a->in[3], i * W + c);
-      }
-      acc[0] += d + e;
+    for (int c = 0; c < W; c++) {
+      ggx[c] = a->out[2] ? ld<T>(a->in[0], i * W + c) : 0.0;
+      ggy[c] = a->out[1] ? ld<T>(a->in[1], i * W + c) : 0.0;
     }
 #pragma unroll
     for (int c = 0; c < W; c++) {
@@ -70,12 +77,6 @@ struct dot_double_backward {
       st<T>(a->out[2], i * W + c, g * ggx[c]);
     }
   }
-  template <typename T, int W>
-  __device__ static void finish(const segops_kargs *a, int64_t s, int64_t, const double *acc, double *, bool writer) {
-    if (writer) st<T>(a->out[0], s, acc[0]);
-  }
-  template <typename T, int W>
-  __device__ static void post(const segops_kargs *, int64_t, int64_t, const double *) {}
 };
 
 cudaError_t segops_cuda_dot(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
@@ -85,6 +86,6 @@ cudaError_t segops_cuda_dot(const segops_cuda_job *job, const segops_kargs *a, c
     case SEGOPS_PASS_BACKWARD:
       return SEGOPS_DISPATCH_GATHER(job, a, st, dot_backward);
     default:
-      return SEGOPS_DISPATCH_SEG(job, a, st, dot_double_backward);
+      return SEGOPS_DISPATCH_MIXED(job, a, st, dot_double_backward_red, dot_double_backward_elem);
   }
 }

@@ -1,11 +1,14 @@
-/* cuda_kernels.cuh: the two kernel shapes every op is built from, shared by the per-op .cu files.
- *  - gather: one thread per element, original order; per-element outputs that read segment rows.
+/* cuda_kernels.cuh: the kernel shapes every op is built from, shared by the per-op .cu files.
+ *  - gather: one thread per element, original order; per-element outputs (reading segment rows,
+ *    and for ops with a post pass the values the segment kernel left per segment).
  *  - segment: 8 lanes per short segment (elements in segment order, through the sort permutation
- *    when idx is unsorted); a fixed-shape reduction, then segment outputs and the per-element
- *    outputs that need the reduced values. Long segments are split in chunks whose partials the
- *    warp finishing the last chunk combines in chunk order: the bits depend only on the segment.
- *    One launch (plus a post launch for ops whose element outputs need a long segment's sums).
- * An op is a struct of __device__ functions (see cuda_sum.cu for the smallest). */
+ *    when idx is unsorted); a fixed-shape reduction, then the segment's outputs. Long segments are
+ *    split in chunks whose partials the warp finishing the last chunk combines in chunk order: the
+ *    bits depend only on the segment. The segment kernel only reduces: per-element outputs of a
+ *    function that also reduces are written by a gather in element order (coalesced), which the
+ *    profile showed to be faster than storing them from inside the reduction.
+ * An op's reduction is a struct of __device__ functions (see cuda_sum.cu for the smallest); its
+ * per-element outputs are another (elem). */
 #ifndef SEGOPS_CUDA_KERNELS_CUH
 #define SEGOPS_CUDA_KERNELS_CUH
 
@@ -15,8 +18,21 @@
 #include "cuda_internal.h"
 
 #define SEGOPS_SEG_THREADS 256
-#define SEGOPS_SEG_GROUP 16      /* consecutive segments one warp takes, when S gives enough warps */
-#define SEGOPS_SEG_GROUP_SMALL 4 /* ... and else (small S: more warps, one round each) */
+#define SEGOPS_SEG_PER_WARP 4 /* short segments per warp: one per group of 8 lanes */
+/* Tiles a warp of the tile role checks, one per lane (a chunk of 256 elements spans 4 tiles: 4
+ * gives each warp about one chunk to reduce when segments are long, and a quarter of the warps
+ * of one tile per warp when they are not). */
+#ifndef SEGOPS_TILES_PER_WARP
+#define SEGOPS_TILES_PER_WARP 4
+#endif
+/* Minimum resident blocks of seg_kernel per multiprocessor (launch bounds: the register budget)
+ * for ops with at most 3 accumulators and for the others. */
+#ifndef SEGOPS_SEG_MINB
+#define SEGOPS_SEG_MINB 4
+#endif
+#ifndef SEGOPS_SEG_MINB_WIDE
+#define SEGOPS_SEG_MINB_WIDE 3
+#endif
 #define SEGOPS_FULL_MASK 0xffffffffu
 
 /* Device view of the segment layout (all device pointers). The persistent part (off, ticket,
@@ -40,15 +56,16 @@ typedef struct {
   const int32_t *idx;
   int64_t n, s;
   int64_t seg_warps; /* warps of the segment role in seg_kernel; the tile role follows */
-  int group;         /* consecutive segments per warp of the segment role */
   segops_seg_layout L;
 } segops_kargs;
 
-/* Element index at sorted position p. */
+/* Element index at sorted position p. PK: 0 when idx is sorted (no permutation: the kernel is
+ * compiled without the branch), 1 when it goes through L->perm32 or L->perm64. */
+template <int PK>
 __device__ __forceinline__ int64_t elem_at(const segops_seg_layout *L, int64_t p) {
+  if (PK == 0) return p;
   if (L->perm32) return (int64_t)__ldg(L->perm32 + p);
-  if (L->perm64) return __ldg(L->perm64 + p);
-  return p;
+  return __ldg(L->perm64 + p);
 }
 
 /* Loads element k of input p as double; an omitted input (NULL) reads as zero. */
@@ -146,8 +163,9 @@ __device__ __forceinline__ int64_t chunk_row(int64_t b, int64_t j, int64_t cl) {
 /* One chunk of a long segment, by one warp: lanes take positions q, q+32, ... in order, then a
  * butterfly; the partial goes to its row. The warp that finishes a segment's last chunk (integer
  * ticket, no float atomics) combines the partials in chunk order (lane l: chunks l, l+32, ...,
- * then a butterfly), whichever warp that is: the bits depend only on the segment. */
-template <typename T, int W, typename OP>
+ * then a butterfly), whichever warp that is: the bits depend only on the segment. Ops with a post
+ * pass get the segment's values in L.segval. */
+template <typename T, int W, typename OP, int PK>
 __device__ __forceinline__ void seg_long_chunk(const segops_kargs *a, int64_t s, int64_t j, int64_t row) {
   const int lane = threadIdx.x & 31;
   const int64_t b = __ldg(a->L.off + s), e = __ldg(a->L.off + s + 1), cl = chunk_len(e - b);
@@ -158,7 +176,7 @@ __device__ __forceinline__ void seg_long_chunk(const segops_kargs *a, int64_t s,
 #pragma unroll
   for (int k = 0; k < OP::K; k++) acc[k] = 0.0;
 #pragma unroll 4
-  for (int64_t q = cb + lane; q < ce; q += 32) OP::template visit<T, W>(a, elem_at(&a->L, q), s, acc);
+  for (int64_t q = cb + lane; q < ce; q += 32) OP::template visit<T, W>(a, elem_at<PK>(&a->L, q), s, acc);
   warp_sum<OP::K>(acc);
   int last = 0;
   if (lane == 0) {
@@ -191,83 +209,56 @@ __device__ __forceinline__ void seg_long_chunk(const segops_kargs *a, int64_t s,
   }
 }
 
-/* Segment kernel, two roles by warp. Warps below a.seg_warps: a.group (16, or 4 for small S) consecutive
- * segments of at most SEGOPS_CUDA_TILE elements each, four at a time, one per group of 8 lanes:
- * lane l of the group sums positions l, l+8, ... of its segment in order, then a butterfly over
- * the 8 lanes. That order depends only on the segment (not on where it sits in the request).
- * The other warps: one tile of positions each, reducing the chunks of long segments that start
- * there (seg_long_chunk). OP provides:
- *   enum { K (accumulators), NSV (segment values for post, >= 1), POST (0/1) };
- *   visit<T,W>(a, i, s, acc): add element i's terms; may write element outputs that need no sums
+/* Segment kernel, two roles by warp. Warps below a.seg_warps: SEGOPS_SEG_PER_WARP consecutive
+ * segments of at most SEGOPS_CUDA_TILE elements, one per group of 8 lanes, each group on its own
+ * (no rounds across the warp): lane l of the group sums positions l, l+8, ... of its segment in
+ * order, then a butterfly over the 8 lanes. That order depends only on the segment (not on where
+ * it sits in the request). The other warps: SEGOPS_TILES_PER_WARP tiles of positions each, one
+ * per lane to find the chunks of long segments that start there, then the whole warp reduces
+ * each chunk found (seg_long_chunk). OP provides:
+ *   enum { K (accumulators), NSV (segment values for the post gather, >= 1), POST (0/1) };
+ *   visit<T,W>(a, i, s, acc): add element i's terms (reads only: no stores in a reduction)
  *   finish<T,W>(a, s, count, acc, sv, writer): segment outputs (writer lane only), fill sv
- *   post<T,W>(a, i, s, sv): element outputs that need the segment's sums */
-template <typename T, int W, typename OP>
-__global__ void __launch_bounds__(SEGOPS_SEG_THREADS, OP::K > 3 ? 3 : 5) seg_kernel(segops_kargs ka) {
+ *   and, with POST, post<T,W>(a, i, s, sv): element outputs from the segment's values, run by
+ *   post_gather_kernel after this kernel left them in L.segval. */
+template <typename T, int W, typename OP, int PK>
+__global__ void __launch_bounds__(SEGOPS_SEG_THREADS, OP::K > 3 ? SEGOPS_SEG_MINB_WIDE : SEGOPS_SEG_MINB) seg_kernel(segops_kargs ka) {
   const segops_kargs *a = &ka;
   const int lane = threadIdx.x & 31, sub = lane >> 3, sl = lane & 7;
   const int64_t w = (((int64_t)blockIdx.x * blockDim.x) + threadIdx.x) >> 5;
   if (w >= a->seg_warps) {
-    int64_t seg[2], chunk[2];
-    const int64_t t = w - a->seg_warps;
-    tile_chunks(a, t, seg, chunk);
+    const int64_t t0 = (w - a->seg_warps) * SEGOPS_TILES_PER_WARP;
+    int64_t seg[2] = {-1, -1}, chunk[2] = {0, 0};
+    if (lane < SEGOPS_TILES_PER_WARP) tile_chunks(a, t0 + lane, seg, chunk);
 #pragma unroll
-    for (int c = 0; c < 2; c++)
-      if (seg[c] >= 0) seg_long_chunk<T, W, OP>(a, seg[c], chunk[c], 2 * t + c);
+    for (int c = 0; c < 2; c++) {
+      unsigned m = __ballot_sync(SEGOPS_FULL_MASK, seg[c] >= 0);
+      while (m) {
+        const int l = __ffs(m) - 1;
+        m &= m - 1;
+        const int64_t s = __shfl_sync(SEGOPS_FULL_MASK, seg[c], l), j = __shfl_sync(SEGOPS_FULL_MASK, chunk[c], l);
+        seg_long_chunk<T, W, OP, PK>(a, s, j, 2 * (t0 + l) + c);
+      }
+    }
     return;
   }
-  const int64_t s0 = w * a->group;
-  if (s0 >= a->s) return;
-  const int ng = a->s - s0 < a->group ? (int)(a->s - s0) : a->group;
-  const int64_t o = lane <= ng ? __ldg(a->L.off + s0 + lane) : 0;
-  {
-    int64_t gb = __shfl_sync(SEGOPS_FULL_MASK, o, 0), ge = __shfl_sync(SEGOPS_FULL_MASK, o, ng);
-    int64_t cap = gb + (int64_t)ng * 128; /* long segments stream on their own */
-    prefetch_rows(a, gb, ge < cap ? ge : cap);
-  }
-  for (int r = 0; r < ng; r += 4) {
-    const int g = r + sub;
-    const bool valid = g < ng;
-    int64_t beg = __shfl_sync(SEGOPS_FULL_MASK, o, valid ? g : 0);
-    int64_t end = __shfl_sync(SEGOPS_FULL_MASK, o, valid ? g + 1 : 0);
-    const bool mine = valid && end - beg <= SEGOPS_CUDA_TILE; /* longer: the tile role */
-    if (!mine) beg = end = 0;
-    const int64_t s = s0 + g;
-    double acc[OP::K];
+  const int64_t s = w * SEGOPS_SEG_PER_WARP + sub;
+  if (w * SEGOPS_SEG_PER_WARP >= a->s) return; /* the whole warp */
+  const bool valid = s < a->s;
+  int64_t beg = valid ? __ldg(a->L.off + s) : 0, end = valid ? __ldg(a->L.off + s + 1) : 0;
+  const bool mine = valid && end - beg <= SEGOPS_CUDA_TILE; /* longer: the tile role */
+  if (!mine) beg = end = 0;
+  double acc[OP::K];
 #pragma unroll
-    for (int k = 0; k < OP::K; k++) acc[k] = 0.0;
+  for (int k = 0; k < OP::K; k++) acc[k] = 0.0;
 #pragma unroll 2
-    for (int64_t p = beg + sl; p < end; p += 8) OP::template visit<T, W>(a, elem_at(&a->L, p), s, acc);
-    sub8_sum<OP::K>(acc);
-    if (mine) {
-      double sv[OP::NSV];
-      OP::template finish<T, W>(a, s, end - beg, acc, sv, sl == 0);
-      if (OP::POST)
-        for (int64_t p = beg + sl; p < end; p += 8) OP::template post<T, W>(a, elem_at(&a->L, p), s, sv);
-    }
-  }
-}
-
-/* Post pass of long segments (ops with POST), after seg_kernel: one warp per tile, over the
- * chunks that start in it, with the segment values that seg_long_chunk left in L.segval. */
-template <typename T, int W, typename OP>
-__global__ void __launch_bounds__(SEGOPS_SEG_THREADS) seg_post_kernel(segops_kargs ka) {
-  const segops_kargs *a = &ka;
-  const int lane = threadIdx.x & 31;
-  const int64_t t = (((int64_t)blockIdx.x * blockDim.x) + threadIdx.x) >> 5;
-  int64_t seg[2], chunk[2];
-  tile_chunks(a, t, seg, chunk);
-#pragma unroll
-  for (int c = 0; c < 2; c++) {
-    if (seg[c] < 0) continue;
-    const int64_t s = seg[c];
+  for (int64_t p = beg + sl; p < end; p += 8) OP::template visit<T, W>(a, elem_at<PK>(&a->L, p), s, acc);
+  sub8_sum<OP::K>(acc);
+  if (mine) {
     double sv[OP::NSV];
-    for (int k = 0; k < OP::NSV; k++) sv[k] = __ldcg(a->L.segval + s * OP::NSV + k);
-    const int64_t b = __ldg(a->L.off + s), e = __ldg(a->L.off + s + 1);
-    const int64_t cl = chunk_len(e - b);
-    const int64_t cb = b + chunk[c] * cl;
-    const int64_t ce = e < cb + cl ? e : cb + cl;
-    prefetch_rows(a, cb, ce);
-    for (int64_t q = cb + lane; q < ce; q += 32) OP::template post<T, W>(a, elem_at(&a->L, q), s, sv);
+    OP::template finish<T, W>(a, s, end - beg, acc, sv, sl == 0);
+    if (OP::POST && sl == 0)
+      for (int k = 0; k < OP::NSV; k++) a->L.segval[s * OP::NSV + k] = sv[k];
   }
 }
 
@@ -280,22 +271,38 @@ __global__ void __launch_bounds__(256) gather_kernel(segops_kargs ka) {
     OP::template elem<T, W>(a, i, (int64_t)__ldg(a->idx + i));
 }
 
+/* Post gather of ops with POST, after seg_kernel: one thread per element, original order, with
+ * the values seg_kernel left for its segment in L.segval. */
+template <typename T, int W, typename OP>
+__global__ void __launch_bounds__(256) post_gather_kernel(segops_kargs ka) {
+  const segops_kargs *a = &ka;
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a->n; i += stride) {
+    const int64_t s = __ldg(a->idx + i);
+    double sv[OP::NSV];
+#pragma unroll
+    for (int k = 0; k < OP::NSV; k++) sv[k] = __ldcg(a->L.segval + s * OP::NSV + k);
+    OP::template post<T, W>(a, i, s, sv);
+  }
+}
+
 /* Grid sizes (cuda_layout.cu). */
 int segops_cuda_gather_grid(const segops_cuda_job *job);
-/* Blocks of seg_kernel for its two roles; fills the warps of its segment role and their group. */
-int64_t segops_cuda_seg_blocks(int64_t n, int64_t s, int sm_count, int64_t *seg_warps, int *group);
-/* Blocks of seg_post_kernel: one warp per tile. */
-int64_t segops_cuda_tile_blocks(int64_t n);
+/* Blocks of seg_kernel for its two roles; fills the warps of its segment role. */
+int64_t segops_cuda_seg_blocks(int64_t n, int64_t s, int64_t *seg_warps);
 
-/* Runs a segment op: the segment kernel (both roles), then, for ops with a post pass and when N
- * allows a long segment, the post kernel. */
+/* Runs a reduction: the segment kernel (both roles; compiled without the permutation when idx is
+ * sorted), then, for ops with a post pass, the post gather. */
 template <typename T, int W, typename OP>
 cudaError_t segops_run_seg(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
   segops_kargs k = *a;
-  const int64_t blocks = segops_cuda_seg_blocks(job->n, job->s, job->sm_count, &k.seg_warps, &k.group);
-  seg_kernel<T, W, OP><<<(unsigned)blocks, SEGOPS_SEG_THREADS, 0, st>>>(k);
-  if (OP::POST && job->n > SEGOPS_CUDA_TILE)
-    seg_post_kernel<T, W, OP><<<(unsigned)segops_cuda_tile_blocks(job->n), SEGOPS_SEG_THREADS, 0, st>>>(k);
+  const int64_t blocks = segops_cuda_seg_blocks(job->n, job->s, &k.seg_warps);
+  if (k.L.perm32 || k.L.perm64)
+    seg_kernel<T, W, OP, 1><<<(unsigned)blocks, SEGOPS_SEG_THREADS, 0, st>>>(k);
+  else
+    seg_kernel<T, W, OP, 0><<<(unsigned)blocks, SEGOPS_SEG_THREADS, 0, st>>>(k);
+  if constexpr (OP::POST)
+    if (job->n > 0) post_gather_kernel<T, W, OP><<<segops_cuda_gather_grid(job), 256, 0, st>>>(k);
   return cudaGetLastError();
 }
 
@@ -304,6 +311,16 @@ cudaError_t segops_run_gather(const segops_cuda_job *job, const segops_kargs *a,
   if (job->n == 0) return cudaSuccess;
   gather_kernel<T, W, OP><<<segops_cuda_gather_grid(job), 256, 0, st>>>(*a);
   return cudaGetLastError();
+}
+
+/* A function with per-element outputs (ELEM, a gather) and segment outputs (RED, a reduction):
+ * each runs only when one of its outputs was requested (ELEM::wanted, RED::wanted). */
+template <typename T, int W, typename RED, typename ELEM>
+cudaError_t segops_run_mixed(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
+  cudaError_t e = cudaSuccess;
+  if (ELEM::wanted(a)) e = segops_run_gather<T, W, ELEM>(job, a, st);
+  if (e == cudaSuccess && RED::wanted(a)) e = segops_run_seg<T, W, RED>(job, a, st);
+  return e;
 }
 
 /* Dispatch by dtype and width for one op struct of each kind. */
@@ -317,12 +334,21 @@ cudaError_t segops_run_gather(const segops_cuda_job *job, const segops_kargs *a,
                               : ((job)->width == 3 ? segops_run_gather<float, 3, OPT>(job, a, st)   \
                                                    : segops_run_gather<float, 1, OPT>(job, a, st)))
 
+#define SEGOPS_DISPATCH_MIXED(job, a, st, RED, ELEM)                                                       \
+  ((job)->dtype == SEGOPS_F64 ? ((job)->width == 3 ? segops_run_mixed<double, 3, RED, ELEM>(job, a, st)  \
+                                                   : segops_run_mixed<double, 1, RED, ELEM>(job, a, st)) \
+                              : ((job)->width == 3 ? segops_run_mixed<float, 3, RED, ELEM>(job, a, st)   \
+                                                   : segops_run_mixed<float, 1, RED, ELEM>(job, a, st)))
+
 /* Dispatch by dtype for the vec3-only ops (rms_norm, matvec). */
 #define SEGOPS_DISPATCH_SEG3(job, a, st, OPT) \
   ((job)->dtype == SEGOPS_F64 ? segops_run_seg<double, 3, OPT>(job, a, st) : segops_run_seg<float, 3, OPT>(job, a, st))
 #define SEGOPS_DISPATCH_GATHER3(job, a, st, OPT)                              \
   ((job)->dtype == SEGOPS_F64 ? segops_run_gather<double, 3, OPT>(job, a, st) \
                               : segops_run_gather<float, 3, OPT>(job, a, st))
+#define SEGOPS_DISPATCH_MIXED3(job, a, st, RED, ELEM)                                \
+  ((job)->dtype == SEGOPS_F64 ? segops_run_mixed<double, 3, RED, ELEM>(job, a, st) \
+                              : segops_run_mixed<float, 3, RED, ELEM>(job, a, st))
 
 /* Per-op entry points (one .cu each): run the job's pass of that op. */
 cudaError_t segops_cuda_sum(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st);

@@ -139,20 +139,13 @@ static int blocks_for(int64_t items, int threads, int cap) {
   return b > cap ? cap : (int)b;
 }
 
-int64_t segops_cuda_seg_blocks(int64_t n, int64_t s, int sm_count, int64_t *seg_warps, int *group) {
-  /* Which warp reduces a segment changes no bit: only how many segments one warp takes. */
-  *group = (s + SEGOPS_SEG_GROUP - 1) / SEGOPS_SEG_GROUP >= (int64_t)sm_count * 16 ? SEGOPS_SEG_GROUP
-                                                                                   : SEGOPS_SEG_GROUP_SMALL;
-  *seg_warps = (s + *group - 1) / *group;
-  const int64_t warps = *seg_warps + (n > SEGOPS_CUDA_TILE ? tiles(n) : 0);
+int64_t segops_cuda_seg_blocks(int64_t n, int64_t s, int64_t *seg_warps) {
+  /* Which warp reduces a segment changes no bit: only how many warps there are. */
+  *seg_warps = (s + SEGOPS_SEG_PER_WARP - 1) / SEGOPS_SEG_PER_WARP;
+  const int64_t tile_warps = n > SEGOPS_CUDA_TILE ? (tiles(n) + SEGOPS_TILES_PER_WARP - 1) / SEGOPS_TILES_PER_WARP : 0;
+  const int64_t warps = *seg_warps + tile_warps;
   const int64_t per_block = SEGOPS_SEG_THREADS / 32;
   const int64_t b = (warps + per_block - 1) / per_block;
-  return b < 1 ? 1 : b;
-}
-
-int64_t segops_cuda_tile_blocks(int64_t n) {
-  const int64_t per_block = SEGOPS_SEG_THREADS / 32;
-  const int64_t b = (tiles(n) + per_block - 1) / per_block;
   return b < 1 ? 1 : b;
 }
 

@@ -54,17 +54,13 @@ __device__ __forceinline__ void add_outer(const void *u, const void *g, int64_t 
     for (int k = 0; k < 3; k++) acc[j * 3 + k] += uu[j] * gg[k];
 }
 
-/* backward: in g_out, v, m; grad_v[i] = m[s] g_out[i]; grad_m[s] = sum outer(v[i], g_out[i]). */
-struct matvec_backward {
+/* backward: in g_out, v, m; grad_v[i] = m[s] g_out[i] (a gather); grad_m[s] = sum outer(v[i], g_out[i]). */
+struct matvec_backward_red {
   enum { K = 9, NSV = 1, POST = 0 };
+  static bool wanted(const segops_kargs *a) { return a->out[1] != NULL; }
   template <typename T, int W>
-  __device__ static void visit(const segops_kargs *a, int64_t i, int64_t s, double *acc) {
-    double o[3];
-    if (a->out[0]) m_v<T>(a->in[2], s, a->in[0], i, o);
-    if (a->out[1]) add_outer<T>(a->in[1], a->in[0], i, acc);
-    if (a->out[0])
-#pragma unroll
-      for (int j = 0; j < 3; j++) st<T>(a->out[0], i * 3 + j, o[j]);
+  __device__ static void visit(const segops_kargs *a, int64_t i, int64_t, double *acc) {
+    add_outer<T>(a->in[1], a->in[0], i, acc);
   }
   template <typename T, int W>
   __device__ static void finish(const segops_kargs *a, int64_t s, int64_t, const double *acc, double *, bool writer) {
@@ -72,30 +68,27 @@ struct matvec_backward {
 #pragma unroll
     for (int k = 0; k < 9; k++) st<T>(a->out[1], s * 9 + k, acc[k]);
   }
+};
+struct matvec_backward_elem {
+  static bool wanted(const segops_kargs *a) { return a->out[0] != NULL; }
   template <typename T, int W>
-  __device__ static void post(const segops_kargs *, int64_t, int64_t, const double *) {}
+  __device__ static void elem(const segops_kargs *a, int64_t i, int64_t s) {
+    double o[3];
+    m_v<T>(a->in[2], s, a->in[0], i, o);
+#pragma unroll
+    for (int j = 0; j < 3; j++) st<T>(a->out[0], i * 3 + j, o[j]);
+  }
 };
 
 /* double backward: in gg_v, gg_m, g_out, v, m; out grad_g_out, grad_v, grad_m.
- * grad_g_out[i] = m^T gg_v + gg_m^T v; grad_v[i] = gg_m g_out; grad_m[s] = sum outer(gg_v, g_out). */
-struct matvec_double_backward {
+ * grad_g_out[i] = m^T gg_v + gg_m^T v; grad_v[i] = gg_m g_out (a gather);
+ * grad_m[s] = sum outer(gg_v, g_out). */
+struct matvec_double_backward_red {
   enum { K = 9, NSV = 1, POST = 0 };
+  static bool wanted(const segops_kargs *a) { return a->out[2] != NULL; }
   template <typename T, int W>
-  __device__ static void visit(const segops_kargs *a, int64_t i, int64_t s, double *acc) {
-    /* all loads first, then the stores */
-    double o1[3], o2[3], o[3];
-    if (a->out[0]) {
-      mt_v<T>(a->in[4], s, a->in[0], i, o1);
-      mt_v<T>(a->in[1], s, a->in[3], i, o2);
-    }
-    if (a->out[1]) m_v<T>(a->in[1], s, a->in[2], i, o);
-    if (a->out[2]) add_outer<T>(a->in[0], a->in[2], i, acc);
-    if (a->out[0])
-#pragma unroll
-      for (int k = 0; k < 3; k++) st<T>(a->out[0], i * 3 + k, o1[k] + o2[k]);
-    if (a->out[1])
-#pragma unroll
-      for (int j = 0; j < 3; j++) st<T>(a->out[1], i * 3 + j, o[j]);
+  __device__ static void visit(const segops_kargs *a, int64_t i, int64_t, double *acc) {
+    add_outer<T>(a->in[0], a->in[2], i, acc);
   }
   template <typename T, int W>
   __device__ static void finish(const segops_kargs *a, int64_t s, int64_t, const double *acc, double *, bool writer) {
@@ -103,8 +96,25 @@ struct matvec_double_backward {
 #pragma unroll
     for (int k = 0; k < 9; k++) st<T>(a->out[2], s * 9 + k, acc[k]);
   }
+};
+struct matvec_double_backward_elem {
+  static bool wanted(const segops_kargs *a) { return a->out[0] || a->out[1]; }
   template <typename T, int W>
-  __device__ static void post(const segops_kargs *, int64_t, int64_t, const double *) {}
+  __device__ static void elem(const segops_kargs *a, int64_t i, int64_t s) {
+    /* all loads first, then the stores */
+    double o1[3], o2[3], o[3];
+    if (a->out[0]) {
+      mt_v<T>(a->in[4], s, a->in[0], i, o1);
+      mt_v<T>(a->in[1], s, a->in[3], i, o2);
+    }
+    if (a->out[1]) m_v<T>(a->in[1], s, a->in[2], i, o);
+    if (a->out[0])
+#pragma unroll
+      for (int k = 0; k < 3; k++) st<T>(a->out[0], i * 3 + k, o1[k] + o2[k]);
+    if (a->out[1])
+#pragma unroll
+      for (int j = 0; j < 3; j++) st<T>(a->out[1], i * 3 + j, o[j]);
+  }
 };
 
 cudaError_t segops_cuda_matvec(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
@@ -112,8 +122,8 @@ cudaError_t segops_cuda_matvec(const segops_cuda_job *job, const segops_kargs *a
     case SEGOPS_PASS_FORWARD:
       return SEGOPS_DISPATCH_GATHER3(job, a, st, matvec_forward);
     case SEGOPS_PASS_BACKWARD:
-      return SEGOPS_DISPATCH_SEG3(job, a, st, matvec_backward);
+      return SEGOPS_DISPATCH_MIXED3(job, a, st, matvec_backward_red, matvec_backward_elem);
     default:
-      return SEGOPS_DISPATCH_SEG3(job, a, st, matvec_double_backward);
+      return SEGOPS_DISPATCH_MIXED3(job, a, st, matvec_double_backward_red, matvec_double_backward_elem);
   }
 }

@@ -16,8 +16,6 @@ struct mean_reduce {
 #pragma unroll
     for (int c = 0; c < W; c++) st<T>(a->out[0], s * W + c, cnt > 0 ? acc[c] / (double)cnt : 0.0);
   }
-  template <typename T, int W>
-  __device__ static void post(const segops_kargs *, int64_t, int64_t, const double *) {}
 };
 
 /* backward: grad_x[i] = g_out[s] / c_s (c_s >= 1: element i is in s). */

@@ -11,62 +11,70 @@ struct mul_forward {
   }
 };
 
-/* backward: in g_out, x, y; grad_x[i] = g_out[i]*y[s]; grad_y[s] = sum dot(g_out[i], x[i]). */
-struct mul_backward {
+/* backward: in g_out, x, y; grad_x[i] = g_out[i]*y[s] (a gather); grad_y[s] = sum dot(g_out[i], x[i]). */
+struct mul_backward_red {
   enum { K = 1, NSV = 1, POST = 0 };
+  static bool wanted(const segops_kargs *a) { return a->out[1] != NULL; }
   template <typename T, int W>
-  __device__ static void visit(const segops_kargs *a, int64_t i, int64_t s, double *acc) {
-    double y = a->out[0] ? ld<T>(a->in[2], s) : 0.0, g[W], x[W];
-#pragma unroll
-    for (int c = 0; c < W; c++) {
-      g[c] = ld<T>(a->in[0], i * W + c);
-      x[c] = a->out[1] ? ld<T>(a->in[1], i * W + c) : 0.0;
-    }
+  __device__ static void visit(const segops_kargs *a, int64_t i, int64_t, double *acc) {
     double d = 0.0;
 #pragma unroll
-    for (int c = 0; c < W; c++) {
-      st<T>(a->out[0], i * W + c, g[c] * y);
-      d += g[c] * x[c];
-    }
+    for (int c = 0; c < W; c++) d += ld<T>(a->in[0], i * W + c) * ld<T>(a->in[1], i * W + c);
     acc[0] += d;
   }
   template <typename T, int W>
   __device__ static void finish(const segops_kargs *a, int64_t s, int64_t, const double *acc, double *, bool writer) {
     if (writer) st<T>(a->out[1], s, acc[0]);
   }
+};
+struct mul_backward_elem {
+  static bool wanted(const segops_kargs *a) { return a->out[0] != NULL; }
   template <typename T, int W>
-  __device__ static void post(const segops_kargs *, int64_t, int64_t, const double *) {}
+  __device__ static void elem(const segops_kargs *a, int64_t i, int64_t s) {
+    double y = ld<T>(a->in[2], s), g[W];
+#pragma unroll
+    for (int c = 0; c < W; c++) g[c] = ld<T>(a->in[0], i * W + c);
+#pragma unroll
+    for (int c = 0; c < W; c++) st<T>(a->out[0], i * W + c, g[c] * y);
+  }
 };
 
 /* double backward: in gg_x, gg_y (S), g_out, x, y (S); out grad_g_out, grad_x, grad_y (S).
- * grad_g_out[i] = gg_x[i]*y[s] + gg_y[s]*x[i]; grad_x[i] = gg_y[s]*g_out[i];
+ * grad_g_out[i] = gg_x[i]*y[s] + gg_y[s]*x[i]; grad_x[i] = gg_y[s]*g_out[i] (a gather);
  * grad_y[s] = sum dot(gg_x[i], g_out[i]). */
-struct mul_double_backward {
+struct mul_double_backward_red {
   enum { K = 1, NSV = 1, POST = 0 };
+  static bool wanted(const segops_kargs *a) { return a->out[2] != NULL; }
   template <typename T, int W>
-  __device__ static void visit(const segops_kargs *a, int64_t i, int64_t s, double *acc) {
-    double ggy = ld<T>(a->in[1], s), y = ld<T>(a->in[4], s), ggx[W], g[W], x[W];
-#pragma unroll
-    for (int c = 0; c < W; c++) {
-      ggx[c] = ld<T>(a->in[0], i * W + c);
-      g[c] = ld<T>(a->in[2], i * W + c);
-      x[c] = a->out[0] ? ld<T>(a->in[3], i * W + c) : 0.0;
-    }
+  __device__ static void visit(const segops_kargs *a, int64_t i, int64_t, double *acc) {
     double d = 0.0;
 #pragma unroll
-    for (int c = 0; c < W; c++) {
-      st<T>(a->out[0], i * W + c, ggx[c] * y + ggy * x[c]);
-      st<T>(a->out[1], i * W + c, ggy * g[c]);
-      d += ggx[c] * g[c];
-    }
+    for (int c = 0; c < W; c++) d += ld<T>(a->in[0], i * W + c) * ld<T>(a->in[2], i * W + c);
     acc[0] += d;
   }
   template <typename T, int W>
   __device__ static void finish(const segops_kargs *a, int64_t s, int64_t, const double *acc, double *, bool writer) {
     if (writer) st<T>(a->out[2], s, acc[0]);
   }
+};
+struct mul_double_backward_elem {
+  static bool wanted(const segops_kargs *a) { return a->out[0] || a->out[1]; }
   template <typename T, int W>
-  __device__ static void post(const segops_kargs *, int64_t, int64_t, const double *) {}
+  __device__ static void elem(const segops_kargs *a, int64_t i, int64_t s) {
+    /* every load before the first store: the compiler cannot tell outputs from inputs */
+    double ggy = ld<T>(a->in[1], s), y = ld<T>(a->in[4], s), ggx[W], g[W], x[W];
+#pragma unroll
+    for (int c = 0; c < W; c++) {
+      ggx[c] = a->out[0] ? ld<T>(a->in[0], i * W + c) : 0.0;
+      x[c] = a->out[0] ? ld<T>(a->in[3], i * W + c) : 0.0;
+      g[c] = a->out[1] ? ld<T>(a->in[2], i * W + c) : 0.0;
+    }
+#pragma unroll
+    for (int c = 0; c < W; c++) {
+      st<T>(a->out[0], i * W + c, ggx[c] * y + ggy * x[c]);
+      st<T>(a->out[1], i * W + c, ggy * g[c]);
+    }
+  }
 };
 
 cudaError_t segops_cuda_mul(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
@@ -74,8 +82,8 @@ cudaError_t segops_cuda_mul(const segops_cuda_job *job, const segops_kargs *a, c
     case SEGOPS_PASS_FORWARD:
       return SEGOPS_DISPATCH_GATHER(job, a, st, mul_forward);
     case SEGOPS_PASS_BACKWARD:
-      return SEGOPS_DISPATCH_SEG(job, a, st, mul_backward);
+      return SEGOPS_DISPATCH_MIXED(job, a, st, mul_backward_red, mul_backward_elem);
     default:
-      return SEGOPS_DISPATCH_SEG(job, a, st, mul_double_backward);
+      return SEGOPS_DISPATCH_MIXED(job, a, st, mul_double_backward_red, mul_double_backward_elem);
   }
 }

@@ -24,8 +24,6 @@ struct rms_forward {
                                 bool writer) {
     if (writer) st<T>(a->out[0], s, cnt > 0 ? sqrt(acc[0] / (double)cnt) : 0.0);
   }
-  template <typename T, int W>
-  __device__ static void post(const segops_kargs *, int64_t, int64_t, const double *) {}
 };
 
 /* backward: in g_out (S), x; grad_x[i] = g_out[s]*inv_s*x[i]. */
