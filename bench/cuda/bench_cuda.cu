@@ -221,6 +221,7 @@ int main(int argc, char **argv) {
           job.s = s;
           job.idx = d_idx;
           job.idx_sorted = lay != 3;
+          job.longest = job.idx_sorted ? segops_cuda_sorted_longest(h_idx, n) : 0; /* as the backend does */
           job.sm_count = prop.multiProcessorCount;
           const size_t isz = dt ? 8 : 4;
           double bytes = (double)n * 4; /* idx */

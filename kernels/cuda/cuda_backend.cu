@@ -258,7 +258,9 @@ static int cuda_run(void *vctx, int device, const segops_call *call, char *err, 
     size_t keep = 0, tmp = 0;
     CK((cudaError_t)segops_cuda_layout_bytes(&job, &keep, &tmp), "layout sizing");
     void *temp = job.scratch ? (char *)job.scratch + job.scratch_bytes - tmp : NULL;
-    CK((cudaError_t)segops_layout_cache_get(&d->cache, &job, call->idx, temp, d->stream, &job.layout), "layout build");
+    CK((cudaError_t)segops_layout_cache_get(&d->cache, &job, call->idx, temp, d->stream, &job.layout,
+                                               &job.longest),
+       "layout build");
   }
   CK((cudaError_t)segops_cuda_launch(&job, d->stream), "kernel launch");
   for (int k = 0; k < fn->n_out; k++)

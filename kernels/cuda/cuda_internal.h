@@ -31,6 +31,8 @@ typedef struct {
   int64_t n, s;
   const int32_t *idx; /* n values in [0, s) */
   int idx_sorted;     /* non-zero: idx non-decreasing (no sort needed) */
+  int64_t longest;    /* sorted idx: its longest segment when known (segops_cuda_sorted_longest of the
+                       * host copy), which must then be exact; 0: unknown (every kernel shape) */
   const void *in[SEGOPS_MAX_INPUTS];
   void *out[SEGOPS_MAX_OUTPUTS];
   const void *layout; /* a layout built for this (idx, S) by segops_cuda_layout_build, or NULL */
@@ -58,6 +60,9 @@ int segops_cuda_needs_layout(const segops_cuda_job *job);
 int segops_cuda_layout_bytes(const segops_cuda_job *job, size_t *keep, size_t *temp);
 /* Builds the layout of job->idx into keep, using temp, on stream (no synchronisation). */
 int segops_cuda_layout_build(const segops_cuda_job *job, void *keep, void *temp, cudaStream_t stream);
+
+/* Longest run of equal values of a sorted idx (host memory): its longest segment; 0 when n = 0. */
+int64_t segops_cuda_sorted_longest(const int32_t *idx, int64_t n);
 
 /* Whether a function's outputs are all per-element gathers (no segment reduction). */
 int segops_cuda_is_gather(const segops_fn_desc *fn);

@@ -19,19 +19,21 @@
 
 #define SEGOPS_SEG_THREADS 256
 #define SEGOPS_SEG_PER_WARP 4 /* short segments per warp: one per group of 8 lanes */
-/* Tiles a warp of the tile role checks, one per lane (a chunk of 256 elements spans 4 tiles: 4
- * gives each warp about one chunk to reduce when segments are long, and a quarter of the warps
- * of one tile per warp when they are not). */
-#ifndef SEGOPS_TILES_PER_WARP
-#define SEGOPS_TILES_PER_WARP 4
-#endif
-/* Minimum resident blocks of seg_kernel per multiprocessor (launch bounds: the register budget)
- * for ops with at most 3 accumulators and for the others. */
+/* Minimum resident blocks of seg_kernel per multiprocessor (launch bounds: the register budget),
+ * for ops with at most 3 accumulators and for the others; with the tile role and without it
+ * (sorted idx whose longest segment is known to be short). Measured on the H200 (bench/RESULTS.md):
+ * with the tile role, more registers keep long chunks fast; without it, more warps. */
 #ifndef SEGOPS_SEG_MINB
 #define SEGOPS_SEG_MINB 4
 #endif
 #ifndef SEGOPS_SEG_MINB_WIDE
 #define SEGOPS_SEG_MINB_WIDE 3
+#endif
+#ifndef SEGOPS_SEG_MINB_SHORT
+#define SEGOPS_SEG_MINB_SHORT 8
+#endif
+#ifndef SEGOPS_SEG_MINB_SHORT_WIDE
+#define SEGOPS_SEG_MINB_SHORT_WIDE 4
 #endif
 #define SEGOPS_FULL_MASK 0xffffffffu
 
@@ -55,7 +57,8 @@ typedef struct {
   int64_t in_row_bytes[SEGOPS_MAX_INPUTS]; /* bytes per element row of per-element inputs, else 0 */
   const int32_t *idx;
   int64_t n, s;
-  int64_t seg_warps; /* warps of the segment role in seg_kernel; the tile role follows */
+  int64_t seg_warps;  /* warps of the segment role in seg_kernel; the tile role follows */
+  int tiles_per_warp; /* tiles each warp of the tile role checks (1..32, one per lane) */
   segops_seg_layout L;
 } segops_kargs;
 
@@ -213,23 +216,28 @@ __device__ __forceinline__ void seg_long_chunk(const segops_kargs *a, int64_t s,
  * segments of at most SEGOPS_CUDA_TILE elements, one per group of 8 lanes, each group on its own
  * (no rounds across the warp): lane l of the group sums positions l, l+8, ... of its segment in
  * order, then a butterfly over the 8 lanes. That order depends only on the segment (not on where
- * it sits in the request). The other warps: SEGOPS_TILES_PER_WARP tiles of positions each, one
- * per lane to find the chunks of long segments that start there, then the whole warp reduces
- * each chunk found (seg_long_chunk). OP provides:
+ * it sits in the request). The other warps (LONG = 1 only): a.tiles_per_warp tiles of positions
+ * each, one per lane to find the chunks of long segments that start there, then the whole warp
+ * reduces each chunk found (seg_long_chunk). LONG = 0: the caller knows that no segment is longer
+ * than SEGOPS_CUDA_TILE (sorted idx, longest segment measured on the host), so there is no tile
+ * role and the kernel needs fewer registers. OP provides:
  *   enum { K (accumulators), NSV (segment values for the post gather, >= 1), POST (0/1) };
  *   visit<T,W>(a, i, s, acc): add element i's terms (reads only: no stores in a reduction)
  *   finish<T,W>(a, s, count, acc, sv, writer): segment outputs (writer lane only), fill sv
  *   and, with POST, post<T,W>(a, i, s, sv): element outputs from the segment's values, run by
  *   post_gather_kernel after this kernel left them in L.segval. */
-template <typename T, int W, typename OP, int PK>
-__global__ void __launch_bounds__(SEGOPS_SEG_THREADS, OP::K > 3 ? SEGOPS_SEG_MINB_WIDE : SEGOPS_SEG_MINB) seg_kernel(segops_kargs ka) {
+template <typename T, int W, typename OP, int PK, int LONG>
+__global__ void __launch_bounds__(SEGOPS_SEG_THREADS,
+                                  LONG ? (OP::K > 3 ? SEGOPS_SEG_MINB_WIDE : SEGOPS_SEG_MINB)
+                                       : (OP::K > 3 ? SEGOPS_SEG_MINB_SHORT_WIDE : SEGOPS_SEG_MINB_SHORT))
+    seg_kernel(segops_kargs ka) {
   const segops_kargs *a = &ka;
   const int lane = threadIdx.x & 31, sub = lane >> 3, sl = lane & 7;
   const int64_t w = (((int64_t)blockIdx.x * blockDim.x) + threadIdx.x) >> 5;
-  if (w >= a->seg_warps) {
-    const int64_t t0 = (w - a->seg_warps) * SEGOPS_TILES_PER_WARP;
+  if (LONG && w >= a->seg_warps) {
+    const int64_t t0 = (w - a->seg_warps) * a->tiles_per_warp;
     int64_t seg[2] = {-1, -1}, chunk[2] = {0, 0};
-    if (lane < SEGOPS_TILES_PER_WARP) tile_chunks(a, t0 + lane, seg, chunk);
+    if (lane < a->tiles_per_warp) tile_chunks(a, t0 + lane, seg, chunk);
 #pragma unroll
     for (int c = 0; c < 2; c++) {
       unsigned m = __ballot_sync(SEGOPS_FULL_MASK, seg[c] >= 0);
@@ -246,7 +254,7 @@ __global__ void __launch_bounds__(SEGOPS_SEG_THREADS, OP::K > 3 ? SEGOPS_SEG_MIN
   if (w * SEGOPS_SEG_PER_WARP >= a->s) return; /* the whole warp */
   const bool valid = s < a->s;
   int64_t beg = valid ? __ldg(a->L.off + s) : 0, end = valid ? __ldg(a->L.off + s + 1) : 0;
-  const bool mine = valid && end - beg <= SEGOPS_CUDA_TILE; /* longer: the tile role */
+  const bool mine = valid && (!LONG || end - beg <= SEGOPS_CUDA_TILE); /* longer: the tile role */
   if (!mine) beg = end = 0;
   double acc[OP::K];
 #pragma unroll
@@ -288,19 +296,27 @@ __global__ void __launch_bounds__(256) post_gather_kernel(segops_kargs ka) {
 
 /* Grid sizes (cuda_layout.cu). */
 int segops_cuda_gather_grid(const segops_cuda_job *job);
-/* Blocks of seg_kernel for its two roles; fills the warps of its segment role. */
-int64_t segops_cuda_seg_blocks(int64_t n, int64_t s, int64_t *seg_warps);
+/* Blocks of seg_kernel: the segment role, and with long_role the tile role; fills the warps of
+ * the segment role and the tiles per warp of the tile role. */
+int64_t segops_cuda_seg_blocks(int64_t n, int64_t s, int sm_count, int long_role, int64_t *seg_warps,
+                               int *tiles_per_warp);
 
-/* Runs a reduction: the segment kernel (both roles; compiled without the permutation when idx is
- * sorted), then, for ops with a post pass, the post gather. */
+/* Runs a reduction: the segment kernel (compiled without the permutation when idx is sorted, and
+ * without the tile role when the job says its longest segment is short), then, for ops with a
+ * post pass, the post gather. */
 template <typename T, int W, typename OP>
 cudaError_t segops_run_seg(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
   segops_kargs k = *a;
-  const int64_t blocks = segops_cuda_seg_blocks(job->n, job->s, &k.seg_warps);
-  if (k.L.perm32 || k.L.perm64)
-    seg_kernel<T, W, OP, 1><<<(unsigned)blocks, SEGOPS_SEG_THREADS, 0, st>>>(k);
+  const bool perm = k.L.perm32 || k.L.perm64;
+  const bool short_only = !perm && job->longest > 0 && job->longest <= SEGOPS_CUDA_TILE;
+  const int64_t blocks =
+      segops_cuda_seg_blocks(job->n, job->s, job->sm_count, !short_only, &k.seg_warps, &k.tiles_per_warp);
+  if (perm)
+    seg_kernel<T, W, OP, 1, 1><<<(unsigned)blocks, SEGOPS_SEG_THREADS, 0, st>>>(k);
+  else if (short_only)
+    seg_kernel<T, W, OP, 0, 0><<<(unsigned)blocks, SEGOPS_SEG_THREADS, 0, st>>>(k);
   else
-    seg_kernel<T, W, OP, 0><<<(unsigned)blocks, SEGOPS_SEG_THREADS, 0, st>>>(k);
+    seg_kernel<T, W, OP, 0, 1><<<(unsigned)blocks, SEGOPS_SEG_THREADS, 0, st>>>(k);
   if constexpr (OP::POST)
     if (job->n > 0) post_gather_kernel<T, W, OP><<<segops_cuda_gather_grid(job), 256, 0, st>>>(k);
   return cudaGetLastError();

@@ -139,14 +139,34 @@ static int blocks_for(int64_t items, int threads, int cap) {
   return b > cap ? cap : (int)b;
 }
 
-int64_t segops_cuda_seg_blocks(int64_t n, int64_t s, int64_t *seg_warps) {
-  /* Which warp reduces a segment changes no bit: only how many warps there are. */
+int64_t segops_cuda_seg_blocks(int64_t n, int64_t s, int sm_count, int long_role, int64_t *seg_warps,
+                               int *tiles_per_warp) {
+  /* Which warp reduces a segment or a chunk changes no bit: only how many warps there are. A
+   * chunk of 256 elements spans 4 tiles: 4 tiles per warp give each warp about one chunk when
+   * segments are long; past 2048 tiles per multiprocessor (N = 2^25 on the H200), 32 (one per
+   * lane), which spares most of the warps when segments are short and still leaves ~120 warps
+   * per multiprocessor for the long ones (measured, bench/RESULTS.md). */
   *seg_warps = (s + SEGOPS_SEG_PER_WARP - 1) / SEGOPS_SEG_PER_WARP;
-  const int64_t tile_warps = n > SEGOPS_CUDA_TILE ? (tiles(n) + SEGOPS_TILES_PER_WARP - 1) / SEGOPS_TILES_PER_WARP : 0;
+  *tiles_per_warp = tiles(n) >= (int64_t)sm_count * 2048 ? 32 : 4;
+#if defined(SEGOPS_TILES_PER_WARP) && SEGOPS_TILES_PER_WARP > 0 /* bench/cuda/gpu_variants.sh */
+  *tiles_per_warp = SEGOPS_TILES_PER_WARP;
+#endif
+  const int64_t tile_warps = long_role && n > SEGOPS_CUDA_TILE ? (tiles(n) + *tiles_per_warp - 1) / *tiles_per_warp : 0;
   const int64_t warps = *seg_warps + tile_warps;
   const int64_t per_block = SEGOPS_SEG_THREADS / 32;
   const int64_t b = (warps + per_block - 1) / per_block;
   return b < 1 ? 1 : b;
+}
+
+/* Longest run of equal values of a sorted idx: its longest segment (host; 0 when n = 0). */
+extern "C" int64_t segops_cuda_sorted_longest(const int32_t *idx, int64_t n) {
+  int64_t best = 0, start = 0;
+  for (int64_t i = 1; i <= n; i++)
+    if (i == n || idx[i] != idx[start]) {
+      if (i - start > best) best = i - start;
+      start = i;
+    }
+  return best;
 }
 
 int segops_cuda_gather_grid(const segops_cuda_job *job) { return blocks_for(job->n, 256, job->sm_count * 64); }

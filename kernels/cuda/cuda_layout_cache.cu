@@ -68,11 +68,16 @@ void segops_layout_cache_clear(segops_layout_cache *c, cudaStream_t st) {
 }
 
 int segops_layout_cache_get(segops_layout_cache *c, const segops_cuda_job *job, const int32_t *host_idx, void *temp,
-                            cudaStream_t st, const void **layout) {
+                            cudaStream_t st, const void **layout, int64_t *longest) {
   *layout = NULL;
+  *longest = 0;
   size_t keep = 0, tmp = 0;
   int rc = segops_cuda_layout_bytes(job, &keep, &tmp);
-  if (rc != 0 || keep == 0 || keep > c->cap) return rc;
+  if (rc != 0 || keep == 0) return rc;
+  if (keep > c->cap) {
+    if (job->idx_sorted) *longest = segops_cuda_sorted_longest(host_idx, job->n);
+    return rc;
+  }
   uint64_t h[2];
   segops_hash128(host_idx, (size_t)job->n * 4, c->seed, h);
   const int sorted = job->idx_sorted ? 1 : 0;
@@ -88,10 +93,12 @@ int segops_layout_cache_get(segops_layout_cache *c, const segops_cuda_job *job, 
       e->used = c->clock;
       __atomic_store_n(&c->hits, c->hits + 1, __ATOMIC_RELAXED);
       *layout = e->mem;
+      *longest = e->longest;
       return 0;
     }
   }
   __atomic_store_n(&c->misses, c->misses + 1, __ATOMIC_RELAXED);
+  *longest = sorted ? segops_cuda_sorted_longest(host_idx, job->n) : 0;
   /* Evict least recently used entries until the new one fits in a slot and under the cap. */
   while (!free_slot || c->bytes + keep > c->cap) {
     segops_layout_entry *lru = NULL;
@@ -116,6 +123,7 @@ int segops_layout_cache_get(segops_layout_cache *c, const segops_cuda_job *job, 
   free_slot->n = job->n;
   free_slot->s = job->s;
   free_slot->sorted = sorted;
+  free_slot->longest = *longest;
   free_slot->mem = mem;
   free_slot->bytes = keep;
   free_slot->used = c->clock;

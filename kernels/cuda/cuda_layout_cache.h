@@ -16,6 +16,7 @@ typedef struct {
   uint64_t h[2];
   int64_t n, s;
   int sorted;
+  int64_t longest; /* sorted idx: its longest segment (segops_cuda_sorted_longest); else 0 */
   void *mem; /* device memory (cudaMallocAsync on the worker's stream); NULL: free slot */
   size_t bytes;
   uint64_t used; /* clock of the last use, for least-recently-used eviction */
@@ -36,10 +37,11 @@ void segops_layout_cache_init(segops_layout_cache *c, size_t cap);
 /* The layout of job (job->idx on the device, host_idx its host copy, n int32 values), built on
  * stream into a cache entry on a miss with temp (at least the layout's temp bytes) as work space.
  * *layout: the entry's memory, or NULL when the layout is not cached (cache off, larger than the
- * cap, or no device memory for it): then the caller builds it in its scratch. Returns a
- * cudaError_t of the build (the entry is dropped then). */
+ * cap, or no device memory for it): then the caller builds it in its scratch. *longest: for a
+ * sorted idx its longest segment (kept with the entry, measured on the host on a miss or when
+ * uncached), else 0. Returns a cudaError_t of the build (the entry is dropped then). */
 int segops_layout_cache_get(segops_layout_cache *c, const segops_cuda_job *job, const int32_t *host_idx, void *temp,
-                            cudaStream_t stream, const void **layout);
+                            cudaStream_t stream, const void **layout, int64_t *longest);
 
 /* Frees every entry (stream-ordered on stream). */
 void segops_layout_cache_clear(segops_layout_cache *c, cudaStream_t stream);
