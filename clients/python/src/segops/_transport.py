@@ -42,6 +42,11 @@ SHM_MIN_BYTES = 64 * 1024
 SHM_DIR = "/dev/shm"
 _ALIGN = 64
 _MIN_REGION = 1 << 20
+# Results are views into the call's region (no copy) while this process holds at most this many
+# regions, and bytes of them, lent to live results; past either, results are copied out.
+# SEGOPS_SHM_MAX_LENT overrides the count (0: always copy, as before 0.2.0; for comparisons).
+_MAX_LENT = int(os.environ.get("SEGOPS_SHM_MAX_LENT", "8") or 8)
+_MAX_LENT_BYTES = 256 << 20
 
 
 # ---------------------------------------------------------------- connections
@@ -482,8 +487,12 @@ class ShmSession:
         self._user = []  # (start, end, region) of Client.empty() regions
         self._dead = []  # entries of _user whose arrays have died (appended by finalizers)
         self._pid = os.getpid()
+        self._returned = []  # lent regions whose results have all died (appended by finalizers)
+        self._lent = 0  # regions lent to live results, and their bytes
+        self._lent_bytes = 0
         self.bytes_copied = 0  # input bytes copied into scratch regions (statistics)
         self.outputs_inline = 0  # outputs answered in the body because no place was known for them
+        self.outputs_lent = 0  # outputs returned as views into their region (statistics)
         _registry.add(self)
 
     # -- registration --
@@ -535,6 +544,7 @@ class ShmSession:
     def _forked(self):
         self._lock = threading.Lock()
         self._idle, self._all, self._user, self._dead = [], {}, [], []
+        self._returned, self._lent, self._lent_bytes = [], 0, 0
         self._pid = os.getpid()
 
     # -- user arrays --
@@ -617,12 +627,35 @@ class ShmSession:
                 return
         self._drop(r)
 
+    def _take_back(self):
+        """Regions lent to results that have all died go back to the idle ones."""
+        while self._returned:
+            r = self._returned.pop()
+            with self._lock:
+                self._lent -= 1
+                self._lent_bytes -= r.size
+            self._release(r)
+
+    def _lend(self, region):
+        """Whether this call's results may stay in its region (counted as lent if so)."""
+        with self._lock:
+            if self._lent >= _MAX_LENT or self._lent_bytes + region.size > _MAX_LENT_BYTES:
+                return False
+            self._lent += 1
+            self._lent_bytes += region.size
+            return True
+
     def call(self, op, pass_, args, outputs, out_names):
-        """One function through shared memory; returns {output name: np.ndarray} (copies)."""
+        """One function through shared memory; returns {output name: np.ndarray}. The results
+        placed in the region are views into it, and the region is not used again until every
+        one of them (and every view or tensor made from them) is gone; past _MAX_LENT regions
+        or _MAX_LENT_BYTES held that way, results are copies."""
         if os.getpid() != self._pid:
             self._forked()
         if self._dead:
             self._reap()
+        if self._returned:
+            self._take_back()
         tensors = []  # (name, wire array, user region ref or None)
         scalars = {}
         arrays = {}
@@ -656,6 +689,7 @@ class ShmSession:
             outs.append((name, pos, nb))
             pos = _align(pos + nb)
         region = self._acquire(pos)
+        lent = False
         try:
             body = {}
             for name, arr, where in tensors:
@@ -675,12 +709,17 @@ class ShmSession:
             c = self._client()
             packed = msgpack.packb(body)
             raw = c._roundtrip("POST", f"/v1/{op}/{pass_}", packed, len(packed), read=_read_small)
-            return self._decode(raw, region, {n: (o, nb) for n, o, nb in outs})
+            res, lent = self._decode(raw, region, {n: (o, nb) for n, o, nb in outs})
+            return res
         finally:
-            self._release(region)
+            if not lent:
+                self._release(region)
 
     def _decode(self, raw, region, placed):
+        """{name: array} and whether the region is now lent to them (views, released by a
+        finalizer when the last of them dies) rather than copied out."""
         out = {}
+        views = []
         for k, t in _wire.unpack_map(raw).items():
             ref = t.get("shm") if isinstance(t, dict) else None
             if ref is None:
@@ -697,8 +736,20 @@ class ShmSession:
                 nb *= d
             if nb > placed[k][1] or off + nb > region.size:
                 raise ProtocolError(200, "protocol_error", f"segops: output {k!r} ({nb} bytes) overflows its place")
+            views.append((k, off, np.dtype(dt), shape, nb))
+        if views and self._lend(region):
+            # Every view hangs from `owner` (numpy views keep their base alive, and so do
+            # tensors made from them); the finalizer only queues the region: it may run inside
+            # any allocation, even under self._lock.
+            owner = np.frombuffer(region.mm, dtype=np.uint8)
+            for k, off, dt, shape, nb in views:
+                out[k] = owner[off : off + nb].view(dt).reshape(shape)
+            self.outputs_lent += len(views)
+            weakref.finalize(owner, self._returned.append, region)
+            return out, True
+        for k, off, dt, shape, _nb in views:
             out[k] = region.view(off, dt, shape).copy()
-        return out
+        return out, False
 
 
 def _read_small(resp):
