@@ -107,10 +107,12 @@ def test_every_output_is_placed_in_the_region(shm_client):
             assert sess.outputs_inline == before, (op, pass_, width, "answered inline")
 
 
-def test_results_do_not_alias_the_region(shm_client):
+@pytest.mark.parametrize("lend", [0, 8])
+def test_results_do_not_alias_the_region(shm_client, monkeypatch, lend):
     """Results stay valid and private: a later call never writes where an earlier result lives,
     and writing into a result changes no later answer (results are views into their call's
     region, which is not reused while any of them lives, or copies past the lending cap)."""
+    monkeypatch.setattr(_transport, "_MAX_LENT", lend)
     idx = np.zeros(4, np.int32)
     r1 = shm_client.segmented_sum(np.ones(4), idx, 1)
     r2 = shm_client.segmented_sum(np.full(4, 2.0), idx, 1)
@@ -118,14 +120,19 @@ def test_results_do_not_alias_the_region(shm_client):
     r1[0] = 99.0  # writable, and nobody else's memory
     assert shm_client.segmented_sum(np.ones(4), idx, 1)[0] == 4.0
     assert r1[0] == 99.0 and r2[0] == 8.0
-    many = [shm_client.segmented_sum(np.full(4, float(k)), idx, 1) for k in range(3 * _transport._MAX_LENT)]
-    assert [float(r[0]) for r in many] == [4.0 * k for k in range(3 * _transport._MAX_LENT)]
+    many = [shm_client.segmented_sum(np.full(4, float(k)), idx, 1) for k in range(24)]
+    assert [float(r[0]) for r in many] == [4.0 * k for k in range(24)]
 
 
-def test_results_are_lent_views_and_regions_come_back(shm_client):
-    """Results placed in the region come back without a copy (views into it); once they and
-    everything made from them are gone, the region serves the next call (no new registration)."""
+def test_results_are_lent_views_and_regions_come_back(shm_client, monkeypatch):
+    """With lending on (SEGOPS_SHM_MAX_LENT), results placed in the region come back without a
+    copy (views into it); once they and everything made from them are gone, the region serves
+    the next call (no new registration). Off (the default), they are copies."""
     sess = shm_client._shm
+    idx0 = np.zeros(1 << 14, np.int32)
+    off = shm_client.call("segmented_sum", "backward", {"g_out": np.ones((1, 3)), "idx": idx0, "num_segments": 1})
+    assert off["grad_x"].flags.owndata  # the default: a copy
+    monkeypatch.setattr(_transport, "_MAX_LENT", 8)
     x, idx = np.ones((1 << 14, 3)), np.zeros(1 << 14, np.int32)
     gc.collect()
     shm_client.segmented_sum(x, idx, 1)  # returns any region lent before, primes an idle one
