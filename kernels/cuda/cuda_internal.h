@@ -64,6 +64,11 @@ int segops_cuda_layout_build(const segops_cuda_job *job, void *keep, void *temp,
 /* Longest run of equal values of a sorted idx (host memory): its longest segment; 0 when n = 0. */
 int64_t segops_cuda_sorted_longest(const int32_t *idx, int64_t n);
 
+/* Whether segmented_mean's backward divides once per segment into scratch before its gather
+ * (large N: one more launch, then the gather reads one row per element like sum's backward)
+ * rather than once per element (the same IEEE quotient either way: no bit changes). */
+int segops_cuda_mean_quotients(const segops_cuda_job *job);
+
 /* Whether a function's outputs are all per-element gathers (no segment reduction). */
 int segops_cuda_is_gather(const segops_fn_desc *fn);
 

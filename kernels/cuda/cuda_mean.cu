@@ -18,7 +18,9 @@ struct mean_reduce {
   }
 };
 
-/* backward: grad_x[i] = g_out[s] / c_s (c_s >= 1: element i is in s). */
+/* backward: grad_x[i] = g_out[s] / c_s (c_s >= 1: element i is in s). Small N: the division
+ * per element. Large N: mean_quotient_kernel divides once per segment into L.segval, and the
+ * gather copies the quotient (the same double, so the same bits). */
 struct mean_backward {
   template <typename T, int W>
   __device__ static void elem(const segops_kargs *a, int64_t i, int64_t s) {
@@ -27,8 +29,48 @@ struct mean_backward {
     for (int c = 0; c < W; c++) st<T>(a->out[0], i * W + c, ld<T>(a->in[0], s * W + c) / cnt);
   }
 };
+struct mean_backward_q {
+  template <typename T, int W>
+  __device__ static void elem(const segops_kargs *a, int64_t i, int64_t s) {
+    double q[W];
+#pragma unroll
+    for (int c = 0; c < W; c++) q[c] = __ldg(a->L.segval + s * W + c);
+#pragma unroll
+    for (int c = 0; c < W; c++) st<T>(a->out[0], i * W + c, q[c]);
+  }
+};
+
+template <typename T, int W>
+__global__ void __launch_bounds__(256) mean_quotient_kernel(segops_kargs ka) {
+  const segops_kargs *a = &ka;
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t s = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; s < a->s; s += stride) {
+    const double cnt = (double)(__ldg(a->L.off + s + 1) - __ldg(a->L.off + s));
+#pragma unroll
+    for (int c = 0; c < W; c++) a->L.segval[s * W + c] = cnt > 0 ? ld<T>(a->in[0], s * W + c) / cnt : 0.0;
+  }
+}
+
+extern "C" int segops_cuda_mean_quotients(const segops_cuda_job *job) {
+  return job->fn->op == SEGOPS_OP_MEAN && job->fn->pass == SEGOPS_PASS_BACKWARD && job->n >= (1 << 16) &&
+         job->s > 0;
+}
+
+template <typename T, int W>
+static cudaError_t mean_backward_run(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
+  if (job->n == 0) return cudaSuccess;
+  if (!segops_cuda_mean_quotients(job)) return segops_run_gather<T, W, mean_backward>(job, a, st);
+  const int64_t b = (job->s + 255) / 256;
+  const unsigned blocks = (unsigned)(b < (int64_t)job->sm_count * 16 ? b : (int64_t)job->sm_count * 16);
+  mean_quotient_kernel<T, W><<<blocks, 256, 0, st>>>(*a);
+  return segops_run_gather<T, W, mean_backward_q>(job, a, st);
+}
 
 cudaError_t segops_cuda_mean(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
-  if (job->fn->pass == SEGOPS_PASS_BACKWARD) return SEGOPS_DISPATCH_GATHER(job, a, st, mean_backward);
+  if (job->fn->pass == SEGOPS_PASS_BACKWARD) {
+    if (job->dtype == SEGOPS_F64)
+      return job->width == 3 ? mean_backward_run<double, 3>(job, a, st) : mean_backward_run<double, 1>(job, a, st);
+    return job->width == 3 ? mean_backward_run<float, 3>(job, a, st) : mean_backward_run<float, 1>(job, a, st);
+  }
   return SEGOPS_DISPATCH_SEG(job, a, st, mean_reduce);
 }
