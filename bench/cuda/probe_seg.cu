@@ -33,6 +33,20 @@ struct P {
   int64_t s;
 };
 
+/* Butterfly of 3 accumulators over a group of 8 lanes; the writer stores segment g's row. */
+__device__ __forceinline__ void sum8_store(const P &p, int64_t g, bool writer, double a0, double a1, double a2) {
+  for (int o = 4; o > 0; o >>= 1) {
+    a0 += __shfl_xor_sync(0xffffffffu, a0, o, 8);
+    a1 += __shfl_xor_sync(0xffffffffu, a1, o, 8);
+    a2 += __shfl_xor_sync(0xffffffffu, a2, o, 8);
+  }
+  if (writer) {
+    p.out[3 * g] = (float)a0;
+    p.out[3 * g + 1] = (float)a1;
+    p.out[3 * g + 2] = (float)a2;
+  }
+}
+
 /* ---- sum ---- */
 template <int U>
 __global__ void __launch_bounds__(256) sum_g8(P p) {
@@ -47,16 +61,7 @@ __global__ void __launch_bounds__(256) sum_g8(P p) {
     a1 += (double)__ldg(p.x + 3 * q + 1);
     a2 += (double)__ldg(p.x + 3 * q + 2);
   }
-  for (int o = 4; o > 0; o >>= 1) {
-    a0 += __shfl_xor_sync(0xffffffffu, a0, o, 8);
-    a1 += __shfl_xor_sync(0xffffffffu, a1, o, 8);
-    a2 += __shfl_xor_sync(0xffffffffu, a2, o, 8);
-  }
-  if (ok && sl == 0) {
-    p.out[3 * g] = (float)a0;
-    p.out[3 * g + 1] = (float)a1;
-    p.out[3 * g + 2] = (float)a2;
-  }
+  sum8_store(p, g, ok && sl == 0, a0, a1, a2);
 }
 
 __global__ void __launch_bounds__(256) sum_g8p(P p) {
@@ -83,16 +88,7 @@ __global__ void __launch_bounds__(256) sum_g8p(P p) {
         a2 += (double)v[j][2];
       }
   }
-  for (int o = 4; o > 0; o >>= 1) {
-    a0 += __shfl_xor_sync(0xffffffffu, a0, o, 8);
-    a1 += __shfl_xor_sync(0xffffffffu, a1, o, 8);
-    a2 += __shfl_xor_sync(0xffffffffu, a2, o, 8);
-  }
-  if (ok && sl == 0) {
-    p.out[3 * g] = (float)a0;
-    p.out[3 * g + 1] = (float)a1;
-    p.out[3 * g + 2] = (float)a2;
-  }
+  sum8_store(p, g, ok && sl == 0, a0, a1, a2);
 }
 
 __global__ void __launch_bounds__(256) sum_thr(P p) {
@@ -160,17 +156,7 @@ __global__ void __launch_bounds__(256) sum_smem(P p) {
       }
     }
   }
-  for (int o2 = 4; o2 > 0; o2 >>= 1) {
-    a0 += __shfl_xor_sync(0xffffffffu, a0, o2, 8);
-    a1 += __shfl_xor_sync(0xffffffffu, a1, o2, 8);
-    a2 += __shfl_xor_sync(0xffffffffu, a2, o2, 8);
-  }
-  if (ok && sl == 0) {
-    const int64_t s = s0 + g;
-    p.out[3 * s] = (float)a0;
-    p.out[3 * s + 1] = (float)a1;
-    p.out[3 * s + 2] = (float)a2;
-  }
+  sum8_store(p, s0 + g, ok && sl == 0, a0, a1, a2);
 }
 
 /* ---- mixed (mul double backward shape) ---- */

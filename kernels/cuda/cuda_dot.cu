@@ -1,26 +1,8 @@
 /* cuda_dot.cu: segmented_dot on the GPU (forward and double backward reduce, backward gathers). */
 #include "cuda_kernels.cuh"
 
-template <typename T, int W>
-__device__ __forceinline__ double dot_row(const void *x, const void *y, int64_t i) {
-  double d = 0.0;
-#pragma unroll
-  for (int c = 0; c < W; c++) d += ld<T>(x, i * W + c) * ld<T>(y, i * W + c);
-  return d;
-}
-
 /* forward: in x, y; out[s] = sum dot(x[i], y[i]). */
-struct dot_forward {
-  enum { K = 1, NSV = 1, POST = 0 };
-  template <typename T, int W>
-  __device__ static void visit(const segops_kargs *a, int64_t i, int64_t, double *acc) {
-    acc[0] += dot_row<T, W>(a->in[0], a->in[1], i);
-  }
-  template <typename T, int W>
-  __device__ static void finish(const segops_kargs *a, int64_t s, int64_t, const double *acc, double *, bool writer) {
-    if (writer) st<T>(a->out[0], s, acc[0]);
-  }
-};
+typedef dot_reduce<0, 1, 0> dot_forward;
 
 /* backward: in g_out, x, y; grad_x[i] = g_out[s]*y[i], grad_y[i] = g_out[s]*x[i]. */
 struct dot_backward {

@@ -82,6 +82,31 @@ __device__ __forceinline__ void st(void *p, int64_t k, double v) {
   if (p) ((T *)p)[k] = (T)v;
 }
 
+/* dot(x[i], y[i]) of two per-element inputs of width W, summed in component order. */
+template <typename T, int W>
+__device__ __forceinline__ double dot_row(const void *x, const void *y, int64_t i) {
+  double d = 0.0;
+#pragma unroll
+  for (int c = 0; c < W; c++) d += ld<T>(x, i * W + c) * ld<T>(y, i * W + c);
+  return d;
+}
+
+/* The reduction out[OUT][s] = sum dot(in[XA][i], in[XB][i]) (dot's forward, mul's backward and
+ * double backward). */
+template <int XA, int XB, int OUT>
+struct dot_reduce {
+  enum { K = 1, NSV = 1, POST = 0 };
+  static bool wanted(const segops_kargs *a) { return a->out[OUT] != NULL; }
+  template <typename T, int W>
+  __device__ static void visit(const segops_kargs *a, int64_t i, int64_t, double *acc) {
+    acc[0] += dot_row<T, W>(a->in[XA], a->in[XB], i);
+  }
+  template <typename T, int W>
+  __device__ static void finish(const segops_kargs *a, int64_t s, int64_t, const double *acc, double *, bool writer) {
+    if (writer) st<T>(a->out[OUT], s, acc[0]);
+  }
+};
+
 __device__ __forceinline__ void prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
 
 /* Asks L2 for the rows of sorted positions [p0, p1) of every per-element input (or for the

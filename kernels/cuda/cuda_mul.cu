@@ -12,21 +12,7 @@ struct mul_forward {
 };
 
 /* backward: in g_out, x, y; grad_x[i] = g_out[i]*y[s] (a gather); grad_y[s] = sum dot(g_out[i], x[i]). */
-struct mul_backward_red {
-  enum { K = 1, NSV = 1, POST = 0 };
-  static bool wanted(const segops_kargs *a) { return a->out[1] != NULL; }
-  template <typename T, int W>
-  __device__ static void visit(const segops_kargs *a, int64_t i, int64_t, double *acc) {
-    double d = 0.0;
-#pragma unroll
-    for (int c = 0; c < W; c++) d += ld<T>(a->in[0], i * W + c) * ld<T>(a->in[1], i * W + c);
-    acc[0] += d;
-  }
-  template <typename T, int W>
-  __device__ static void finish(const segops_kargs *a, int64_t s, int64_t, const double *acc, double *, bool writer) {
-    if (writer) st<T>(a->out[1], s, acc[0]);
-  }
-};
+typedef dot_reduce<0, 1, 1> mul_backward_red;
 struct mul_backward_elem {
   static bool wanted(const segops_kargs *a) { return a->out[0] != NULL; }
   template <typename T, int W>
@@ -42,21 +28,7 @@ struct mul_backward_elem {
 /* double backward: in gg_x, gg_y (S), g_out, x, y (S); out grad_g_out, grad_x, grad_y (S).
  * grad_g_out[i] = gg_x[i]*y[s] + gg_y[s]*x[i]; grad_x[i] = gg_y[s]*g_out[i] (a gather);
  * grad_y[s] = sum dot(gg_x[i], g_out[i]). */
-struct mul_double_backward_red {
-  enum { K = 1, NSV = 1, POST = 0 };
-  static bool wanted(const segops_kargs *a) { return a->out[2] != NULL; }
-  template <typename T, int W>
-  __device__ static void visit(const segops_kargs *a, int64_t i, int64_t, double *acc) {
-    double d = 0.0;
-#pragma unroll
-    for (int c = 0; c < W; c++) d += ld<T>(a->in[0], i * W + c) * ld<T>(a->in[2], i * W + c);
-    acc[0] += d;
-  }
-  template <typename T, int W>
-  __device__ static void finish(const segops_kargs *a, int64_t s, int64_t, const double *acc, double *, bool writer) {
-    if (writer) st<T>(a->out[2], s, acc[0]);
-  }
-};
+typedef dot_reduce<0, 2, 2> mul_double_backward_red;
 struct mul_double_backward_elem {
   static bool wanted(const segops_kargs *a) { return a->out[0] || a->out[1]; }
   template <typename T, int W>
