@@ -47,7 +47,7 @@ typedef struct {
   const int64_t *perm64; /* the same for n >= 2^31 */
   int32_t *ticket;       /* S: chunks of a long segment finished in this call; 0 between calls */
   double *partial;       /* 2 rows per tile of SEGOPS_CUDA_TILE positions (see tile_chunks) */
-  double *segval;        /* per segment values of long segments, for the post kernel */
+  double *segval;        /* per segment values: for the post gather (ops with POST), or mean's quotients */
 } segops_seg_layout;
 
 /* Everything a kernel reads, passed by value. */
