@@ -192,6 +192,7 @@ int main(int argc, char **argv) {
   for (int lay = 0; lay < 4; lay++) {
     if (!strchr(layouts, '0' + lay)) continue;
     const int64_t s = make_layout(lay, h_idx, n);
+    const int64_t longest = lay != 3 ? segops_cuda_sorted_longest(h_idx, n) : 0; /* as the backend measures it */
     CK(cudaMemcpy(d_idx, h_idx, (size_t)n * 4, cudaMemcpyHostToDevice));
     if (idx_dir) {
       char path[512];
@@ -221,7 +222,7 @@ int main(int argc, char **argv) {
           job.s = s;
           job.idx = d_idx;
           job.idx_sorted = lay != 3;
-          job.longest = job.idx_sorted ? segops_cuda_sorted_longest(h_idx, n) : 0; /* as the backend does */
+          job.longest = longest;
           job.sm_count = prop.multiProcessorCount;
           const size_t isz = dt ? 8 : 4;
           double bytes = (double)n * 4; /* idx */

@@ -74,7 +74,7 @@ static cudaError_t plan(const segops_cuda_job *job, layout_plan *p) {
     if (n > SEGOPS_CUDA_TILE) c += align_up((size_t)tiles(n) * 2 * 9 * sizeof(double));
     p->segval = c;
     if (has_post(job->fn)) c += align_up((size_t)s * 2 * sizeof(double));
-  } else if (job->fn->op == SEGOPS_OP_MEAN && segops_cuda_mean_quotients(job)) {
+  } else if (segops_cuda_mean_quotients(job)) {
     p->segval = c; /* the per-segment quotients g_out[s] / c_s (cuda_mean.cu) */
     c += align_up((size_t)s * (size_t)job->width * sizeof(double));
   }

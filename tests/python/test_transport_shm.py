@@ -130,8 +130,9 @@ def test_results_are_lent_views_and_regions_come_back(shm_client, monkeypatch):
     the next call (no new registration). Off (the default), they are copies."""
     sess = shm_client._shm
     idx0 = np.zeros(1 << 14, np.int32)
+    monkeypatch.setattr(_transport, "_MAX_LENT", 0)  # off, as by default
     off = shm_client.call("segmented_sum", "backward", {"g_out": np.ones((1, 3)), "idx": idx0, "num_segments": 1})
-    assert off["grad_x"].flags.owndata  # the default: a copy
+    assert off["grad_x"].flags.owndata  # off: a copy
     monkeypatch.setattr(_transport, "_MAX_LENT", 8)
     x, idx = np.ones((1 << 14, 3)), np.zeros(1 << 14, np.int32)
     gc.collect()

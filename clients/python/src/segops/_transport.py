@@ -381,12 +381,24 @@ class Region:
         self.addr = self.buf.ctypes.data
         self.registered = False
 
-    def view(self, offset, dtype, shape):
+    def view(self, offset, dtype, shape, base=None):
+        """The array of `shape` at `offset`, a view of `base` (a byte array over this region's
+        memory, see hang) or of the region's own."""
         count = 1
         for d in shape:
             count *= d
         dt = np.dtype(dtype)
-        return self.buf[offset : offset + count * dt.itemsize].view(dt).reshape(shape)
+        b = self.buf if base is None else base
+        return b[offset : offset + count * dt.itemsize].view(dt).reshape(shape)
+
+    def hang(self, queue, item):
+        """A byte array over this region's memory from which arrays given out hang (numpy views
+        keep their base alive, and so do tensors made from them); when the last of them dies,
+        `item` is appended to `queue`. Only appended: the finalizer may run inside any
+        allocation, even under a lock, so the owner of `queue` acts on it later."""
+        owner = np.frombuffer(self.mm, dtype=np.uint8)
+        weakref.finalize(owner, queue.append, item)
+        return owner
 
     def unlink(self):
         try:
@@ -563,15 +575,12 @@ class ShmSession:
         for d in shape:
             count *= d
         r = self._register(_align(max(count * dt.itemsize, 1)))
-        # The user's arrays all hang from `owner` (numpy views keep their base alive): when
-        # the last one dies, the region is unregistered on the next call or at close. The
-        # finalizer only queues it: it may run inside any allocation, even under self._lock.
-        owner = np.frombuffer(r.mm, dtype=np.uint8)
-        arr = owner[: count * dt.itemsize].view(dt).reshape(shape)
+        # When the user's last array from this region dies, the region is unregistered on the
+        # next call or at close.
         entry = (r.addr, r.addr + r.size, r)
+        arr = r.view(0, dt, shape, base=r.hang(self._dead, entry))
         with self._lock:
             self._user.append(entry)
-        weakref.finalize(owner, self._dead.append, entry)
         return arr
 
     def _reap(self):
@@ -650,10 +659,9 @@ class ShmSession:
             return True
 
     def call(self, op, pass_, args, outputs, out_names):
-        """One function through shared memory; returns {output name: np.ndarray}. The results
-        placed in the region are views into it, and the region is not used again until every
-        one of them (and every view or tensor made from them) is gone; past _MAX_LENT regions
-        or _MAX_LENT_BYTES held that way, results are copies."""
+        """One function through shared memory; returns {output name: np.ndarray}: copies out of
+        the region, or with lending on (_MAX_LENT > 0) views into it, the region then unused
+        until every one of them (and every view or tensor made from them) is gone."""
         if os.getpid() != self._pid:
             self._forked()
         if self._dead:
@@ -740,20 +748,14 @@ class ShmSession:
                 nb *= d
             if nb > placed[k][1] or off + nb > region.size:
                 raise ProtocolError(200, "protocol_error", f"segops: output {k!r} ({nb} bytes) overflows its place")
-            views.append((k, off, np.dtype(dt), shape, nb))
-        if views and self._lend(region):
-            # Every view hangs from `owner` (numpy views keep their base alive, and so do
-            # tensors made from them); the finalizer only queues the region: it may run inside
-            # any allocation, even under self._lock.
-            owner = np.frombuffer(region.mm, dtype=np.uint8)
-            for k, off, dt, shape, nb in views:
-                out[k] = owner[off : off + nb].view(dt).reshape(shape)
-            self.outputs_lent += len(views)
-            weakref.finalize(owner, self._returned.append, region)
-            return out, True
-        for k, off, dt, shape, _nb in views:
-            out[k] = region.view(off, dt, shape).copy()
-        return out, False
+            views.append((k, off, np.dtype(dt), shape))
+        lend = bool(views) and self._lend(region)
+        base = region.hang(self._returned, region) if lend else None
+        for k, off, dt, shape in views:
+            v = region.view(off, dt, shape, base=base)
+            out[k] = v if lend else v.copy()
+        self.outputs_lent += len(views) if lend else 0
+        return out, lend
 
 
 def _read_small(resp):
