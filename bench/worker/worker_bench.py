@@ -222,7 +222,7 @@ class Pool:
 # ---------------------------------------------------------------- the daemon
 
 
-def start_daemon(path, backend, sock):
+def start_daemon(path, backend, sock, extra=()):
     """The tests' daemon runner (tests/segopsd_proc.py): stderr to a file, address from its line."""
     sys.path.insert(0, os.path.join(HERE, "..", "..", "tests"))
     from segopsd_proc import Daemon
@@ -230,6 +230,7 @@ def start_daemon(path, backend, sock):
     # Every worker keeps its own shared-memory regions (grown to the largest call: ~134 MB for
     # dot at 2^20), so the default 1 GiB registration cap is too small for W = 16 at once.
     args = ["--backend", backend, "--max-shm-bytes", "64G"] + (["--listen", "unix:" + sock] if sock else [])
+    args += list(extra)
     try:
         d = Daemon(path, args, start_timeout=60)
     except AssertionError as e:
@@ -283,6 +284,9 @@ def main():
     ap.add_argument("--window", type=float, default=1.0, help="seconds measured per cell")
     ap.add_argument("--warmup", type=float, default=0.3, help="seconds of steps before each window")
     ap.add_argument("--json", default=None, help="write the measurements here")
+    ap.add_argument("--daemon-arg", action="append", default=[], metavar="FLAG=VALUE",
+                    help="one more segopsd flag for the daemon this bench starts (repeatable), "
+                    "e.g. --daemon-arg=--worker-spin-us=0")
     ap.add_argument("--smoke", action="store_true", help="tiny windows, for the CTest smoke test")
     a = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the daemon and workers too
@@ -320,7 +324,7 @@ def main():
                 sock = os.path.join(tmpdir, "segopsd.sock")
             elif "unix" in transports:
                 print("worker_bench: this segopsd has no unix listener; the unix rows use what the client falls back to")
-        daemon, url = start_daemon(a.segopsd, a.backend, sock)
+        daemon, url = start_daemon(a.segopsd, a.backend, sock, a.daemon_arg)
     usable = []
     for t in transports:  # a transport the daemon cannot serve is left out, and said so
         try:

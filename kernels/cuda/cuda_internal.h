@@ -15,9 +15,10 @@ extern "C" {
 #endif
 
 /* Segments of at most SEGOPS_CUDA_TILE elements are reduced by 8 lanes in one pass; longer ones
- * are cut into chunks (256 elements, 4096 beyond 64k elements: a function of the segment's own
- * length), one warp each, whose partials are combined in chunk order, so the reduction order
- * depends only on the segment. Chunk work is found by tiles of SEGOPS_CUDA_TILE positions. */
+ * are cut into chunks of 256 elements (up to 2^16, then 512 ... 4096, growing like the square root
+ * of the length: chunk_shift, a function of the segment's own length), one warp each, whose
+ * partials are combined in chunk order, so the reduction order depends only on the segment.
+ * Chunk work is found by tiles of SEGOPS_CUDA_TILE positions. */
 #define SEGOPS_CUDA_TILE 64
 
 /* One function call on device memory. Every pointer is a DEVICE pointer (borrowed), aligned to

@@ -7,6 +7,8 @@
  *    bits depend only on the segment. The segment kernel only reduces: per-element outputs of a
  *    function that also reduces are written by a gather in element order (coalesced), which the
  *    profile showed to be faster than storing them from inside the reduction.
+ * Up to SEGOPS_CUDA_FUSE_N elements a function is one launch where it can (gather role and
+ * inline post pass in the segment kernel).
  * An op's reduction is a struct of __device__ functions (see cuda_sum.cu for the smallest); its
  * per-element outputs are another (elem). */
 #ifndef SEGOPS_CUDA_KERNELS_CUH
@@ -14,6 +16,8 @@
 
 #include <cuda_runtime.h>
 #include <stdint.h>
+
+#include <type_traits>
 
 #include "cuda_internal.h"
 
@@ -57,8 +61,9 @@ typedef struct {
   int64_t in_row_bytes[SEGOPS_MAX_INPUTS]; /* bytes per element row of per-element inputs, else 0 */
   const int32_t *idx;
   int64_t n, s;
-  int64_t seg_warps;  /* warps of the segment role in seg_kernel; the tile role follows */
-  int tiles_per_warp; /* tiles each warp of the tile role checks (1..32, one per lane) */
+  int64_t seg_warps;     /* warps of the segment role in seg_kernel; the tile role follows */
+  int tiles_per_warp;    /* tiles each warp of the tile role checks (1..32, one per lane) */
+  int64_t gather_blocks; /* seg_kernel with an ELEM: its first blocks run the gather (small N) */
   segops_seg_layout L;
 } segops_kargs;
 
@@ -148,8 +153,18 @@ __device__ __forceinline__ void sub8_sum(double *acc) {
     for (int o = 4; o > 0; o >>= 1) acc[k] += __shfl_xor_sync(SEGOPS_FULL_MASK, acc[k], o, 8);
 }
 
-/* Chunk length of a long segment of c elements: a multiple of the tile, depending only on c. */
-__device__ __forceinline__ int64_t chunk_len(int64_t c) { return c > 65536 ? 4096 : 256; }
+/* log2 of the chunk length of a long segment of c elements (a multiple of the tile, depending
+ * only on c): 256 up to 2^16 elements, then about sqrt(c), 512 up to 2^18, 1024 up to 2^20, 2048
+ * up to 2^22, 4096 beyond; one warp walks a chunk and one warp walks the chunks' partials, so the
+ * two serial walks stay about as long. Shifts, not divisions: a 64-bit division by a variable
+ * costs registers that the wide ops do not have. */
+__device__ __forceinline__ int chunk_shift(int64_t c) {
+  return c <= ((int64_t)1 << 16)   ? 8
+         : c <= ((int64_t)1 << 18) ? 9
+         : c <= ((int64_t)1 << 20) ? 10
+         : c <= ((int64_t)1 << 22) ? 11
+                                   : 12;
+}
 
 /* Long segments (more than SEGOPS_CUDA_TILE elements) are cut into chunks counted from the
  * segment's start, so the cut depends only on the segment. Chunk work is found by position
@@ -167,9 +182,9 @@ __device__ __forceinline__ void tile_chunks(const segops_kargs *a, int64_t t, in
   const int64_t sa = __ldg(a->L.keys + p0), sb = __ldg(a->L.keys + pl);
   int64_t b = __ldg(a->L.off + sa), e = __ldg(a->L.off + sa + 1);
   if (e - b > SEGOPS_CUDA_TILE) {
-    const int64_t cl = chunk_len(e - b);
-    const int64_t j = (p0 - b + cl - 1) / cl;
-    const int64_t q = b + j * cl;
+    const int sh = chunk_shift(e - b);
+    const int64_t j = (p0 - b + ((int64_t)1 << sh) - 1) >> sh;
+    const int64_t q = b + (j << sh);
     if (q < e && q < p0 + SEGOPS_CUDA_TILE) {
       seg[0] = sa;
       chunk[0] = j;
@@ -182,9 +197,9 @@ __device__ __forceinline__ void tile_chunks(const segops_kargs *a, int64_t t, in
   }
 }
 
-/* Row of L.partial that chunk j (of length cl) of a segment starting at sorted position b writes. */
-__device__ __forceinline__ int64_t chunk_row(int64_t b, int64_t j, int64_t cl) {
-  const int64_t q = b + j * cl, t = q / SEGOPS_CUDA_TILE;
+/* Row of L.partial that chunk j (of length 2^sh) of a segment starting at sorted position b writes. */
+__device__ __forceinline__ int64_t chunk_row(int64_t b, int64_t j, int sh) {
+  const int64_t q = b + (j << sh), t = q / SEGOPS_CUDA_TILE;
   return 2 * t + (j == 0 && b != t * SEGOPS_CUDA_TILE ? 1 : 0);
 }
 
@@ -196,14 +211,16 @@ __device__ __forceinline__ int64_t chunk_row(int64_t b, int64_t j, int64_t cl) {
 template <typename T, int W, typename OP, int PK>
 __device__ __forceinline__ void seg_long_chunk(const segops_kargs *a, int64_t s, int64_t j, int64_t row) {
   const int lane = threadIdx.x & 31;
-  const int64_t b = __ldg(a->L.off + s), e = __ldg(a->L.off + s + 1), cl = chunk_len(e - b);
-  const int64_t cb = b + j * cl;
+  const int64_t b = __ldg(a->L.off + s), e = __ldg(a->L.off + s + 1);
+  const int sh = chunk_shift(e - b);
+  const int64_t cl = (int64_t)1 << sh, cb = b + (j << sh);
   const int64_t ce = e < cb + cl ? e : cb + cl;
   prefetch_rows(a, cb, ce);
   double acc[OP::K];
 #pragma unroll
   for (int k = 0; k < OP::K; k++) acc[k] = 0.0;
-#pragma unroll 4
+  constexpr int UV = OP::K > 3 ? 2 : 4; /* rows in flight; wide accumulators would spill */
+#pragma unroll UV
   for (int64_t q = cb + lane; q < ce; q += 32) OP::template visit<T, W>(a, elem_at<PK>(&a->L, q), s, acc);
   warp_sum<OP::K>(acc);
   int last = 0;
@@ -212,20 +229,31 @@ __device__ __forceinline__ void seg_long_chunk(const segops_kargs *a, int64_t s,
 #pragma unroll
     for (int k = 0; k < OP::K; k++) dst[k] = acc[k];
     __threadfence();
-    const int nch = (int)((e - b + cl - 1) / cl);
+    const int nch = (int)((e - b + cl - 1) >> sh);
     last = atomicAdd(a->L.ticket + s, 1) == nch - 1;
   }
   last = __shfl_sync(SEGOPS_FULL_MASK, last, 0);
   if (!last) return;
   __threadfence();
-  const int64_t nch = (e - b + cl - 1) / cl;
+  const int64_t nch = (e - b + cl - 1) >> sh;
   double tot[OP::K];
 #pragma unroll
   for (int k = 0; k < OP::K; k++) tot[k] = 0.0;
-  for (int64_t c = lane; c < nch; c += 32) {
-    const double *src = a->L.partial + chunk_row(b, c, cl) * OP::K;
+  if constexpr (OP::K <= 3) {
+    /* four rows of partials in flight */
+#pragma unroll 4
+    for (int64_t c = lane; c < nch; c += 32) {
+      const double *src = a->L.partial + chunk_row(b, c, sh) * OP::K;
 #pragma unroll
-    for (int k = 0; k < OP::K; k++) tot[k] += __ldcg(src + k);
+      for (int k = 0; k < OP::K; k++) tot[k] += __ldcg(src + k);
+    }
+  } else {
+    /* wide accumulators: the compiler's own unrolling (forcing four would spill) */
+    for (int64_t c = lane; c < nch; c += 32) {
+      const double *src = a->L.partial + chunk_row(b, c, sh) * OP::K;
+#pragma unroll
+      for (int k = 0; k < OP::K; k++) tot[k] += __ldcg(src + k);
+    }
   }
   warp_sum<OP::K>(tot);
   if (lane == 0) {
@@ -237,28 +265,52 @@ __device__ __forceinline__ void seg_long_chunk(const segops_kargs *a, int64_t s,
   }
 }
 
-/* Segment kernel, two roles by warp. Warps below a.seg_warps: SEGOPS_SEG_PER_WARP consecutive
- * segments of at most SEGOPS_CUDA_TILE elements, one per group of 8 lanes, each group on its own
- * (no rounds across the warp): lane l of the group sums positions l, l+8, ... of its segment in
- * order, then a butterfly over the 8 lanes. That order depends only on the segment (not on where
- * it sits in the request). The other warps (LONG = 1 only): a.tiles_per_warp tiles of positions
- * each, one per lane to find the chunks of long segments that start there, then the whole warp
- * reduces each chunk found (seg_long_chunk). LONG = 0: the caller knows that no segment is longer
- * than SEGOPS_CUDA_TILE (sorted idx, longest segment measured on the host), so there is no tile
- * role and the kernel needs fewer registers. OP provides:
+/* Per-element outputs of a gather struct OP (elem<T,W>(a, i, s)), threads t, t + stride, ...
+ * in element order: the body of gather_kernel and of seg_kernel's gather role. */
+template <typename T, int W, typename OP>
+__device__ __forceinline__ void gather_rows(const segops_kargs *a, int64_t t, int64_t stride) {
+  for (int64_t i = t; i < a->n; i += stride) OP::template elem<T, W>(a, i, (int64_t)__ldg(a->idx + i));
+}
+
+/* Segment kernel, up to three roles by block and warp.
+ *  - ELEM (not void; small N): blocks below a.gather_blocks run the gather of a function that
+ *    also reduces (its per-element outputs do not depend on the reduction), so the function is
+ *    one launch.
+ *  - Warps below a.seg_warps: SEGOPS_SEG_PER_WARP consecutive segments of at most
+ *    SEGOPS_CUDA_TILE elements, one per group of 8 lanes, each group on its own (no rounds across
+ *    the warp): lane l of the group sums positions l, l+8, ... of its segment in order, then a
+ *    butterfly over the 8 lanes. That order depends only on the segment (not on where it sits in
+ *    the request). IP (LONG = 0 only): the group then writes the post pass of its segment's
+ *    elements itself (same values, same formula as post_gather_kernel), so a function with a post
+ *    pass is one launch.
+ *  - The other warps (LONG = 1 only): a.tiles_per_warp tiles of positions each, one per lane to
+ *    find the chunks of long segments that start there, then the whole warp reduces each chunk
+ *    found (seg_long_chunk).
+ * LONG = 0: the caller knows that no segment is longer than SEGOPS_CUDA_TILE (sorted idx, longest
+ * segment measured on the host), so there is no tile role and the kernel needs fewer registers.
+ * OP provides:
  *   enum { K (accumulators), NSV (segment values for the post gather, >= 1), POST (0/1) };
  *   visit<T,W>(a, i, s, acc): add element i's terms (reads only: no stores in a reduction)
  *   finish<T,W>(a, s, count, acc, sv, writer): segment outputs (writer lane only), fill sv
  *   and, with POST, post<T,W>(a, i, s, sv): element outputs from the segment's values, run by
- *   post_gather_kernel after this kernel left them in L.segval. */
-template <typename T, int W, typename OP, int PK, int LONG>
+ *   post_gather_kernel after this kernel left them in L.segval (or inline with IP). */
+template <typename T, int W, typename OP, typename ELEM, int PK, int LONG, int IP>
 __global__ void __launch_bounds__(SEGOPS_SEG_THREADS,
                                   LONG ? (OP::K > 3 ? SEGOPS_SEG_MINB_WIDE : SEGOPS_SEG_MINB)
-                                       : (OP::K > 3 ? SEGOPS_SEG_MINB_SHORT_WIDE : SEGOPS_SEG_MINB_SHORT))
+                                       : (OP::K > 3 || IP ? SEGOPS_SEG_MINB_SHORT_WIDE : SEGOPS_SEG_MINB_SHORT))
     seg_kernel(segops_kargs ka) {
+  static_assert(!IP || (OP::POST && !LONG), "inline post: ops with a post pass, short segments only");
   const segops_kargs *a = &ka;
+  int64_t blk = blockIdx.x;
+  if constexpr (!std::is_void<ELEM>::value) {
+    if (blk < a->gather_blocks) {
+      gather_rows<T, W, ELEM>(a, blk * blockDim.x + threadIdx.x, a->gather_blocks * blockDim.x);
+      return;
+    }
+    blk -= a->gather_blocks;
+  }
   const int lane = threadIdx.x & 31, sub = lane >> 3, sl = lane & 7;
-  const int64_t w = (((int64_t)blockIdx.x * blockDim.x) + threadIdx.x) >> 5;
+  const int64_t w = ((blk * blockDim.x) + threadIdx.x) >> 5;
   if (LONG && w >= a->seg_warps) {
     const int64_t t0 = (w - a->seg_warps) * a->tiles_per_warp;
     int64_t seg[2] = {-1, -1}, chunk[2] = {0, 0};
@@ -290,18 +342,20 @@ __global__ void __launch_bounds__(SEGOPS_SEG_THREADS,
   if (mine) {
     double sv[OP::NSV];
     OP::template finish<T, W>(a, s, end - beg, acc, sv, sl == 0);
-    if (OP::POST && sl == 0)
-      for (int k = 0; k < OP::NSV; k++) a->L.segval[s * OP::NSV + k] = sv[k];
+    if constexpr (IP) {
+      /* every lane of the group holds the same sv (same accumulators, same arithmetic) */
+      for (int64_t p = beg + sl; p < end; p += 8) OP::template post<T, W>(a, elem_at<PK>(&a->L, p), s, sv);
+    } else if constexpr (OP::POST) {
+      if (sl == 0)
+        for (int k = 0; k < OP::NSV; k++) a->L.segval[s * OP::NSV + k] = sv[k];
+    }
   }
 }
 
 /* Gather kernel: OP provides elem<T,W>(a, i, s). One thread per element, grid-stride. */
 template <typename T, int W, typename OP>
 __global__ void __launch_bounds__(256) gather_kernel(segops_kargs ka) {
-  const segops_kargs *a = &ka;
-  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a->n; i += stride)
-    OP::template elem<T, W>(a, i, (int64_t)__ldg(a->idx + i));
+  gather_rows<T, W, OP>(&ka, (int64_t)blockIdx.x * blockDim.x + threadIdx.x, (int64_t)gridDim.x * blockDim.x);
 }
 
 /* Post gather of ops with POST, after seg_kernel: one thread per element, original order, with
@@ -326,25 +380,53 @@ int segops_cuda_gather_grid(const segops_cuda_job *job);
 int64_t segops_cuda_seg_blocks(int64_t n, int64_t s, int sm_count, int long_role, int64_t *seg_warps,
                                int *tiles_per_warp);
 
+/* Functions of at most this many elements run as one launch where they can: the gather of a
+ * function that also reduces runs in the segment kernel's first blocks, and the post pass of short
+ * sorted segments inside it (IP). Past it, separate kernels in element order, which the profile
+ * at N = 2^25 showed to be faster (bench/cuda/NOTES.md). */
+#ifndef SEGOPS_CUDA_FUSE_N
+#define SEGOPS_CUDA_FUSE_N ((int64_t)1 << 18)
+#endif
+
+/* Whether idx goes through the sort permutation, and whether seg_kernel needs its tile role (an
+ * unsorted idx, or a sorted one whose longest segment is unknown or longer than a tile). */
+static inline bool segops_seg_perm(const segops_kargs *a) { return a->L.perm32 || a->L.perm64; }
+static inline bool segops_seg_tile_role(const segops_cuda_job *job, const segops_kargs *a) {
+  return segops_seg_perm(a) || !(job->longest > 0 && job->longest <= SEGOPS_CUDA_TILE);
+}
+
 /* Runs a reduction: the segment kernel (compiled without the permutation when idx is sorted, and
  * without the tile role when the job says its longest segment is short), then, for ops with a
- * post pass, the post gather. */
-template <typename T, int W, typename OP>
-cudaError_t segops_run_seg(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
+ * post pass, the post gather unless the segment kernel wrote it (IP). ELEM, when not void: the
+ * gather of a mixed function, run by the same launch (small N, n > 0: the caller checks). */
+template <typename T, int W, typename OP, typename ELEM>
+cudaError_t segops_run_red(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
   segops_kargs k = *a;
-  const bool perm = k.L.perm32 || k.L.perm64;
-  const bool short_only = !perm && job->longest > 0 && job->longest <= SEGOPS_CUDA_TILE;
+  const bool perm = segops_seg_perm(a), short_only = !segops_seg_tile_role(job, a);
+  const bool ip = OP::POST && short_only && job->n <= SEGOPS_CUDA_FUSE_N;
   const int64_t blocks =
       segops_cuda_seg_blocks(job->n, job->s, job->sm_count, !short_only, &k.seg_warps, &k.tiles_per_warp);
+  k.gather_blocks = std::is_void<ELEM>::value ? 0 : segops_cuda_gather_grid(job);
+  const unsigned grid = (unsigned)(blocks + k.gather_blocks);
   if (perm)
-    seg_kernel<T, W, OP, 1, 1><<<(unsigned)blocks, SEGOPS_SEG_THREADS, 0, st>>>(k);
-  else if (short_only)
-    seg_kernel<T, W, OP, 0, 0><<<(unsigned)blocks, SEGOPS_SEG_THREADS, 0, st>>>(k);
-  else
-    seg_kernel<T, W, OP, 0, 1><<<(unsigned)blocks, SEGOPS_SEG_THREADS, 0, st>>>(k);
+    seg_kernel<T, W, OP, ELEM, 1, 1, 0><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
+  else if (!short_only)
+    seg_kernel<T, W, OP, ELEM, 0, 1, 0><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
+  else if constexpr (OP::POST) {
+    if (ip)
+      seg_kernel<T, W, OP, ELEM, 0, 0, 1><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
+    else
+      seg_kernel<T, W, OP, ELEM, 0, 0, 0><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
+  } else
+    seg_kernel<T, W, OP, ELEM, 0, 0, 0><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
   if constexpr (OP::POST)
-    if (job->n > 0) post_gather_kernel<T, W, OP><<<segops_cuda_gather_grid(job), 256, 0, st>>>(k);
+    if (!ip && job->n > 0) post_gather_kernel<T, W, OP><<<segops_cuda_gather_grid(job), 256, 0, st>>>(k);
   return cudaGetLastError();
+}
+
+template <typename T, int W, typename OP>
+cudaError_t segops_run_seg(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
+  return segops_run_red<T, W, OP, void>(job, a, st);
 }
 
 template <typename T, int W, typename OP>
@@ -355,12 +437,20 @@ cudaError_t segops_run_gather(const segops_cuda_job *job, const segops_kargs *a,
 }
 
 /* A function with per-element outputs (ELEM, a gather) and segment outputs (RED, a reduction):
- * each runs only when one of its outputs was requested (ELEM::wanted, RED::wanted). */
+ * each runs only when one of its outputs was requested (ELEM::wanted, RED::wanted); both in one
+ * launch up to SEGOPS_CUDA_FUSE_N elements (they read the same inputs and write different
+ * outputs), else one after the other. Not fused: the wide reductions (matvec's 9 accumulators)
+ * over a sorted idx with long segments, which measured slower as one launch than as two on the
+ * H200 (bench/RESULTS.md, 2026-12-02). */
 template <typename T, int W, typename RED, typename ELEM>
 cudaError_t segops_run_mixed(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
+  const bool ew = ELEM::wanted(a), rw = RED::wanted(a);
+  const bool wide_long = RED::K > 3 && !segops_seg_perm(a) && segops_seg_tile_role(job, a);
+  if (ew && rw && job->n > 0 && job->n <= SEGOPS_CUDA_FUSE_N && !wide_long)
+    return segops_run_red<T, W, RED, ELEM>(job, a, st);
   cudaError_t e = cudaSuccess;
-  if (ELEM::wanted(a)) e = segops_run_gather<T, W, ELEM>(job, a, st);
-  if (e == cudaSuccess && RED::wanted(a)) e = segops_run_seg<T, W, RED>(job, a, st);
+  if (ew) e = segops_run_gather<T, W, ELEM>(job, a, st);
+  if (e == cudaSuccess && rw) e = segops_run_seg<T, W, RED>(job, a, st);
   return e;
 }
 
@@ -375,7 +465,7 @@ cudaError_t segops_run_mixed(const segops_cuda_job *job, const segops_kargs *a, 
                               : ((job)->width == 3 ? segops_run_gather<float, 3, OPT>(job, a, st)   \
                                                    : segops_run_gather<float, 1, OPT>(job, a, st)))
 
-#define SEGOPS_DISPATCH_MIXED(job, a, st, RED, ELEM)                                                       \
+#define SEGOPS_DISPATCH_MIXED(job, a, st, RED, ELEM)                                                     \
   ((job)->dtype == SEGOPS_F64 ? ((job)->width == 3 ? segops_run_mixed<double, 3, RED, ELEM>(job, a, st)  \
                                                    : segops_run_mixed<double, 1, RED, ELEM>(job, a, st)) \
                               : ((job)->width == 3 ? segops_run_mixed<float, 3, RED, ELEM>(job, a, st)   \
@@ -387,7 +477,7 @@ cudaError_t segops_run_mixed(const segops_cuda_job *job, const segops_kargs *a, 
 #define SEGOPS_DISPATCH_GATHER3(job, a, st, OPT)                              \
   ((job)->dtype == SEGOPS_F64 ? segops_run_gather<double, 3, OPT>(job, a, st) \
                               : segops_run_gather<float, 3, OPT>(job, a, st))
-#define SEGOPS_DISPATCH_MIXED3(job, a, st, RED, ELEM)                                \
+#define SEGOPS_DISPATCH_MIXED3(job, a, st, RED, ELEM)                              \
   ((job)->dtype == SEGOPS_F64 ? segops_run_mixed<double, 3, RED, ELEM>(job, a, st) \
                               : segops_run_mixed<float, 3, RED, ELEM>(job, a, st))
 

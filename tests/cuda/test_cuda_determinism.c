@@ -1,6 +1,8 @@
 /* test_cuda_determinism.c: the same request gives the same bits on repeated runs, and the same
  * bits alone as inside a batch (concatenated between other requests, idx offset), whether the
- * batch's idx is sorted or not. Every function, both dtypes. */
+ * batch's idx is sorted or not. Every function, both dtypes; chunked long segments of each chunk
+ * length up to 1024, and the one-launch shapes of small calls against the separate kernels of
+ * large ones. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,11 +71,10 @@ static int concat(tu_call *out, tu_call *parts[], int np) {
   return 0;
 }
 
-int main(void) {
-  segops_backend *b = tu_backend_or_skip("cuda_determinism");
-  /* Request A: a long segment (several chunks), empty ones, short ones. */
-  static const int sizes_a[] = {3, 9000, 0, 40, 1, 100, 0, 33, 2047, 2049, 7};
-  const int64_t sa = sizeof sizes_a / sizeof *sizes_a;
+/* One request A (segments of the given sizes, sorted and shuffled), every function and dtype:
+ * repeated runs, and alone vs between neighbours B (5000 elements) and C (c_n elements). */
+static int check_case(segops_backend *b, const char *name, const int *sizes_a, int64_t sa, int64_t c_n,
+                      int *checks_out) {
   int64_t na = 0;
   for (int64_t g = 0; g < sa; g++) na += sizes_a[g];
   int32_t *idx_sorted = malloc((size_t)na * 4), *idx_shuffled = malloc((size_t)na * 4);
@@ -102,11 +103,11 @@ int main(void) {
                       100 + op * 7 + pass);
           /* neighbours: the sorted A goes next to an unsorted B, the shuffled one next to sorted ones */
           tu_make(&bb, fn, (segops_dtype)dt, w, 5000, 300, shuffled ? TU_SORTED : TU_UNSORTED, 0xff, all_out, 7);
-          tu_make(&cc, fn, (segops_dtype)dt, w, 3000, 50, TU_SORTED, 0xff, all_out, 8);
+          tu_make(&cc, fn, (segops_dtype)dt, w, c_n, c_n / 60 + 1, TU_SORTED, 0xff, all_out, 8);
           int rc = b->run(b->ctx, 0, &a.call, err, sizeof err);
           if (rc != SEGOPS_OK || tu_check(&a, "alone", NULL)) {
-            printf("FAIL %s/%s: run alone: %d %s\n", segops_op_name(fn->op),
-                   segops_pass_name(fn->pass), rc, rc ? err : "(values)");
+            printf("FAIL %s %s/%s: run alone: %d %s\n", name, segops_op_name(fn->op), segops_pass_name(fn->pass), rc,
+                   rc ? err : "(values)");
             fails++;
           }
           void *first[SEGOPS_MAX_OUTPUTS] = {0};
@@ -119,9 +120,8 @@ int main(void) {
             b->run(b->ctx, 0, &a.call, err, sizeof err);
             for (int k = 0; k < fn->n_out; k++, checks++)
               if (memcmp(first[k], a.out[k], a.out_bytes[k]) != 0) {
-                printf("FAIL %s/%s %s: repeat %d output %s differs in bits\n", segops_op_name(fn->op),
-                       segops_pass_name(fn->pass), segops_dtype_name((segops_dtype)dt), rep,
-                       fn->out[k].name);
+                printf("FAIL %s %s/%s %s: repeat %d output %s differs in bits\n", name, segops_op_name(fn->op),
+                       segops_pass_name(fn->pass), segops_dtype_name((segops_dtype)dt), rep, fn->out[k].name);
                 fails++;
               }
           }
@@ -129,7 +129,7 @@ int main(void) {
           concat(&cat, parts, 3);
           rc = b->run(b->ctx, 0, &cat.call, err, sizeof err);
           if (rc != SEGOPS_OK) {
-            printf("FAIL batched run: %d %s\n", rc, err);
+            printf("FAIL %s batched run: %d %s\n", name, rc, err);
             fails++;
           }
           size_t isz = segops_dtype_size((segops_dtype)dt);
@@ -137,9 +137,9 @@ int main(void) {
             int64_t re = row_elems(fn->out[k].shape, w);
             size_t off = (size_t)(per_elem(fn->out[k].shape) ? bb.call.n : bb.call.s) * re * isz;
             if (memcmp(first[k], (char *)cat.out[k] + off, a.out_bytes[k]) != 0) {
-              printf("FAIL %s/%s %s (%s A): output %s alone differs from batched\n", segops_op_name(fn->op),
-                     segops_pass_name(fn->pass), segops_dtype_name((segops_dtype)dt),
-                     shuffled ? "unsorted" : "sorted", fn->out[k].name);
+              printf("FAIL %s %s/%s %s (%s A): output %s alone differs from batched\n", name, segops_op_name(fn->op),
+                     segops_pass_name(fn->pass), segops_dtype_name((segops_dtype)dt), shuffled ? "unsorted" : "sorted",
+                     fn->out[k].name);
               fails++;
             }
           }
@@ -149,9 +149,29 @@ int main(void) {
           tu_free(&cc);
           tu_free(&cat);
         }
-  printf("cuda determinism: %d bitwise checks, %d failures\n", checks, fails);
+  printf("cuda determinism, %s: %d bitwise checks, %d failures\n", name, checks, fails);
   free(idx_sorted);
   free(idx_shuffled);
+  *checks_out += checks;
+  return fails;
+}
+
+int main(void) {
+  segops_backend *b = tu_backend_or_skip("cuda_determinism");
+  int checks = 0, fails = 0;
+  /* A: a long segment (several chunks of 256), empty ones, short ones. */
+  static const int long_a[] = {3, 9000, 0, 40, 1, 100, 0, 33, 2047, 2049, 7};
+  fails += check_case(b, "chunks of 256", long_a, sizeof long_a / sizeof *long_a, 3000, &checks);
+  /* Segments past 2^16 and 2^18 elements: chunks of 512 and 1024. */
+  static const int longer_a[] = {5, 70001, 0, 12, 300007, 64, 1};
+  fails += check_case(b, "chunks of 512 and 1024", longer_a, sizeof longer_a / sizeof *longer_a, 3000, &checks);
+  /* Short segments only (at most 64: no tile role; alone, the post pass runs inside the segment
+   * kernel and a mixed function's gather in the same launch) next to a neighbour that takes the
+   * batch past 2^20 elements (past SEGOPS_CUDA_FUSE_N), where every function runs as separate kernels. */
+  static const int short_a[] = {3, 0, 17, 64, 1, 40, 33, 0, 8, 64, 63, 2, 29, 5, 31, 50};
+  fails += check_case(b, "one launch vs separate kernels", short_a, sizeof short_a / sizeof *short_a,
+                      ((int64_t)1 << 20) + 4096, &checks);
+  printf("cuda determinism: %d bitwise checks, %d failures\n", checks, fails);
   segops_backend_free(b);
   return fails ? 1 : 0;
 }
