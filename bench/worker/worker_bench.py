@@ -14,6 +14,7 @@ a common window after a warm-up; the processes start the window together at an a
 usage: worker_bench.py (--segopsd PATH [--backend cpu|cuda] | --url URL)
                        [--transport http|unix|shm|all] [--ops sum,dot,...] [--sizes 10,14,17,20]
                        [--workers W] [--window S] [--warmup S] [--json PATH] [--smoke]
+                       [--daemon-arg=--FLAG=VALUE ...]   (extra flags for the daemon it starts)
 Prints one markdown table per transport (ratios remote/local: above 1 means the daemon wins)
 and writes every measurement to --json.
 """
