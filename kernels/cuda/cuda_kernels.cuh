@@ -281,7 +281,7 @@ __device__ __forceinline__ void gather_rows(const segops_kargs *a, int64_t t, in
  *    the warp): lane l of the group sums positions l, l+8, ... of its segment in order, then a
  *    butterfly over the 8 lanes. That order depends only on the segment (not on where it sits in
  *    the request). IP (LONG = 0 only): the group then writes the post pass of its segment's
- *    elements itself (same values, same formula as post_gather_kernel), so a function with a post
+ *    elements itself (same values, same formula as the post gather), so a function with a post
  *    pass is one launch.
  *  - The other warps (LONG = 1 only): a.tiles_per_warp tiles of positions each, one per lane to
  *    find the chunks of long segments that start there, then the whole warp reduces each chunk
@@ -293,7 +293,7 @@ __device__ __forceinline__ void gather_rows(const segops_kargs *a, int64_t t, in
  *   visit<T,W>(a, i, s, acc): add element i's terms (reads only: no stores in a reduction)
  *   finish<T,W>(a, s, count, acc, sv, writer): segment outputs (writer lane only), fill sv
  *   and, with POST, post<T,W>(a, i, s, sv): element outputs from the segment's values, run by
- *   post_gather_kernel after this kernel left them in L.segval (or inline with IP). */
+ *   the post gather (post_elem) after this kernel left them in L.segval, or inline with IP. */
 template <typename T, int W, typename OP, typename ELEM, int PK, int LONG, int IP>
 __global__ void __launch_bounds__(SEGOPS_SEG_THREADS,
                                   LONG ? (OP::K > 3 ? SEGOPS_SEG_MINB_WIDE : SEGOPS_SEG_MINB)
@@ -358,20 +358,18 @@ __global__ void __launch_bounds__(256) gather_kernel(segops_kargs ka) {
   gather_rows<T, W, OP>(&ka, (int64_t)blockIdx.x * blockDim.x + threadIdx.x, (int64_t)gridDim.x * blockDim.x);
 }
 
-/* Post gather of ops with POST, after seg_kernel: one thread per element, original order, with
- * the values seg_kernel left for its segment in L.segval. */
-template <typename T, int W, typename OP>
-__global__ void __launch_bounds__(256) post_gather_kernel(segops_kargs ka) {
-  const segops_kargs *a = &ka;
-  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a->n; i += stride) {
-    const int64_t s = __ldg(a->idx + i);
+/* The post pass of an op with POST as a gather (gather_kernel<T, W, post_elem<OP>>), after
+ * seg_kernel left each segment's values in L.segval. */
+template <typename OP>
+struct post_elem {
+  template <typename T, int W>
+  __device__ static void elem(const segops_kargs *a, int64_t i, int64_t s) {
     double sv[OP::NSV];
 #pragma unroll
     for (int k = 0; k < OP::NSV; k++) sv[k] = __ldcg(a->L.segval + s * OP::NSV + k);
     OP::template post<T, W>(a, i, s, sv);
   }
-}
+};
 
 /* Grid sizes (cuda_layout.cu). */
 int segops_cuda_gather_grid(const segops_cuda_job *job);
@@ -420,7 +418,7 @@ cudaError_t segops_run_red(const segops_cuda_job *job, const segops_kargs *a, cu
   } else
     seg_kernel<T, W, OP, ELEM, 0, 0, 0><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
   if constexpr (OP::POST)
-    if (!ip && job->n > 0) post_gather_kernel<T, W, OP><<<segops_cuda_gather_grid(job), 256, 0, st>>>(k);
+    if (!ip && job->n > 0) gather_kernel<T, W, post_elem<OP>><<<segops_cuda_gather_grid(job), 256, 0, st>>>(k);
   return cudaGetLastError();
 }
 
