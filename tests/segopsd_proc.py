@@ -2,6 +2,7 @@
 from the line it prints once it accepts, stderr kept in a file, stopped with SIGTERM (exit 0 and
 no sanitizer report expected). Shared by tests/http, tests/python, tests/hardening (their
 conftests put tests/ on sys.path)."""
+import atexit
 import http.client
 import os
 import re
@@ -14,6 +15,19 @@ import time
 
 LISTEN_RE = re.compile(r"^segopsd listening on (http://(\S+):(\d+))$")
 SANITIZER_MARKERS = ("AddressSanitizer", "LeakSanitizer", "runtime error:")
+
+# Daemons still running when the interpreter exits (a script or test that never stopped its
+# Daemon, or a crash between start and stop) are killed then, not left behind.
+_RUNNING = set()
+
+
+@atexit.register
+def _kill_leftovers():
+    for proc in list(_RUNNING):
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    _RUNNING.clear()
 
 
 class Daemon:
@@ -31,6 +45,7 @@ class Daemon:
         # stderr goes to a file: a pipe nobody reads could fill up and block the daemon's logging.
         self.errfile = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=self.errfile, env=full_env)
+        _RUNNING.add(self.proc)
         self.url = self.host = self.port = None
         if expect_start:
             line = self._read_line(start_timeout)
@@ -64,7 +79,9 @@ class Daemon:
         """Sends sig and waits; returns the exit status."""
         self.proc.send_signal(sig)
         try:
-            return self.proc.wait(timeout=timeout)
+            rc = self.proc.wait(timeout=timeout)
+            _RUNNING.discard(self.proc)
+            return rc
         except subprocess.TimeoutExpired:
             self.kill()
             raise AssertionError("segopsd did not exit after the signal")
@@ -95,5 +112,6 @@ class Daemon:
         if self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+        _RUNNING.discard(self.proc)
         if self.proc.stdout:
             self.proc.stdout.close()
