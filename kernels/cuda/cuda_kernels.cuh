@@ -437,9 +437,10 @@ cudaError_t segops_run_gather(const segops_cuda_job *job, const segops_kargs *a,
 /* A function with per-element outputs (ELEM, a gather) and segment outputs (RED, a reduction):
  * each runs only when one of its outputs was requested (ELEM::wanted, RED::wanted); both in one
  * launch up to SEGOPS_CUDA_FUSE_N elements (they read the same inputs and write different
- * outputs), else one after the other. Not fused: the wide reductions (matvec's 9 accumulators)
- * over a sorted idx with long segments, which measured slower as one launch than as two on the
- * H200 (bench/RESULTS.md, 2026-12-02). */
+ * outputs), else one after the other. Kept as two launches: the wide reductions (matvec's 9
+ * accumulators) over a sorted idx with long segments, as before v8; the one H200 run that had them
+ * fused was slower, but it also forced no unrolling on their partials (since undone), so whether
+ * one launch helps them is not measured (bench/RESULTS.md, CUDA backend v8). */
 template <typename T, int W, typename RED, typename ELEM>
 cudaError_t segops_run_mixed(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
   const bool ew = ELEM::wanted(a), rw = RED::wanted(a);
