@@ -203,6 +203,14 @@ __device__ __forceinline__ int64_t chunk_row(int64_t b, int64_t j, int sh) {
   return 2 * t + (j == 0 && b != t * SEGOPS_CUDA_TILE ? 1 : 0);
 }
 
+/* Adds the partial of chunk c of a segment starting at sorted position b (chunks of 2^sh) to tot. */
+template <int K>
+__device__ __forceinline__ void add_partial(const segops_kargs *a, int64_t b, int64_t c, int sh, double *tot) {
+  const double *src = a->L.partial + chunk_row(b, c, sh) * K;
+#pragma unroll
+  for (int k = 0; k < K; k++) tot[k] += __ldcg(src + k);
+}
+
 /* One chunk of a long segment, by one warp: lanes take positions q, q+32, ... in order, then a
  * butterfly; the partial goes to its row. The warp that finishes a segment's last chunk (integer
  * ticket, no float atomics) combines the partials in chunk order (lane l: chunks l, l+32, ...,
@@ -242,18 +250,10 @@ __device__ __forceinline__ void seg_long_chunk(const segops_kargs *a, int64_t s,
   if constexpr (OP::K <= 3) {
     /* four rows of partials in flight */
 #pragma unroll 4
-    for (int64_t c = lane; c < nch; c += 32) {
-      const double *src = a->L.partial + chunk_row(b, c, sh) * OP::K;
-#pragma unroll
-      for (int k = 0; k < OP::K; k++) tot[k] += __ldcg(src + k);
-    }
+    for (int64_t c = lane; c < nch; c += 32) add_partial<OP::K>(a, b, c, sh, tot);
   } else {
     /* wide accumulators: the compiler's own unrolling (forcing four would spill) */
-    for (int64_t c = lane; c < nch; c += 32) {
-      const double *src = a->L.partial + chunk_row(b, c, sh) * OP::K;
-#pragma unroll
-      for (int k = 0; k < OP::K; k++) tot[k] += __ldcg(src + k);
-    }
+    for (int64_t c = lane; c < nch; c += 32) add_partial<OP::K>(a, b, c, sh, tot);
   }
   warp_sum<OP::K>(tot);
   if (lane == 0) {
@@ -385,6 +385,7 @@ int64_t segops_cuda_seg_blocks(int64_t n, int64_t s, int sm_count, int long_role
 #ifndef SEGOPS_CUDA_FUSE_N
 #define SEGOPS_CUDA_FUSE_N ((int64_t)1 << 18)
 #endif
+static inline bool segops_one_launch(const segops_cuda_job *job) { return job->n <= SEGOPS_CUDA_FUSE_N; }
 
 /* Whether idx goes through the sort permutation, and whether seg_kernel needs its tile role (an
  * unsorted idx, or a sorted one whose longest segment is unknown or longer than a tile). */
@@ -401,7 +402,7 @@ template <typename T, int W, typename OP, typename ELEM>
 cudaError_t segops_run_red(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
   segops_kargs k = *a;
   const bool perm = segops_seg_perm(a), short_only = !segops_seg_tile_role(job, a);
-  const bool ip = OP::POST && short_only && job->n <= SEGOPS_CUDA_FUSE_N;
+  const bool ip = OP::POST && short_only && segops_one_launch(job);
   const int64_t blocks =
       segops_cuda_seg_blocks(job->n, job->s, job->sm_count, !short_only, &k.seg_warps, &k.tiles_per_warp);
   k.gather_blocks = std::is_void<ELEM>::value ? 0 : segops_cuda_gather_grid(job);
@@ -445,7 +446,7 @@ template <typename T, int W, typename RED, typename ELEM>
 cudaError_t segops_run_mixed(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
   const bool ew = ELEM::wanted(a), rw = RED::wanted(a);
   const bool wide_long = RED::K > 3 && !segops_seg_perm(a) && segops_seg_tile_role(job, a);
-  if (ew && rw && job->n > 0 && job->n <= SEGOPS_CUDA_FUSE_N && !wide_long)
+  if (ew && rw && job->n > 0 && segops_one_launch(job) && !wide_long)
     return segops_run_red<T, W, RED, ELEM>(job, a, st);
   cudaError_t e = cudaSuccess;
   if (ew) e = segops_run_gather<T, W, ELEM>(job, a, st);
