@@ -113,6 +113,10 @@ typedef struct {
   int64_t shape[SEGOPS_MAX_NDIM];
   const void *data;
   size_t nbytes; /* bytes the wire carried for data; validated against shape x itemsize */
+  /* data lies in memory that another process may write while the request runs (a client's
+   * shared-memory region): prepare copies what memory safety rests on (idx) as it checks it,
+   * so the backend never reads values that were not the ones checked. */
+  bool shared;
 } segops_tensor;
 
 /* True for the shapes indexed by segment (SEG, SEG1, MAT): outputs a reduction writes. */

@@ -232,10 +232,13 @@ int segops_prepare(const segops_request *req, const segops_limits *lim, segops_p
     }
   }
 
-  /* 7. idx values: range, sortedness; narrow int64 and realign when needed. */
+  /* 7. idx values: range, sortedness; narrow int64 and realign when needed. An idx in shared
+   * memory is always copied, in the same pass that checks it: its owner could rewrite it between
+   * the check and the backend's reads (out-of-range segment numbers index the outputs), and the
+   * backend reads the checked copy only. */
   bool sorted = true;
   const unsigned char *ib = (const unsigned char *)idx->data;
-  bool need_copy = idx->dtype == SEGOPS_I64 || ((uintptr_t)ib % sizeof(int32_t)) != 0;
+  bool need_copy = idx->dtype == SEGOPS_I64 || ((uintptr_t)ib % sizeof(int32_t)) != 0 || idx->shared;
   int32_t *copy = NULL;
   if (need_copy) {
     copy = segops_aligned_alloc((size_t)n * sizeof(int32_t));

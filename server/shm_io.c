@@ -48,6 +48,7 @@ int segops_shm_use_inputs(segops_shm *reg, segops_request *req, segops_shm_use *
     u->n_in++;
     a->t.data = ref->ptr;
     a->t.nbytes = ref->len;
+    a->t.shared = true;
   }
   return SEGOPS_OK;
 }

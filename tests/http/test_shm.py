@@ -379,3 +379,44 @@ def test_unregister_while_in_use(daemon_factory, shm_objects):
     assert np.frombuffer(obj.read(8192, 24)).tolist() == [200.0, 200.0, 200.0]
     st, _, data = request(d.url, "POST", "/v1/segmented_sum/forward", ref_body(100), {"Content-Type": MSGPACK})
     assert st == 400 and "not registered" in json.loads(data)["error"]["message"]
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64"])
+def test_idx_rewritten_after_its_check(daemon_factory, shm_objects, dtype):
+    """A client rewrites idx in its region after the daemon checked it, while the request waits in
+    the backend: out-of-range segment numbers must never reach the backend (they index its
+    outputs). The answer is the one for the idx that was checked, and the daemon lives on."""
+    d = daemon_factory("--backend", "cpu", "--threads", "1", env={"SEGOPS_TEST_DELAY_MS": "500"}, test_build=True)
+    n, s = 4096, 8
+    obj = shm_objects(1 << 20)
+    assert register(d.url, "io", obj.key, 1 << 20) == (200, {})
+    rng = np.random.default_rng(7)
+    x = rng.integers(-1000, 1000, (n, 3)).astype(np.float64)  # sums exact in any order
+    idx = np.sort(rng.integers(0, s, n)).astype(dtype)
+    xo, io, oo = 0, n * 24, n * 24 + n * 8
+    obj.write(xo, x.tobytes())
+    obj.write(io, idx.tobytes())
+    body = msgpack.packb({"x": {"dtype": "float64", "shape": [n, 3], "shm": {"region": "io", "offset": xo}},
+                          "idx": {"dtype": dtype, "shape": [n], "shm": {"region": "io", "offset": io}},
+                          "num_segments": s, "outputs_shm": {"out": {"region": "io", "offset": oo}}})
+    want = np.zeros((s, 3))
+    np.add.at(want, idx, x)
+    results = []
+    t = threading.Thread(target=lambda: results.append(
+        request(d.url, "POST", "/v1/segmented_sum/forward", body, {"Content-Type": MSGPACK})))
+    t.start()
+    time.sleep(0.25)  # checked, now held in the backend's delay
+    bad = np.full(n, 2**31 - 1 if dtype == "int32" else 2**40, dtype)
+    bad[::2] = -(2**30)
+    obj.write(io, bad.tobytes())
+    t.join(30)
+    assert results, "no answer"
+    st, _, data = results[0]
+    assert st == 200, data
+    assert d.proc.poll() is None, d.stderr_text()
+    got = np.frombuffer(obj.read(oo, s * 24), np.float64).reshape(s, 3)
+    assert np.array_equal(got, want)
+    # The rewritten idx is refused by the next request's check, with the op, argument and rule.
+    st, _, data = request(d.url, "POST", "/v1/segmented_sum/forward", body, {"Content-Type": MSGPACK})
+    assert st == 400 and "idx[0]" in json.loads(data)["error"]["message"], data
+    assert request(d.url, "GET", "/healthz")[0] == 200
