@@ -16,7 +16,10 @@ usage: worker_bench.py (--segopsd PATH [--backend cpu|cuda] | --url URL)
                        [--workers W] [--window S] [--warmup S] [--json PATH] [--smoke]
                        [--daemon-arg=--FLAG=VALUE ...]   (extra flags for the daemon it starts)
 Prints one markdown table per transport (ratios remote/local: above 1 means the daemon wins)
-and writes every measurement to --json.
+and writes every measurement to --json. Beside the rates it reports where the cores went during
+the W-worker windows: CPU microseconds per step in one client process (median over the workers,
+against the same for the local step) and in the daemon (all its threads; only when this bench
+started it), and the fraction of all the machine's cores that were busy (/proc/stat).
 """
 
 import argparse
@@ -158,23 +161,55 @@ def worker_main(rank, conn, url):
             t1 = t0 + window
             count = 0.0  # steps before t0 are the warm-up; they count nothing
             lat = []
+            cpu0 = cpu1 = None  # this process's CPU seconds around the steps timed for it
+            cpu_steps = 0  # steps between cpu0 and cpu1: from the first that starts inside the window
             while True:
                 a = time.time()
                 if a >= t1:
                     break
+                if cpu0 is None and a >= t0:
+                    cpu0 = time.process_time()
                 step(fn, inputs)
                 b = time.time()
+                if cpu0 is not None and cpu1 is None:
+                    cpu_steps += 1
+                    if b >= t1:
+                        cpu1 = time.process_time()
                 # Steps straddling an edge count by the fraction inside the window.
                 inside = min(b, t1) - max(a, t0)
                 if inside > 0:
                     count += inside / (b - a)
                     if a >= t0:
                         lat.append(b - a)
-            conn.send(("done", {"steps": count, "lat": lat, "check": check}))
+            cpu_step = (cpu1 - cpu0) / cpu_steps if cpu1 is not None and cpu_steps else float("nan")
+            conn.send(("done", {"steps": count, "lat": lat, "check": check, "cpu_step_s": cpu_step}))
         except Exception as e:  # reported to the parent, which stops
             conn.send(("error", f"{type(e).__name__}: {e}"))
     for c in clients.values():
         c.close()
+
+
+def proc_cpu_s(pid):
+    """User + system CPU seconds of process pid (all its threads), or None."""
+    if not pid:
+        return None
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def machine_cpu():
+    """(busy jiffies, total jiffies) over all cores, from /proc/stat, or None."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:9]]  # guest time is inside user already
+    except (OSError, ValueError):
+        return None
+    idle = v[3] + (v[4] if len(v) > 4 else 0)  # idle + iowait
+    return sum(v) - idle, sum(v)
 
 
 class Pool:
@@ -188,8 +223,10 @@ class Pool:
             self.conns.append(a)
             self.procs.append(p)
 
-    def run(self, k, mode, op, n, warmup, window):
-        """Runs the measurement on the first k workers at once; returns their results."""
+    def run(self, k, mode, op, n, warmup, window, daemon_pid=None):
+        """Runs the measurement on the first k workers at once; returns their results and what
+        the machine's CPUs did over the window: {"daemon_cpu_s", "busy"} (the daemon's CPU
+        seconds, when its pid is given; the fraction of all cores busy, from /proc/stat)."""
         conns = self.conns[:k]
         for c in conns:
             c.send((mode, op, n, warmup, window))
@@ -200,13 +237,18 @@ class Pool:
         t0 = time.time() + warmup + 0.02
         for c in conns:
             c.send(t0)
+        time.sleep(max(t0 - time.time(), 0))
+        d0, m0 = proc_cpu_s(daemon_pid), machine_cpu()
+        time.sleep(max(t0 + window - time.time(), 0))
+        d1, m1 = proc_cpu_s(daemon_pid), machine_cpu()
         out = []
         for c in conns:
             tag, v = c.recv()
             if tag == "error":
                 raise SystemExit(f"worker_bench: {mode} {op} N={n}: {v}")
             out.append(v)
-        return out
+        busy = (m1[0] - m0[0]) / (m1[1] - m0[1]) if m0 and m1 and m1[1] > m0[1] else float("nan")
+        return out, {"daemon_cpu_s": d1 - d0 if d0 is not None and d1 is not None else float("nan"), "busy": busy}
 
     def close(self):
         for c in self.conns:
@@ -258,8 +300,9 @@ def table(rows, transport, w, backend):
     lines = [
         f"\n### transport {transport}, backend {backend}, W = {w} workers\n",
         "| op | N | 1 worker: local ms | segopsd ms | local/segopsd | "
-        f"{w} workers: local steps/s | segopsd steps/s | **segopsd/local** |",
-        "|---|---|---|---|---|---|---|---|",
+        f"{w} workers: local steps/s | segopsd steps/s | **segopsd/local** | "
+        "CPU µs/step: local | client | daemon | cores busy: local / segopsd |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         if r["transport"] != transport:
@@ -267,7 +310,8 @@ def table(rows, transport, w, backend):
         lines.append(
             f"| {r['op'].replace('segmented_', '')} | 2^{r['log2n']} | {r['local_ms']:.3f} | {r['remote_ms']:.3f} | "
             f"{r['latency_ratio']:.2f} | {fmt_rate(r['local_sps'])} | {fmt_rate(r['remote_sps'])} | "
-            f"**{r['throughput_ratio']:.2f}** |"
+            f"**{r['throughput_ratio']:.2f}** | {r['local_cpu_us']:.0f} | {r['client_cpu_us']:.0f} | "
+            f"{r['daemon_cpu_us']:.0f} | {r['local_busy']:.0%} / {r['remote_busy']:.0%} |"
         )
     return "\n".join(lines)
 
@@ -315,6 +359,7 @@ def main():
 
 
     daemon, tmpdir = None, None
+    daemon_pid = None  # its CPU time is read from /proc when this bench started it
     url = a.url
     backend = a.backend
     if a.segopsd:
@@ -326,6 +371,7 @@ def main():
             elif "unix" in transports:
                 print("worker_bench: this segopsd has no unix listener; the unix rows use what the client falls back to")
         daemon, url = start_daemon(a.segopsd, a.backend, sock, a.daemon_arg)
+        daemon_pid = daemon.proc.pid
     usable = []
     for t in transports:  # a transport the daemon cannot serve is left out, and said so
         try:
@@ -352,15 +398,16 @@ def main():
         for op in ops:
             for lg in sizes:
                 n = 1 << lg
-                loc1 = pool.run(1, "local", op, n, a.warmup, a.window)[0]
-                locw = pool.run(w, "local", op, n, a.warmup, a.window)
+                loc1 = pool.run(1, "local", op, n, a.warmup, a.window)[0][0]
+                locw, locm = pool.run(w, "local", op, n, a.warmup, a.window)
                 local_ms = statistics.median(loc1["lat"]) * 1e3 if loc1["lat"] else float("nan")
                 local_sps = sum(r["steps"] for r in locw) / a.window
                 for tr in transports:
-                    rem1 = pool.run(1, tr, op, n, a.warmup, a.window)[0]
-                    remw = pool.run(w, tr, op, n, a.warmup, a.window)
+                    rem1 = pool.run(1, tr, op, n, a.warmup, a.window)[0][0]
+                    remw, remm = pool.run(w, tr, op, n, a.warmup, a.window, daemon_pid)
                     remote_ms = statistics.median(rem1["lat"]) * 1e3 if rem1["lat"] else float("nan")
                     remote_sps = sum(r["steps"] for r in remw) / a.window
+                    steps_w = sum(r["steps"] for r in remw)
                     row = {
                         "op": op, "log2n": lg, "n": n, "transport": tr, "workers": w, "backend": backend,
                         "local_ms": local_ms, "remote_ms": remote_ms, "latency_ratio": local_ms / remote_ms,
@@ -368,11 +415,20 @@ def main():
                         "throughput_ratio": remote_sps / local_sps if local_sps else float("nan"),
                         "local_1w_steps": loc1["steps"], "remote_1w_steps": rem1["steps"],
                         "max_rel_err": rem1["check"],
+                        # Where the cores went at W workers: CPU microseconds per step in a client
+                        # process (median over workers) and in the daemon (all its threads, per
+                        # step of all workers), and the fraction of all cores busy.
+                        "local_cpu_us": statistics.median(r["cpu_step_s"] for r in locw) * 1e6,
+                        "client_cpu_us": statistics.median(r["cpu_step_s"] for r in remw) * 1e6,
+                        "daemon_cpu_us": remm["daemon_cpu_s"] / steps_w * 1e6 if steps_w else float("nan"),
+                        "local_busy": locm["busy"], "remote_busy": remm["busy"],
                     }
                     rows.append(row)
                     print(f"  {op:<20} 2^{lg:<2} {tr:<4}  1w {local_ms:8.3f} / {remote_ms:8.3f} ms   "
                           f"{w}w {fmt_rate(local_sps):>8} / {fmt_rate(remote_sps):>8} steps/s   "
-                          f"ratio {row['throughput_ratio']:.2f}   err {rem1['check']:.1e}", flush=True)
+                          f"ratio {row['throughput_ratio']:.2f}   err {rem1['check']:.1e}   "
+                          f"cpu/step us local {row['local_cpu_us']:.0f} client {row['client_cpu_us']:.0f} "
+                          f"daemon {row['daemon_cpu_us']:.0f}   busy {row['local_busy']:.0%}/{row['remote_busy']:.0%}", flush=True)
                     if rem1["check"] is not None and rem1["check"] > 1e-3:
                         raise SystemExit(f"worker_bench: {op} N={n} {tr}: remote gradient differs from local by {rem1['check']:.2e}")
     finally:
