@@ -54,8 +54,8 @@ static const opt_desc OPTS[] = {
      "a request still queued after this long fails with 504; an upload still running after this long is cut"},
     {"max-queue", "SEGOPS_MAX_QUEUE", "N", "1024", "requests waiting for a worker before 503 + Retry-After"},
     {"max-batch-elements", "SEGOPS_MAX_BATCH_ELEMENTS", "N|auto", "auto",
-     "join compatible waiting requests into one backend call up to this many rows N (0 = off; auto = 256k on "
-     "the CUDA backend, 0 on the CPU backend, where HTTP is the limit and batching does not pay)"},
+     "join compatible waiting requests of at most 16k rows each into one backend call of up to N rows (0 = off; "
+     "auto = 256k on the CUDA backend, 0 on the CPU backend, where HTTP is the limit and batching does not pay)"},
     {"max-queue-delay-us", "SEGOPS_MAX_QUEUE_DELAY_US", "US", "0",
      "how long a worker may wait to fill a batch (0 = batch only what already waits)"},
     {"worker-spin-us", "SEGOPS_WORKER_SPIN_US", "US", "50",

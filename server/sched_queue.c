@@ -17,6 +17,14 @@
 
 /* Bounds the jobs joined in one backend call, whatever their size. */
 #define MAX_BATCH_JOBS 256
+/* Only requests of at most this many rows join a batch. Batching concatenates every input and
+ * splits every output on the host, and the joined block is ordinary memory (no direct DMA from a
+ * registered region): that pays where a call's fixed costs (launch, synchronisation, hand-off)
+ * dominate, and costs more than it saves once a request's own copies do. Measured on the H200,
+ * 16 workers over shared memory (bench/RESULTS.md): at 2^17 rows batching took sum's steps/s from
+ * 1722 to 918 and mul's from 752 to 327 (pairs of requests joined up to the 256k-row cap); at 2^14
+ * it made no difference beyond the noise, at 2^10 it gained about 20 %. */
+#define BATCH_JOIN_MAX_ROWS ((int64_t)1 << 14)
 
 struct segops_sched {
   segops_backend *backend;
@@ -159,7 +167,7 @@ int64_t segops_sched_depth(segops_sched *s) {
  * Returns the count. With a queue delay, waits (releasing the lock) for more to arrive. */
 static int collect_batch(segops_sched *s, segops_job **jobs) {
   int n = 1;
-  if (s->opts.max_batch_elements <= 0) return n;
+  if (s->opts.max_batch_elements <= 0 || jobs[0]->call->n > BATCH_JOIN_MAX_ROWS) return n;
   int64_t rows = jobs[0]->call->n, segs = jobs[0]->call->s;
   double until = jobs[0]->t_enqueued + (double)s->opts.max_queue_delay_us * 1e-6;
   for (;;) {
@@ -167,7 +175,8 @@ static int collect_batch(segops_sched *s, segops_job **jobs) {
     while (j && n < MAX_BATCH_JOBS && rows < s->opts.max_batch_elements) {
       segops_job *next = j->next;
       const segops_call *c = j->call;
-      if (segops_batch_compatible(jobs[0]->call, c) && rows + c->n <= s->opts.max_batch_elements &&
+      if (c->n <= BATCH_JOIN_MAX_ROWS && segops_batch_compatible(jobs[0]->call, c) &&
+          rows + c->n <= s->opts.max_batch_elements &&
           segs + c->s <= INT32_MAX) {
         unlink_job(s, prev, j);
         jobs[n++] = j;

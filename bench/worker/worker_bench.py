@@ -15,6 +15,7 @@ usage: worker_bench.py (--segopsd PATH [--backend cpu|cuda] | --url URL)
                        [--transport http|unix|shm|all] [--ops sum,dot,...] [--sizes 10,14,17,20]
                        [--workers W] [--window S] [--warmup S] [--json PATH] [--smoke]
                        [--daemon-arg=--FLAG=VALUE ...]   (extra flags for the daemon it starts)
+                       [--daemon-env=NAME=VALUE ...]     (environment for the daemon it starts)
 Prints one markdown table per transport (ratios remote/local: above 1 means the daemon wins)
 and writes every measurement to --json. Beside the rates it reports where the cores went during
 the W-worker windows: CPU microseconds per step in one client process (median over the workers,
@@ -265,7 +266,7 @@ class Pool:
 # ---------------------------------------------------------------- the daemon
 
 
-def start_daemon(path, backend, sock, extra=()):
+def start_daemon(path, backend, sock, extra=(), env=None):
     """The tests' daemon runner (tests/segopsd_proc.py): stderr to a file, address from its line."""
     sys.path.insert(0, os.path.join(HERE, "..", "..", "tests"))
     from segopsd_proc import Daemon
@@ -275,7 +276,7 @@ def start_daemon(path, backend, sock, extra=()):
     args = ["--backend", backend, "--max-shm-bytes", "64G"] + (["--listen", "unix:" + sock] if sock else [])
     args += list(extra)
     try:
-        d = Daemon(path, args, start_timeout=60)
+        d = Daemon(path, args, env=env, start_timeout=60)
     except AssertionError as e:
         raise SystemExit(f"worker_bench: segopsd did not start: {str(e)[-2000:]}")
     return d, d.url
@@ -332,6 +333,9 @@ def main():
     ap.add_argument("--daemon-arg", action="append", default=[], metavar="FLAG=VALUE",
                     help="one more segopsd flag for the daemon this bench starts (repeatable), "
                     "e.g. --daemon-arg=--worker-spin-us=0")
+    ap.add_argument("--daemon-env", action="append", default=[], metavar="NAME=VALUE",
+                    help="an environment variable for the daemon this bench starts (repeatable; the daemon "
+                    "otherwise sees no SEGOPS_* variables), e.g. --daemon-env=SEGOPS_CUDA_LANES=4")
     ap.add_argument("--smoke", action="store_true", help="tiny windows, for the CTest smoke test")
     a = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the daemon and workers too
@@ -370,7 +374,13 @@ def main():
                 sock = os.path.join(tmpdir, "segopsd.sock")
             elif "unix" in transports:
                 print("worker_bench: this segopsd has no unix listener; the unix rows use what the client falls back to")
-        daemon, url = start_daemon(a.segopsd, a.backend, sock, a.daemon_arg)
+        denv = {}
+        for kv in a.daemon_env:
+            k, sep, v = kv.partition("=")
+            if not sep or not k:
+                raise SystemExit(f"worker_bench: --daemon-env wants NAME=VALUE, not {kv!r}")
+            denv[k] = v
+        daemon, url = start_daemon(a.segopsd, a.backend, sock, a.daemon_arg, denv)
         daemon_pid = daemon.proc.pid
     usable = []
     for t in transports:  # a transport the daemon cannot serve is left out, and said so

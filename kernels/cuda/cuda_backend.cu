@@ -13,8 +13,11 @@
  * staging, where a memcpy costs less than the two pointer lookups. */
 #define DIRECT_MIN ((size_t)64 << 10)
 /* Workers ("lanes") per GPU, each with its own stream, staging and pool, so that one request's
- * copies overlap another's kernels and copies on the same GPU. Results do not depend on the lane. */
-#define LANES_PER_GPU 2
+ * copies overlap another's kernels and copies on the same GPU. Results do not depend on the lane.
+ * SEGOPS_CUDA_LANES (1..MAX_LANES_PER_GPU) overrides the default; set at creation. */
+#define LANES_DEFAULT 2
+#define MAX_LANES_PER_GPU 16
+static int lanes_per_gpu = LANES_DEFAULT;
 #define POOL_ROUND ((size_t)64 << 20)
 /* Layout cache per worker unless SEGOPS_LAYOUT_CACHE_BYTES says otherwise (0: off). */
 #define LAYOUT_CACHE_DEFAULT ((size_t)1 << 30)
@@ -382,13 +385,13 @@ static cudaError_t dev_init(cuda_dev *d, int ordinal) {
   snprintf(d->name, sizeof d->name, "%.127s", prop.name);
   d->mem_total = prop.totalGlobalMem;
   d->sm_count = prop.multiProcessorCount;
-  d->pool_cap = prop.totalGlobalMem / 2 / LANES_PER_GPU;
+  d->pool_cap = prop.totalGlobalMem / 2 / (size_t)lanes_per_gpu;
   segops_layout_cache_init(&d->cache, layout_cache_cap());
   if ((e = cudaFree(NULL)) != cudaSuccess) return e; /* creates the context now, not on the first request */
   {
     /* Cache entries come from the stream-ordered pool: keep freed memory there for reuse. */
     cudaMemPool_t mp;
-    uint64_t keep = (uint64_t)d->cache.cap * LANES_PER_GPU;
+    uint64_t keep = (uint64_t)d->cache.cap * (uint64_t)lanes_per_gpu;
     if (cudaDeviceGetDefaultMemPool(&mp, ordinal) == cudaSuccess)
       (void)cudaMemPoolSetAttribute(mp, cudaMemPoolAttrReleaseThreshold, &keep);
     (void)cudaGetLastError();
@@ -421,10 +424,23 @@ extern "C" segops_backend *segops_cuda_backend_new(const int *devices, int n_dev
   {
     const char *v = getenv("SEGOPS_CUDA_DIRECT_COPIES");
     direct_copies = !(v && strcmp(v, "0") == 0); /* before any worker runs */
+    v = getenv("SEGOPS_CUDA_LANES");
+    if (v && *v) {
+      char *end = NULL;
+      long l = strtol(v, &end, 10);
+      if (!end || *end || l < 1 || l > MAX_LANES_PER_GPU) {
+        segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "SEGOPS_CUDA_LANES must be a whole number from 1 to %d, not '%.32s'",
+                    MAX_LANES_PER_GPU, v);
+        return NULL;
+      }
+      lanes_per_gpu = (int)l;
+    } else {
+      lanes_per_gpu = LANES_DEFAULT;
+    }
   }
   cuda_ctx *ctx = (cuda_ctx *)calloc(1, sizeof *ctx);
   segops_backend *b = (segops_backend *)calloc(1, sizeof *b);
-  int n = n_gpus * LANES_PER_GPU; /* workers: lane l of GPU g is dev[g * LANES_PER_GPU + l] */
+  int n = n_gpus * lanes_per_gpu; /* workers: lane l of GPU g is dev[g * lanes_per_gpu + l] */
   if (ctx) ctx->dev = (cuda_dev *)calloc((size_t)n, sizeof(cuda_dev));
   if (!ctx || !b || !ctx->dev) {
     if (ctx) free(ctx->dev);
@@ -435,7 +451,7 @@ extern "C" segops_backend *segops_cuda_backend_new(const int *devices, int n_dev
   }
   for (int i = 0; i < n; i++) {
     ctx->n = i + 1;
-    int g = i / LANES_PER_GPU;
+    int g = i / lanes_per_gpu;
     e = dev_init(&ctx->dev[i], devices && n_devices > 0 ? devices[g] : g);
     if (e != cudaSuccess) {
       segops_errf(SEGOPS_E_UNAVAILABLE, err, errlen, "CUDA device %d unusable: %s", ctx->dev[i].ordinal,

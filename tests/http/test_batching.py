@@ -81,3 +81,28 @@ def test_batched_bit_identical_to_unbatched(daemon_factory):
     assert joined == len(reqs), (joined, len(reqs))
     assert calls < joined, f"no batch formed ({calls} backend calls for {joined} requests)"
     assert metric(t, "segops_batch_size_bucket", le="1") < calls
+
+
+def test_large_requests_run_alone(daemon_factory):
+    """Requests past 2^14 rows never join a batch (batching copies every input and output on the
+    host, which costs more than it saves at that size); smaller ones waiting beside them do."""
+    d = daemon_factory("--max-batch-elements", "1000000", "--max-queue-delay-us", "2000",
+                       env={"SEGOPS_TEST_DELAY_MS": "3"}, test_build=True)
+    rng = np.random.default_rng(3)
+
+    def body(n):
+        x = rng.standard_normal((n, 3))
+        return encode({"x": x}, np.sort(rng.integers(0, 16, n)).astype(np.int32), 16, MSGPACK, "float64")
+
+    big = [("segmented_sum", "forward", body((1 << 14) + 1)) for _ in range(12)]
+    got = run_all(d.url, big, 12)
+    assert all(st == 200 for st, _ in got)
+    t = request(d.url, "GET", "/metrics")[2].decode()
+    assert metric(t, "segops_batch_size_sum") == 12
+    assert metric(t, "segops_batch_size_count") == 12, "a request past 2^14 rows joined a batch"
+    small = [("segmented_sum", "forward", body(1 << 14)) for _ in range(12)]
+    got = run_all(d.url, small, 12)
+    assert all(st == 200 for st, _ in got)
+    t = request(d.url, "GET", "/metrics")[2].decode()
+    assert metric(t, "segops_batch_size_sum") == 24
+    assert metric(t, "segops_batch_size_count") < 24, "no batch formed of requests of 2^14 rows"
