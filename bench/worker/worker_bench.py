@@ -121,13 +121,16 @@ def make_client(url, transport):
 def step_fn(mode, op, idx_t, idx_np, s, clients, url):
     if mode == "local":
         return lambda inputs: local_op(op, inputs, idx_t, s)
+    import torch
+
     import segops.torch as st
 
     c = clients.get(mode)
     if c is None:
         c = clients[mode] = make_client(url, mode)
     f = getattr(st, op)
-    return lambda inputs: f(*inputs, idx_np, s, client=c)
+    idx_remote = torch.from_numpy(idx_np)  # int32, made once, as a torch user's batch index is
+    return lambda inputs: f(*inputs, idx_remote, s, client=c)
 
 
 # ---------------------------------------------------------------- worker processes

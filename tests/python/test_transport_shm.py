@@ -174,7 +174,9 @@ def test_empty_arrays_go_by_reference(shm_url, shm_client):
     assert len({r["name"] for r in _ours(shm_url, shm_client)}) == len(names) - 1
 
 
-def test_region_grows_and_old_one_is_released(shm_url):
+def test_regions_of_two_sizes_are_both_reused(shm_url):
+    """A call too large for the idle region gets a larger one, and the small one stays for the
+    small calls (a step's calls alternate sizes): no registration after the first two calls."""
     others = _existing(shm_url)
     with segops.Client(shm_url, transport="shm") as c:
         c.segmented_sum(np.ones(3), np.zeros(3, np.int32), 1)
@@ -182,10 +184,26 @@ def test_region_grows_and_old_one_is_released(shm_url):
         assert len(small) == 1
         n = 1 << 18  # 6 MiB of float64 vec3: more than the first region
         x = np.ones((n, 3))
-        np.testing.assert_array_equal(c.segmented_sum(x, np.zeros(n, np.int32), 1), [[n, n, n]])
+        for _ in range(3):
+            np.testing.assert_array_equal(c.segmented_sum(x, np.zeros(n, np.int32), 1), [[n, n, n]])
+            np.testing.assert_array_equal(c.segmented_sum(np.ones(3), np.zeros(3, np.int32), 1), [3])
+        both = _ours(shm_url, c, others)
+        assert len(both) == 2 and small[0] in both
+        assert {r["byte_size"] for r in both} == {small[0]["byte_size"], 8 << 20}
+    assert _ours(shm_url, None, others) == []
+
+
+def test_idle_regions_past_the_pool_cap_are_dropped(shm_url, monkeypatch):
+    """Past _POOL_MAX_BYTES the smallest idle regions are unregistered when a larger one is made."""
+    monkeypatch.setattr(_transport, "_POOL_MAX_BYTES", 8 << 20)
+    others = _existing(shm_url)
+    with segops.Client(shm_url, transport="shm") as c:
+        c.segmented_sum(np.ones(3), np.zeros(3, np.int32), 1)
+        small = _ours(shm_url, c, others)
+        n = 1 << 18
+        np.testing.assert_array_equal(c.segmented_sum(np.ones((n, 3)), np.zeros(n, np.int32), 1), [[n, n, n]])
         big = _ours(shm_url, c, others)
-        assert len(big) == 1 and big[0]["byte_size"] > small[0]["byte_size"]
-        assert big[0]["name"] != small[0]["name"]
+        assert len(big) == 1 and big[0]["byte_size"] == 8 << 20 and big[0]["name"] != small[0]["name"]
     assert _ours(shm_url, None, others) == []
 
 
@@ -285,3 +303,38 @@ def test_auto_falls_back_when_registration_is_refused(start_daemon, own_daemons)
                 c.segmented_sum(np.ones(3), np.zeros(3, np.int32), 1)
     finally:
         d.stop_and_check()
+
+
+def test_kept_idx_follows_its_version(shm_url):
+    """segops.torch vouches for idx with its tensor and version counter: from the second call on,
+    idx is kept in a region of its own and sent by reference, not copied; an in-place change (a new
+    version) is copied once more, and the answers follow it."""
+    torch = pytest.importorskip("torch")
+    import segops.torch as st
+
+    with segops.Client(shm_url, transport="shm") as c:
+        n = 1 << 15
+        x = torch.ones(n, 3, dtype=torch.float64)
+        idx = torch.zeros(n, dtype=torch.int32)
+        st.segmented_sum(x, idx, 2, client=c)
+        sess = c._shm
+        kept0, copied0 = sess.bytes_kept, sess.bytes_copied
+        st.segmented_sum(x, idx, 2, client=c)  # second sight: idx into a region of its own
+        assert sess.bytes_kept == kept0 and sess.bytes_copied - copied0 == x.numel() * 8 + idx.numel() * 4
+        for _ in range(3):
+            before = sess.bytes_copied
+            out = st.segmented_sum(x, idx, 2, client=c)
+            assert sess.bytes_copied - before == x.numel() * 8  # x only
+        assert sess.bytes_kept - kept0 == 3 * idx.numel() * 4
+        assert out.tolist() == [[n, n, n], [0, 0, 0]]
+        idx[: n // 4] = 1  # in place: the version changes
+        before = sess.bytes_copied
+        out = st.segmented_sum(x, idx, 2, client=c)
+        assert sess.bytes_copied - before == x.numel() * 8 + idx.numel() * 4
+        assert out.tolist() == [[3 * n // 4] * 3, [n // 4] * 3]
+        idx2 = idx.clone()  # another tensor with the same bytes: its own token, copied as usual
+        before = sess.bytes_copied
+        assert st.segmented_sum(x, idx2, 2, client=c).tolist() == out.tolist()
+        assert sess.bytes_copied - before == x.numel() * 8 + idx.numel() * 4
+        kept = len([k for k in sess._kept.values() if k.region is not None])
+    assert kept == 1

@@ -13,6 +13,7 @@ k of the table); an output not asked for comes back as an empty tensor.
 import torch
 
 from . import _table
+from .client import Client
 
 NAMESPACE = "segops"
 _FLOATS = (torch.float32, torch.float64)
@@ -96,7 +97,11 @@ def _to_host(tensors):
 
 
 def _np(t):
-    return None if t is None else t.detach().resolve_conj().resolve_neg().numpy()
+    if t is None:
+        return None
+    t = t.detach()
+    # The conjugate and negative bits exist only on complex views; skip their dispatches otherwise.
+    return (t.resolve_conj().resolve_neg() if t.is_complex() else t).numpy()
 
 
 def _from_np(a, device):
@@ -119,7 +124,12 @@ def _make_impl(fn):
         wire["num_segments"] = int(s)
         outputs = [o for k, o in enumerate(fn.outs) if want >> k & 1]
         client = resolve_client(key)
-        res = client.call(fn.op, fn.pass_, wire, outputs=None if len(outputs) == len(fn.outs) else outputs)
+        # idx's tensor and its version counter (bumped by every in-place change): over shared memory
+        # the client keeps idx in a region of its own while they stay the same, so a step's calls,
+        # and the steps of a trajectory, copy it once.
+        # (Only to Client's own call: a subclass that overrides call keeps the documented signature.)
+        kw = {"versions": {"idx": (idx, idx._version)}} if getattr(type(client), "call", None) is Client.call else {}
+        res = client.call(fn.op, fn.pass_, wire, outputs=None if len(outputs) == len(fn.outs) else outputs, **kw)
         got = []
         for k, o in enumerate(fn.outs):
             if want >> k & 1:

@@ -51,6 +51,19 @@ _MIN_REGION = 1 << 20
 # made dot's and mul's 2^20 step 4-8x slower (bench/RESULTS.md).
 _MAX_LENT = int(os.environ.get("SEGOPS_SHM_MAX_LENT", "0") or 0)
 _MAX_LENT_BYTES = 256 << 20
+# Scratch regions kept by one client, idle and lent together (a single call larger than this still
+# gets its region), and how many may wait idle.
+_POOL_MAX_BYTES = 512 << 20
+_POOL_MAX_IDLE = 8
+# Kept inputs: an argument the caller vouches for with a version token (Client.call's versions=,
+# e.g. segops.torch's idx: the tensor and its _version counter) is copied once into a region of its
+# own and sent by reference while the token holds: a training step sends the same idx in each of
+# its four calls, and an MD trajectory in every step. Kept from the second call that shows the same
+# token (a one-off argument is not worth a registration), at most _KEEP_MAX arrays and
+# _KEEP_MAX_BYTES per client (least recently used dropped), none smaller than _KEEP_MIN_BYTES.
+_KEEP_MAX = 4
+_KEEP_MAX_BYTES = 512 << 20
+_KEEP_MIN_BYTES = 64 << 10
 
 
 # ---------------------------------------------------------------- connections
@@ -491,6 +504,16 @@ def _after_fork():
 os.register_at_fork(after_in_child=_after_fork)
 
 
+class _Kept:
+    """An input kept in a region of its own: the token's object (weakly), the version its bytes
+    there have, and the array's (address, nbytes, dtype, shape) then."""
+
+    __slots__ = ("ref", "version", "spec", "region")
+
+    def __init__(self, ref, version, spec, region):
+        self.ref, self.version, self.spec, self.region = ref, version, spec, region
+
+
 class ShmSession:
     """A client's regions and the calls that go through them. `rpc(method, path, json_obj)`
     sends a small JSON request to the daemon and returns the parsed answer."""
@@ -506,7 +529,10 @@ class ShmSession:
         self._returned = []  # lent regions whose results have all died (appended by finalizers)
         self._lent = 0  # regions lent to live results, and their bytes
         self._lent_bytes = 0
+        self._kept = {}  # id(token object) -> _Kept (kept inputs), in least recently used order
+        self._kept_dead = []  # ids of kept inputs whose token object has died (appended by finalizers)
         self.bytes_copied = 0  # input bytes copied into scratch regions (statistics)
+        self.bytes_kept = 0  # input bytes sent from kept regions instead of copied (statistics)
         self.outputs_inline = 0  # outputs answered in the body because no place was known for them
         self.outputs_lent = 0  # outputs returned as views into their region (statistics)
         _registry.add(self)
@@ -554,12 +580,14 @@ class ShmSession:
         with self._lock:
             regions = list(self._all.values())
             self._idle, self._user, self._dead = [], [], []
+            self._kept, self._kept_dead = {}, []
         for r in regions:
             self._drop(r)
 
     def _forked(self):
         self._lock = threading.Lock()
         self._idle, self._all, self._user, self._dead = [], {}, [], []
+        self._kept, self._kept_dead = {}, []
         self._returned, self._lent, self._lent_bytes = [], 0, 0
         self._pid = os.getpid()
 
@@ -615,30 +643,139 @@ class ShmSession:
                 total += v.nbytes
         return total < SHM_MIN_BYTES
 
+    # -- kept inputs --
+
+    def _reap_kept(self):
+        while self._kept_dead:
+            key = self._kept_dead.pop()
+            with self._lock:
+                k = self._kept.get(key)
+                if k is None or k.ref() is not None:
+                    continue
+                del self._kept[key]
+            if k.region is not None:
+                self._drop(k.region)
+
+    def _kept_place(self, arr, token):
+        """(region, 0) holding arr's bytes when token = (object, version) vouches that they did
+        not change since they were put there, else None (the caller copies arr as usual)."""
+        try:
+            obj, version = token
+            key = id(obj)
+            spec = (arr.__array_interface__["data"][0], arr.nbytes, arr.dtype.str, arr.shape)
+        except (TypeError, ValueError, AttributeError):
+            return None
+        if not _KEEP_MIN_BYTES <= arr.nbytes <= _KEEP_MAX_BYTES // 2:
+            return None
+        k = self._kept.get(key)
+        if k is not None and k.ref() is not obj:
+            k = None  # an id reused by a new object: the old entry's finalizer drops it
+        if k is None:
+            # First sight: remember the token only.
+            try:
+                ref = weakref.ref(obj, lambda _r, q=self._kept_dead, key=key: q.append(key))
+            except TypeError:
+                return None
+            with self._lock:
+                self._kept[key] = _Kept(ref, version, spec, None)
+            self._trim_kept()
+            return None
+        with self._lock:  # most recently used last
+            self._kept.pop(key, None)
+            self._kept[key] = k
+        if k.region is not None and k.version == version and k.spec == spec:
+            self.bytes_kept += arr.nbytes
+            return k.region, 0
+        if k.region is None or k.region.size < arr.nbytes:
+            if k.region is not None:
+                self._drop(k.region)
+                k.region = None
+            try:
+                k.region = self._register(_align(arr.nbytes))
+            except (SegopsError, OSError):
+                return None  # no room for it: copied with the call's other inputs
+        k.region.buf[: arr.nbytes] = arr.reshape(-1).view(np.uint8)
+        self.bytes_copied += arr.nbytes
+        k.version, k.spec = version, spec
+        self._trim_kept()
+        return (k.region, 0) if k.region is not None else None
+
+    def _trim_kept(self):
+        """Drops the least recently used kept inputs past _KEEP_MAX or _KEEP_MAX_BYTES, and
+        forgets tokens seen only once past 4 * _KEEP_MAX."""
+        drop = []
+        with self._lock:
+            held = [(key, k) for key, k in self._kept.items() if k.region is not None]  # oldest first
+            total = sum(k.region.size for _, k in held)
+            while held and (len(held) > _KEEP_MAX or total > _KEEP_MAX_BYTES):
+                key, k = held.pop(0)
+                total -= k.region.size
+                del self._kept[key]
+                drop.append(k.region)
+            seen = [key for key, k in self._kept.items() if k.region is None]
+            for key in seen[: max(0, len(seen) - 4 * _KEEP_MAX)]:
+                del self._kept[key]
+        for r in drop:
+            self._drop(r)
+
     # -- calls --
 
     def _acquire(self, need):
+        """The smallest idle region that holds `need` bytes, else a new one of the next
+        power-of-two size. Idle regions that are too small stay while the pool is within
+        _POOL_MAX_BYTES: calls of different sizes alternate in a training step (a forward and a
+        double backward need regions of different sizes), and dropping one to register another
+        on every call costs a registration each time (and page pinning by the CUDA backend)."""
         with self._lock:
+            best = None
             for i, r in enumerate(self._idle):
-                if r.size >= need:
-                    return self._idle.pop(i)
-            old = self._idle.pop() if self._idle else None
-        if old is not None:
-            self._drop(old)
-        size = _MIN_REGION
-        while size < need:
-            size *= 2
+                if r.size >= need and (best is None or r.size < self._idle[best].size):
+                    best = i
+            if best is not None:
+                return self._idle.pop(best)
+            size = _MIN_REGION
+            while size < need:
+                size *= 2
+            drop = self._shed(size)
+        for r in drop:
+            self._drop(r)
         try:
             return self._register(size)
         except (SegopsError, OSError) as e:  # over the daemon's --max-shm-bytes, /dev/shm full
+            with self._lock:
+                drop, self._idle = self._idle, []
+            if not drop:
+                raise NoRegion(e) from e
+        for r in drop:  # make room with this client's idle regions, then try once more
+            self._drop(r)
+        try:
+            return self._register(size)
+        except (SegopsError, OSError) as e:
             raise NoRegion(e) from e
+
+    def _shed(self, extra):
+        """Idle regions to drop, smallest first, so that the idle and lent ones plus `extra` bytes
+        stay within _POOL_MAX_BYTES and at most _POOL_MAX_IDLE stay idle. Lock held."""
+        idle = sorted(self._idle, key=lambda r: r.size)
+        total = sum(r.size for r in idle) + self._lent_bytes + extra
+        drop = []
+        while idle and (total > _POOL_MAX_BYTES or len(idle) > _POOL_MAX_IDLE):
+            r = idle.pop(0)
+            total -= r.size
+            drop.append(r)
+        for r in drop:
+            self._idle.remove(r)
+        return drop
 
     def _release(self, r):
         with self._lock:
-            if r.name in self._all and len(self._idle) < 64:
+            if r.name in self._all:
                 self._idle.append(r)
-                return
-        self._drop(r)
+                drop = self._shed(0)
+            else:
+                drop = [r]
+        for d in drop:
+            self._drop(d)
 
     def _take_back(self):
         """Regions lent to results that have all died go back to the idle ones."""
@@ -658,7 +795,7 @@ class ShmSession:
             self._lent_bytes += region.size
             return True
 
-    def call(self, op, pass_, args, outputs, out_names):
+    def call(self, op, pass_, args, outputs, out_names, versions=None):
         """One function through shared memory; returns {output name: np.ndarray}: copies out of
         the region, or with lending on (_MAX_LENT > 0) views into it, the region then unused
         until every one of them (and every view or tensor made from them) is gone."""
@@ -668,6 +805,8 @@ class ShmSession:
             self._reap()
         if self._returned:
             self._take_back()
+        if self._kept_dead:
+            self._reap_kept()
         tensors = []  # (name, wire array, user region ref or None)
         scalars = {}
         arrays = {}
@@ -681,6 +820,8 @@ class ShmSession:
             arr = _wire.wire_array(v, name)
             arrays[name] = arr
             ref = self._find_user(arr)
+            if ref is None and versions and name in versions:
+                ref = self._kept_place(arr, versions[name])
             if ref is None:
                 tensors.append((name, arr, pos))
                 pos = _align(pos + arr.nbytes)

@@ -335,12 +335,15 @@ class Client:
 
     # ---- generic calls ----
 
-    def call(self, op, pass_, args, *, outputs=None):
+    def call(self, op, pass_, args, *, outputs=None, versions=None):
         """Runs one function: POST /v1/{op}/{pass_} with args (name -> array, None left out;
         idx and num_segments included). outputs: names to compute and return (default all).
-        Returns {output name: np.ndarray}."""
+        versions: {argument name: (object, version)}, a promise that the argument's bytes are the
+        same whenever the same live object comes with the same version (segops.torch passes idx's
+        tensor and its _version counter); over shared memory such an argument is copied into a
+        region of its own once and then sent by reference. Returns {output name: np.ndarray}."""
         if self._endpoints is not None:
-            return self._endpoints.run(lambda c: c.call(op, pass_, args, outputs=outputs))
+            return self._endpoints.run(lambda c: c.call(op, pass_, args, outputs=outputs, versions=versions))
         if self._used is None:
             self._resolve()
         shm = self._shm
@@ -349,7 +352,7 @@ class Client:
             shm = None  # a small call: cheaper as a body
         if shm is not None and row is not None:  # (an unknown function: the daemon's 404)
             try:
-                return shm.call(op, pass_, args, outputs, row[1])
+                return shm.call(op, pass_, args, outputs, row[1], versions)
             except _transport.NoRegion as e:
                 if self._want == "shm":
                     cause = e.args[0]
