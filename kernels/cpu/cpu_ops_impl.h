@@ -117,10 +117,13 @@ HOOK FN(sum_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int w)
   segops_add_w(acc, a, w);
 }
 /* Sums need no products: the accumulators lie as the rows load (SEGOPS_CPU_ACC_FLAT). */
-HOOK FN(sum_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int w) {
+HOOK FN(sum_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int w) {
   segops_v4d F[3];
   FN(ld4flat)(IN(0), i, w, F);
-  for (int k = 0; k < w; k++) A[k] += F[k];
+  for (int k = 0; k < w; k++) {
+    segops_cpu_keep(&F[k], m * w - 4 * k); /* value 4k + e is row (4k + e) / w */
+    A[k] += F[k];
+  }
 }
 HOOK FN(sum_finish)(const segops_cpu_job *J, int64_t s, int64_t cnt, const double *acc, double *sv, const int w) {
   (void)cnt, (void)sv;
@@ -155,12 +158,13 @@ HOOK FN(dot_forward_visit)(const segops_cpu_job *J, int64_t i, double *acc, cons
   LDROW(IN(1), i, w, y);
   acc[0] += segops_dot_w(x, y, w);
 }
-HOOK FN(dot_forward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int w) {
+HOOK FN(dot_forward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int w) {
   segops_v4d x[3], y[3];
   FN(ld4)(IN(0), i, w, x);
   FN(ld4)(IN(1), i, w, y);
   segops_v4d d;
   FN(dot4)(&d, x, y, w);
+  segops_cpu_keep(&d, m);
   A[0] += d;
 }
 /* Segment output 0 is acc[0] (dot forward and double backward). */
@@ -187,7 +191,7 @@ HOOK FN(dot_double_backward_visit)(const segops_cpu_job *J, int64_t i, double *a
   LDROW(IN(4), i, w, y);
   acc[0] += segops_dot_w(ggx, y, w) + segops_dot_w(ggy, x, w);
 }
-HOOK FN(dot_double_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int w) {
+HOOK FN(dot_double_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int w) {
   segops_v4d ggx[3], ggy[3], x[3], y[3];
   FN(ld4)(IN(0), i, w, ggx);
   FN(ld4)(IN(1), i, w, ggy);
@@ -196,7 +200,9 @@ HOOK FN(dot_double_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v
   segops_v4d d1, d2; /* acc += dot(gg_x, y) + dot(gg_y, x) */
   FN(dot4)(&d1, ggx, y, w);
   FN(dot4)(&d2, ggy, x, w);
-  A[0] += d1 + d2;
+  d1 += d2;
+  segops_cpu_keep(&d1, m);
+  A[0] += d1;
 }
 HOOK FN(dot_double_backward_row)(const segops_cpu_job *J, int64_t s, int64_t cnt, double *r, const int w) {
   (void)cnt, (void)w;
@@ -223,12 +229,13 @@ HOOK FN(mul_backward_visit)(const segops_cpu_job *J, int64_t i, double *acc, con
   LDROW(IN(1), i, w, x);
   acc[0] += segops_dot_w(g, x, w);
 }
-HOOK FN(mul_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int w) {
+HOOK FN(mul_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int w) {
   segops_v4d g[3], x[3];
   FN(ld4)(IN(0), i, w, g);
   FN(ld4)(IN(1), i, w, x);
   segops_v4d d;
   FN(dot4)(&d, g, x, w);
+  segops_cpu_keep(&d, m);
   A[0] += d;
 }
 HOOK FN(mul_backward_finish)(const segops_cpu_job *J, int64_t s, int64_t cnt, const double *acc, double *sv,
@@ -252,13 +259,14 @@ HOOK FN(mul_double_backward_visit)(const segops_cpu_job *J, int64_t i, double *a
   LDROW(IN(2), i, w, g);
   acc[0] += segops_dot_w(ggx, g, w);
 }
-HOOK FN(mul_double_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int w) {
+HOOK FN(mul_double_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int w) {
   segops_v4d ggx[3], g[3];
   if (!IN(0)) return;
   FN(ld4)(IN(0), i, w, ggx);
   FN(ld4)(IN(2), i, w, g);
   segops_v4d d;
   FN(dot4)(&d, ggx, g, w);
+  segops_cpu_keep(&d, m);
   A[0] += d;
 }
 HOOK FN(mul_double_backward_finish)(const segops_cpu_job *J, int64_t s, int64_t cnt, const double *acc, double *sv,
@@ -285,27 +293,30 @@ SEGOPS_CPU_INLINE void FN(rms_visit)(const segops_cpu_job *J, int64_t i, double 
   segops_rms_visit(acc, x, gg && IN(0) ? g : NULL);
 }
 /* segops_rms_visit for four rows: the same sums, in the same order, per lane. */
-SEGOPS_CPU_INLINE void FN(rms_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, int xk, bool gg) {
+SEGOPS_CPU_INLINE void FN(rms_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, int m, int xk, bool gg) {
   segops_v4d x[3], g[3];
   FN(ld4)(IN(xk), i, 3, x);
-  A[0] += x[0] * x[0] + x[1] * x[1] + x[2] * x[2];
+  segops_v4d t = x[0] * x[0] + x[1] * x[1] + x[2] * x[2];
+  segops_cpu_keep(&t, m);
+  A[0] += t;
   if (gg && IN(0)) {
     FN(ld4)(IN(0), i, 3, g);
-    A[1] += g[0] * x[0] + g[1] * x[1] + g[2] * x[2];
+    t = g[0] * x[0] + g[1] * x[1] + g[2] * x[2];
+    segops_cpu_keep(&t, m);
+    A[1] += t;
   }
 }
-HOOK FN(rms_norm_forward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int w) {
+HOOK FN(rms_norm_forward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int w) {
   (void)w;
-  FN(rms_visit4)(J, i, A, 0, false);
+  FN(rms_visit4)(J, i, A, m, 0, false);
 }
-HOOK FN(rms_norm_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int w) {
+HOOK FN(rms_norm_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int w) {
   (void)w;
-  FN(rms_visit4)(J, i, A, 1, false);
+  FN(rms_visit4)(J, i, A, m, 1, false);
 }
-HOOK FN(rms_norm_double_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A,
-                                         const int w) {
+HOOK FN(rms_norm_double_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int w) {
   (void)w;
-  FN(rms_visit4)(J, i, A, 2, true);
+  FN(rms_visit4)(J, i, A, m, 2, true);
 }
 HOOK FN(rms_norm_forward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int w) {
   (void)w;
@@ -373,7 +384,7 @@ SEGOPS_CPU_INLINE void FN(outer_visit)(const segops_cpu_job *J, int64_t i, doubl
 }
 /* Four elements into the one lane, in order: acc[3j+k] += a[j]*b[k] as segops_outer_add, row j
  * of the accumulator in A[j] (SEGOPS_CPU_ACC_ROWS3), b as a vector. */
-SEGOPS_CPU_INLINE void FN(outer_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, int ak, int bk) {
+SEGOPS_CPU_INLINE void FN(outer_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, int m, int ak, int bk) {
   segops_v4d a[3], b[3];
   if (!IN(ak)) return;
   FN(ld4flat)(IN(ak), i, 3, a);
@@ -381,20 +392,19 @@ SEGOPS_CPU_INLINE void FN(outer_visit4)(const segops_cpu_job *J, int64_t i, sego
   /* row q of b as {b0 b1 b2 _}: its values sit at 3q .. 3q+2 of the flat F */
   const segops_v4d br[4] = {b[0], SEGOPS_CPU_SHUF(b[0], b[1], 3, 4, 5, 5), SEGOPS_CPU_SHUF(b[1], b[2], 2, 3, 4, 4),
                             SEGOPS_CPU_SHUF(b[2], b[2], 1, 2, 3, 3)};
-  for (int q = 0; q < SEGOPS_CPU_LANES; q++)
+  for (int q = 0; q < m; q++)
     for (int j = 0; j < 3; j++) {
       const int k = 3 * q + j;
       A[j] += a[k / 4][k % 4] * br[q];
     }
 }
-HOOK FN(matvec_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int w) {
+HOOK FN(matvec_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int w) {
   (void)w;
-  FN(outer_visit4)(J, i, A, 1, 0);
+  FN(outer_visit4)(J, i, A, m, 1, 0);
 }
-HOOK FN(matvec_double_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A,
-                                       const int w) {
+HOOK FN(matvec_double_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int w) {
   (void)w;
-  FN(outer_visit4)(J, i, A, 0, 2);
+  FN(outer_visit4)(J, i, A, m, 0, 2);
 }
 /* backward, in: g_out, v, m. grad_m[s] = Σ outer(v, g_out) (output 1); grad_v[i] = m[s] g_out[i]. */
 HOOK FN(matvec_backward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int w) {

@@ -26,6 +26,16 @@ typedef long long segops_v4i __attribute__((vector_size(32)));
 #define SEGOPS_CPU_SHUF(a, b, i, j, k, l) __builtin_shuffle(a, b, (segops_v4i){i, j, k, l})
 #endif
 
+/* Lanes [0, m) of v as they are, the others +0.0: a segment's last group of four adds +0.0 in
+ * the lanes past its end instead of branching on how many elements are left. Adding +0.0 leaves
+ * an accumulator's bits as they were: x + 0 is x for every x but -0.0, and an accumulator never
+ * is -0.0 (it starts at +0.0, and a sum is -0.0 only when both terms are). */
+typedef long long segops_v4l __attribute__((vector_size(32)));
+SEGOPS_CPU_INLINE void segops_cpu_keep(segops_v4d *v, int m) {
+  const segops_v4l lane = {0, 1, 2, 3}, keep = lane < (segops_v4l){m, m, m, m};
+  *v = (segops_v4d)((segops_v4l)*v & keep);
+}
+
 /* Four rows of width 3 as loaded, F = {r0.0 r0.1 r0.2 r1.0 | r1.1 r1.2 r2.0 r2.1 | r2.2 r3.0 r3.1 r3.2},
  * to one vector per component, C[c] = {r0.c r1.c r2.c r3.c}, and back: moves only, six
  * shuffles each way. */
@@ -48,16 +58,18 @@ SEGOPS_CPU_INLINE void segops_cpu_cols_to_rows(const segops_v4d *C, segops_v4d *
  *   row     loads what gather reads of segment s (y[s], g_out[s], m[s], g_out[s] / c_s, ...)
  *           into r; cnt = c_s where the plan has counts
  *   visit   adds element i's terms to acc
- *   visit4  adds the terms of elements i .. i+3 as four visits would (element i+q to lane q),
- *           with the accumulators in vectors A laid out as the hooks' acc_layout says, so that
- *           the loads and the four lanes' arithmetic go into vector registers
+ *   visit4  adds the terms of elements i .. i+m-1 as visits would (element i+q to lane q), with
+ *           the accumulators in vectors A laid out as the hooks' acc_layout says, so that the
+ *           loads and the four lanes' arithmetic go into vector registers. m < 4 only for a
+ *           segment's last elements: rows up to i+3 are still read (they exist), and the lanes
+ *           from m on add +0.0 (segops_cpu_keep), which leaves every accumulator as it was
  *   finish  writes segment s's requested outputs from acc and cnt; fills sv for post
  *   post    writes the outputs of elements [i, j) (all of one segment) from its values sv
  *   gather  writes the outputs of elements [i, j) (all of one segment) from their inputs and r
  * post and gather take a range so their loops hoist the per-call checks and vectorise. */
 typedef void (*segops_cpu_row_fn)(const segops_cpu_job *J, int64_t s, int64_t cnt, double *r, int w);
 typedef void (*segops_cpu_visit_fn)(const segops_cpu_job *J, int64_t i, double *acc, int w);
-typedef void (*segops_cpu_visit4_fn)(const segops_cpu_job *J, int64_t i, segops_v4d *A, int w);
+typedef void (*segops_cpu_visit4_fn)(const segops_cpu_job *J, int64_t i, segops_v4d *A, int m, int w);
 typedef void (*segops_cpu_finish_fn)(const segops_cpu_job *J, int64_t s, int64_t cnt, const double *acc, double *sv,
                                      int w);
 typedef void (*segops_cpu_post_fn)(const segops_cpu_job *J, int64_t i, int64_t j, const double *sv, int w);
@@ -102,7 +114,11 @@ SEGOPS_CPU_INLINE void segops_cpu_segment(const segops_cpu_job *J, const segops_
       segops_v4d A[SEGOPS_CPU_MAX_ACC];
       for (int a = 0; a < SEGOPS_CPU_MAX_ACC; a++) A[a] = (segops_v4d){0, 0, 0, 0};
       int64_t p = i;
-      for (; p + SEGOPS_CPU_LANES <= j; p += SEGOPS_CPU_LANES) H.visit4(J, p, A, w);
+      for (; p + SEGOPS_CPU_LANES <= j; p += SEGOPS_CPU_LANES) H.visit4(J, p, A, SEGOPS_CPU_LANES, w);
+      if (p < j && p + SEGOPS_CPU_LANES <= J->n) { /* the last 1-3 without branches, unless at the end of idx */
+        H.visit4(J, p, A, (int)(j - p), w);
+        p = j;
+      }
       double l[SEGOPS_CPU_LANES][SEGOPS_CPU_MAX_ACC] = {{0}};
       for (int q = 0; q < SEGOPS_CPU_LANES; q++)
         for (int a = 0; a < SEGOPS_CPU_MAX_ACC; a++) {
