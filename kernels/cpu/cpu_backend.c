@@ -28,7 +28,22 @@
 typedef struct {
   segops_cpu_pool *pool;
   int threads;
+  const segops_cpu_fn_table *fns; /* segops_cpu_pick_fns at creation */
 } cpu_ctx;
+
+const segops_cpu_fn_table *segops_cpu_pick_fns(void) {
+  const char *isa = getenv("SEGOPS_CPU_ISA");
+  if (isa && !strcmp(isa, "baseline")) return &segops_cpu_fns_base;
+#ifdef SEGOPS_CPU_HAVE_V3
+  /* What cpu_ops_v3.c is compiled for (-march=x86-64-v3); libgcc's check includes the OS saving
+   * the AVX registers. */
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2") &&
+      __builtin_cpu_supports("f16c") && __builtin_cpu_supports("movbe") && __builtin_cpu_supports("lzcnt"))
+    return &segops_cpu_fns_v3;
+#endif
+  return &segops_cpu_fns_base;
+}
 
 static int64_t elem_chunks(int64_t n, int threads, bool parallel) {
   if (!parallel || n < 2 * MIN_CHUNK) return 1;
@@ -72,7 +87,7 @@ static int cpu_run(void *vctx, int device, const segops_call *call, char *err, s
       (call->width != 1 && call->width != 3) || call->n < 0 || call->s < 0 || (call->n > 0 && !call->idx))
     return segops_errf(SEGOPS_E_INTERNAL, err, errlen, "cpu backend: call was not prepared");
   const segops_fn_desc *fn = call->fn;
-  const segops_cpu_fn *f = &segops_cpu_fns[call->dtype == SEGOPS_F64][fn->op][fn->pass];
+  const segops_cpu_fn *f = &(*ctx->fns)[call->dtype == SEGOPS_F64][fn->op][fn->pass];
   segops_cpu_job J = {.idx = call->idx, .n = call->n, .s = call->s, .w = call->width};
   unsigned requested = 0;
   for (int k = 0; k < fn->n_in; k++) J.in[k] = call->in[k];
@@ -149,6 +164,7 @@ segops_backend *segops_cpu_backend_new(int threads) {
     return NULL;
   }
   ctx->threads = threads;
+  ctx->fns = segops_cpu_pick_fns();
   ctx->pool = segops_cpu_pool_new(threads);
   if (!ctx->pool) {
     free(b);

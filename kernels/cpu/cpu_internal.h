@@ -64,8 +64,18 @@ typedef struct {
   segops_cpu_task_fn walk, reduce, elems;
 } segops_cpu_fn;
 
-/* Indexed [dtype == SEGOPS_F64][op][pass]; filled from ops.def's SEGOPS_FN list (cpu_ops.c). */
-extern const segops_cpu_fn segops_cpu_fns[2][SEGOPS_OP_COUNT][SEGOPS_PASS_COUNT];
+/* Indexed [dtype == SEGOPS_F64][op][pass]; filled from ops.def's SEGOPS_FN list
+ * (cpu_ops_table.h). One table per instruction set the functions are compiled for: the same
+ * source and the same bits, only faster where the CPU has more. */
+typedef segops_cpu_fn segops_cpu_fn_table[2][SEGOPS_OP_COUNT][SEGOPS_PASS_COUNT];
+extern const segops_cpu_fn_table segops_cpu_fns_base; /* cpu_ops.c: any CPU of the build's target */
+#ifdef SEGOPS_CPU_HAVE_V3
+extern const segops_cpu_fn_table segops_cpu_fns_v3; /* cpu_ops_v3.c: x86-64-v3 (AVX2) CPUs only */
+#endif
+/* The table for this CPU: the x86-64-v3 one where the CPU (and the OS) support it, else the
+ * baseline. SEGOPS_CPU_ISA=baseline in the environment forces the baseline (tests compare the
+ * two; also how to run as on a CPU without AVX2). Read when a backend is created. */
+const segops_cpu_fn_table *segops_cpu_pick_fns(void);
 
 /* First element at or after i that starts a segment (i == 0 or idx[i] != idx[i-1]); n if none. */
 static inline int64_t segops_cpu_seg_start(const int32_t *idx, int64_t n, int64_t i) {

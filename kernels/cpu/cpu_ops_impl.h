@@ -32,6 +32,61 @@ SEGOPS_CPU_INLINE void FN(strow)(void *p, int64_t r, int cnt, const double *a) {
     for (int c = 0; c < cnt; c++) FN(st)(p, r * cnt + c, a[c]);
 }
 
+/* Four T side by side, as loaded from and stored to memory. */
+typedef T FN(v4) __attribute__((vector_size(4 * sizeof(T))));
+/* Values k .. k+3 of p as double (exact: float to double is). One vector load and convert; a
+ * copy through an array instead makes the CPU stall forwarding the stores to the load. */
+SEGOPS_CPU_INLINE void FN(ldv)(const void *p, int64_t k, segops_v4d *v) {
+  FN(v4) t;
+  memcpy(&t, (const char *)p + k * (int64_t)sizeof(T), sizeof t);
+  *v = __builtin_convertvector(t, segops_v4d);
+}
+/* v to values k .. k+3 of p, each rounded to T once (as FN(st)). */
+SEGOPS_CPU_INLINE void FN(stv)(void *p, int64_t k, const segops_v4d *v) {
+  const FN(v4) t = __builtin_convertvector(*v, FN(v4));
+  memcpy((char *)p + k * (int64_t)sizeof(T), &t, sizeof t);
+}
+/* Rows i .. i+3 of p (4w values) as loaded, F[k] = values 4k .. 4k+3, as double; zeros when p
+ * is NULL. */
+SEGOPS_CPU_INLINE void FN(ld4flat)(const void *p, int64_t i, int w, segops_v4d *F) {
+  for (int k = 0; k < 3; k++) F[k] = (segops_v4d){0, 0, 0, 0};
+  if (!p) return;
+  FN(ldv)(p, i * w, &F[0]);
+  if (w == 3) {
+    FN(ldv)(p, i * w + 4, &F[1]);
+    FN(ldv)(p, i * w + 8, &F[2]);
+  }
+}
+/* Rows i .. i+3 of p by component: C[c][q] = component c of row i+q. */
+SEGOPS_CPU_INLINE void FN(ld4)(const void *p, int64_t i, int w, segops_v4d *C) {
+  segops_v4d F[3];
+  FN(ld4flat)(p, i, w, F);
+  if (w == 3)
+    segops_cpu_rows_to_cols(F, C);
+  else
+    C[0] = F[0];
+}
+/* Component vectors C (as ld4's) to rows i .. i+3 of p, each value rounded to T once. */
+SEGOPS_CPU_INLINE void FN(st4)(void *p, int64_t i, int w, const segops_v4d *C) {
+  segops_v4d F[3];
+  if (w == 3)
+    segops_cpu_cols_to_rows(C, F);
+  else
+    F[0] = C[0];
+  FN(stv)(p, i * w, &F[0]);
+  if (w == 3) {
+    FN(stv)(p, i * w + 4, &F[1]);
+    FN(stv)(p, i * w + 8, &F[2]);
+  }
+}
+
+/* *d = dot(a, b) of four rows at once, lane q = row q: segops_dot_w's order in each lane.
+ * (Out through a pointer: a vector return value would change the ABI without AVX.) */
+SEGOPS_CPU_INLINE void FN(dot4)(segops_v4d *d, const segops_v4d *a, const segops_v4d *b, int w) {
+  *d = a[0] * b[0];
+  for (int c = 1; c < w; c++) *d += a[c] * b[c];
+}
+
 /* Components [q0, q1) of rows, flat: out[q] = a*x[q] (+ b*y[q]); a NULL x or y reads as zeros,
  * a NULL out is not requested. Plain loops the compiler vectorises. */
 SEGOPS_CPU_INLINE void FN(scale)(void *out, const void *x, double a, int64_t q0, int64_t q1) {
@@ -60,6 +115,15 @@ HOOK FN(sum_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int w)
   double a[3];
   LDROW(IN(0), i, w, a);
   segops_add_w(acc, a, w);
+}
+/* Sums need no products: the accumulators lie as the rows load (SEGOPS_CPU_ACC_FLAT). */
+HOOK FN(sum_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int w) {
+  segops_v4d F[3];
+  FN(ld4flat)(IN(0), i, w, F);
+  for (int k = 0; k < w; k++) {
+    segops_cpu_keep(&F[k], m * w - 4 * k); /* value 4k + e is row (4k + e) / w */
+    A[k] += F[k];
+  }
 }
 HOOK FN(sum_finish)(const segops_cpu_job *J, int64_t s, int64_t cnt, const double *acc, double *sv, const int w) {
   (void)cnt, (void)sv;
@@ -94,6 +158,15 @@ HOOK FN(dot_forward_visit)(const segops_cpu_job *J, int64_t i, double *acc, cons
   LDROW(IN(1), i, w, y);
   acc[0] += segops_dot_w(x, y, w);
 }
+HOOK FN(dot_forward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int w) {
+  segops_v4d x[3], y[3];
+  FN(ld4)(IN(0), i, w, x);
+  FN(ld4)(IN(1), i, w, y);
+  segops_v4d d;
+  FN(dot4)(&d, x, y, w);
+  segops_cpu_keep(&d, m);
+  A[0] += d;
+}
 /* Segment output 0 is acc[0] (dot forward and double backward). */
 HOOK FN(dot_finish)(const segops_cpu_job *J, int64_t s, int64_t cnt, const double *acc, double *sv, const int w) {
   (void)cnt, (void)sv, (void)w;
@@ -117,6 +190,19 @@ HOOK FN(dot_double_backward_visit)(const segops_cpu_job *J, int64_t i, double *a
   LDROW(IN(3), i, w, x);
   LDROW(IN(4), i, w, y);
   acc[0] += segops_dot_w(ggx, y, w) + segops_dot_w(ggy, x, w);
+}
+HOOK FN(dot_double_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int w) {
+  segops_v4d ggx[3], ggy[3], x[3], y[3];
+  FN(ld4)(IN(0), i, w, ggx);
+  FN(ld4)(IN(1), i, w, ggy);
+  FN(ld4)(IN(3), i, w, x);
+  FN(ld4)(IN(4), i, w, y);
+  segops_v4d d1, d2; /* acc += dot(gg_x, y) + dot(gg_y, x) */
+  FN(dot4)(&d1, ggx, y, w);
+  FN(dot4)(&d2, ggy, x, w);
+  d1 += d2;
+  segops_cpu_keep(&d1, m);
+  A[0] += d1;
 }
 HOOK FN(dot_double_backward_row)(const segops_cpu_job *J, int64_t s, int64_t cnt, double *r, const int w) {
   (void)cnt, (void)w;
@@ -143,6 +229,15 @@ HOOK FN(mul_backward_visit)(const segops_cpu_job *J, int64_t i, double *acc, con
   LDROW(IN(1), i, w, x);
   acc[0] += segops_dot_w(g, x, w);
 }
+HOOK FN(mul_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int w) {
+  segops_v4d g[3], x[3];
+  FN(ld4)(IN(0), i, w, g);
+  FN(ld4)(IN(1), i, w, x);
+  segops_v4d d;
+  FN(dot4)(&d, g, x, w);
+  segops_cpu_keep(&d, m);
+  A[0] += d;
+}
 HOOK FN(mul_backward_finish)(const segops_cpu_job *J, int64_t s, int64_t cnt, const double *acc, double *sv,
                              const int w) {
   (void)cnt, (void)sv, (void)w;
@@ -163,6 +258,16 @@ HOOK FN(mul_double_backward_visit)(const segops_cpu_job *J, int64_t i, double *a
   LDROW(IN(0), i, w, ggx);
   LDROW(IN(2), i, w, g);
   acc[0] += segops_dot_w(ggx, g, w);
+}
+HOOK FN(mul_double_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int w) {
+  segops_v4d ggx[3], g[3];
+  if (!IN(0)) return;
+  FN(ld4)(IN(0), i, w, ggx);
+  FN(ld4)(IN(2), i, w, g);
+  segops_v4d d;
+  FN(dot4)(&d, ggx, g, w);
+  segops_cpu_keep(&d, m);
+  A[0] += d;
 }
 HOOK FN(mul_double_backward_finish)(const segops_cpu_job *J, int64_t s, int64_t cnt, const double *acc, double *sv,
                                     const int w) {
@@ -186,6 +291,32 @@ SEGOPS_CPU_INLINE void FN(rms_visit)(const segops_cpu_job *J, int64_t i, double 
   LDROW(IN(xk), i, 3, x);
   if (gg && IN(0)) LDROW(IN(0), i, 3, g);
   segops_rms_visit(acc, x, gg && IN(0) ? g : NULL);
+}
+/* segops_rms_visit for four rows: the same sums, in the same order, per lane. */
+SEGOPS_CPU_INLINE void FN(rms_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, int m, int xk, bool gg) {
+  segops_v4d x[3], g[3];
+  FN(ld4)(IN(xk), i, 3, x);
+  segops_v4d t = x[0] * x[0] + x[1] * x[1] + x[2] * x[2];
+  segops_cpu_keep(&t, m);
+  A[0] += t;
+  if (gg && IN(0)) {
+    FN(ld4)(IN(0), i, 3, g);
+    t = g[0] * x[0] + g[1] * x[1] + g[2] * x[2];
+    segops_cpu_keep(&t, m);
+    A[1] += t;
+  }
+}
+HOOK FN(rms_norm_forward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int w) {
+  (void)w;
+  FN(rms_visit4)(J, i, A, m, 0, false);
+}
+HOOK FN(rms_norm_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int w) {
+  (void)w;
+  FN(rms_visit4)(J, i, A, m, 1, false);
+}
+HOOK FN(rms_norm_double_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int w) {
+  (void)w;
+  FN(rms_visit4)(J, i, A, m, 2, true);
 }
 HOOK FN(rms_norm_forward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int w) {
   (void)w;
@@ -251,6 +382,30 @@ SEGOPS_CPU_INLINE void FN(outer_visit)(const segops_cpu_job *J, int64_t i, doubl
   LDROW(IN(bk), i, 3, b);
   segops_outer_add(acc, a, b);
 }
+/* Four elements into the one lane, in order: acc[3j+k] += a[j]*b[k] as segops_outer_add, row j
+ * of the accumulator in A[j] (SEGOPS_CPU_ACC_ROWS3), b as a vector. */
+SEGOPS_CPU_INLINE void FN(outer_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, int m, int ak, int bk) {
+  segops_v4d a[3], b[3];
+  if (!IN(ak)) return;
+  FN(ld4flat)(IN(ak), i, 3, a);
+  FN(ld4flat)(IN(bk), i, 3, b);
+  /* row q of b as {b0 b1 b2 _}: its values sit at 3q .. 3q+2 of the flat F */
+  const segops_v4d br[4] = {b[0], SEGOPS_CPU_SHUF(b[0], b[1], 3, 4, 5, 5), SEGOPS_CPU_SHUF(b[1], b[2], 2, 3, 4, 4),
+                            SEGOPS_CPU_SHUF(b[2], b[2], 1, 2, 3, 3)};
+  for (int q = 0; q < m; q++)
+    for (int j = 0; j < 3; j++) {
+      const int k = 3 * q + j;
+      A[j] += a[k / 4][k % 4] * br[q];
+    }
+}
+HOOK FN(matvec_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int w) {
+  (void)w;
+  FN(outer_visit4)(J, i, A, m, 1, 0);
+}
+HOOK FN(matvec_double_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int w) {
+  (void)w;
+  FN(outer_visit4)(J, i, A, m, 0, 2);
+}
 /* backward, in: g_out, v, m. grad_m[s] = Σ outer(v, g_out) (output 1); grad_v[i] = m[s] g_out[i]. */
 HOOK FN(matvec_backward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int w) {
   (void)w;
@@ -311,9 +466,11 @@ HOOK FN(matvec_double_backward_gather)(const segops_cpu_job *J, int64_t i, int64
 }
 
 /* ---- Each function's hooks, and its tasks (walk, reduce, elems) for width 1 and 3 ----
- * DEF(name, row, visit, finish, post, gather): 0 for a hook it lacks. How many accumulators and
+ * DEF(name, row, visit, visit4, layout, finish, post, gather): 0 for a hook it lacks; layout is
+ * how its visit4 keeps the accumulators (segops_cpu_acc_layout, without the prefix). How many accumulators and
  * segment values it keeps is its row's n_acc and n_segval (ops.c), carried by the job. */
-#define HOOKS(row, visit, finish, post, gather) ((segops_cpu_hooks){row, visit, finish, post, gather})
+#define HOOKS(row, visit, visit4, layout, finish, post, gather) \
+  ((segops_cpu_hooks){row, visit, visit4, SEGOPS_CPU_ACC_##layout, finish, post, gather})
 #define TASK(name, driver, H)                             \
   static void FN(name##_##driver)(void *arg, int64_t c) { \
     const segops_cpu_job *J = arg;                        \
@@ -322,37 +479,38 @@ HOOK FN(matvec_double_backward_gather)(const segops_cpu_job *J, int64_t i, int64
     else                                                  \
       segops_cpu_##driver(J, H, c, 1);                    \
   }
-#define DEF(name, row, visit, finish, post, gather)           \
-  TASK(name, walk, HOOKS(row, visit, finish, post, gather))   \
-  TASK(name, reduce, HOOKS(row, visit, finish, post, gather)) \
-  TASK(name, elems, HOOKS(row, visit, finish, post, gather))
+#define DEF(name, row, visit, visit4, layout, finish, post, gather)           \
+  TASK(name, walk, HOOKS(row, visit, visit4, layout, finish, post, gather))   \
+  TASK(name, reduce, HOOKS(row, visit, visit4, layout, finish, post, gather)) \
+  TASK(name, elems, HOOKS(row, visit, visit4, layout, finish, post, gather))
 
 // clang-format off
-DEF(sum_forward, 0, FN(sum_visit), FN(sum_finish), 0, 0)
-DEF(sum_backward, FN(g_row), 0, 0, 0, FN(copy_gather))
-DEF(sum_double_backward, 0, FN(sum_visit), FN(sum_finish), 0, 0)
-DEF(dot_forward, 0, FN(dot_forward_visit), FN(dot_finish), 0, 0)
-DEF(dot_backward, FN(seg1_row), 0, 0, 0, FN(dot_backward_gather))
-DEF(dot_double_backward, FN(dot_double_backward_row), FN(dot_double_backward_visit), FN(dot_finish), 0,
-    FN(dot_double_backward_gather))
-DEF(mul_forward, FN(mul_forward_row), 0, 0, 0, FN(mul_forward_gather))
-DEF(mul_backward, FN(mul_backward_row), FN(mul_backward_visit), FN(mul_backward_finish), 0,
-    FN(mul_backward_gather))
+DEF(sum_forward, 0, FN(sum_visit), FN(sum_visit4), FLAT, FN(sum_finish), 0, 0)
+DEF(sum_backward, FN(g_row), 0, 0, LANES, 0, 0, FN(copy_gather))
+DEF(sum_double_backward, 0, FN(sum_visit), FN(sum_visit4), FLAT, FN(sum_finish), 0, 0)
+DEF(dot_forward, 0, FN(dot_forward_visit), FN(dot_forward_visit4), LANES, FN(dot_finish), 0, 0)
+DEF(dot_backward, FN(seg1_row), 0, 0, LANES, 0, 0, FN(dot_backward_gather))
+DEF(dot_double_backward, FN(dot_double_backward_row), FN(dot_double_backward_visit),
+    FN(dot_double_backward_visit4), LANES, FN(dot_finish), 0, FN(dot_double_backward_gather))
+DEF(mul_forward, FN(mul_forward_row), 0, 0, LANES, 0, 0, FN(mul_forward_gather))
+DEF(mul_backward, FN(mul_backward_row), FN(mul_backward_visit), FN(mul_backward_visit4), LANES,
+    FN(mul_backward_finish), 0, FN(mul_backward_gather))
 DEF(mul_double_backward, FN(mul_double_backward_row), FN(mul_double_backward_visit),
-    FN(mul_double_backward_finish), 0, FN(mul_double_backward_gather))
-DEF(mean_forward, 0, FN(sum_visit), FN(mean_finish), 0, 0)
-DEF(mean_backward, FN(mean_backward_row), 0, 0, 0, FN(copy_gather))
-DEF(mean_double_backward, 0, FN(sum_visit), FN(mean_finish), 0, 0)
-DEF(rms_norm_forward, 0, FN(rms_norm_forward_visit), FN(rms_norm_forward_finish), 0, 0)
-DEF(rms_norm_backward, 0, FN(rms_norm_backward_visit), FN(rms_norm_backward_finish),
-    FN(rms_norm_backward_post), 0)
-DEF(rms_norm_double_backward, 0, FN(rms_norm_double_backward_visit), FN(rms_norm_double_backward_finish),
-    FN(rms_norm_double_backward_post), 0)
-DEF(matvec_forward, FN(matvec_forward_row), 0, 0, 0, FN(matvec_forward_gather))
-DEF(matvec_backward, FN(matvec_backward_row), FN(matvec_backward_visit), FN(matvec_backward_finish), 0,
-    FN(matvec_backward_gather))
+    FN(mul_double_backward_visit4), LANES, FN(mul_double_backward_finish), 0, FN(mul_double_backward_gather))
+DEF(mean_forward, 0, FN(sum_visit), FN(sum_visit4), FLAT, FN(mean_finish), 0, 0)
+DEF(mean_backward, FN(mean_backward_row), 0, 0, LANES, 0, 0, FN(copy_gather))
+DEF(mean_double_backward, 0, FN(sum_visit), FN(sum_visit4), FLAT, FN(mean_finish), 0, 0)
+DEF(rms_norm_forward, 0, FN(rms_norm_forward_visit), FN(rms_norm_forward_visit4), LANES,
+    FN(rms_norm_forward_finish), 0, 0)
+DEF(rms_norm_backward, 0, FN(rms_norm_backward_visit), FN(rms_norm_backward_visit4), LANES,
+    FN(rms_norm_backward_finish), FN(rms_norm_backward_post), 0)
+DEF(rms_norm_double_backward, 0, FN(rms_norm_double_backward_visit), FN(rms_norm_double_backward_visit4), LANES,
+    FN(rms_norm_double_backward_finish), FN(rms_norm_double_backward_post), 0)
+DEF(matvec_forward, FN(matvec_forward_row), 0, 0, LANES, 0, 0, FN(matvec_forward_gather))
+DEF(matvec_backward, FN(matvec_backward_row), FN(matvec_backward_visit), FN(matvec_backward_visit4), ROWS3,
+    FN(matvec_backward_finish), 0, FN(matvec_backward_gather))
 DEF(matvec_double_backward, FN(matvec_double_backward_row), FN(matvec_double_backward_visit),
-    FN(matvec_double_backward_finish), 0, FN(matvec_double_backward_gather))
+    FN(matvec_double_backward_visit4), ROWS3, FN(matvec_double_backward_finish), 0, FN(matvec_double_backward_gather))
 // clang-format on
 
 #undef DEF

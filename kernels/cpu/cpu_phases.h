@@ -15,24 +15,78 @@
 #define SEGOPS_CPU_MAX_SEGVAL 2 /* rms_norm double backward */
 #define SEGOPS_CPU_MAX_ROW 18   /* segment rows a gather reads: m[s] and gg_m[s] */
 
+/* Four doubles in a vector register (GCC/clang vector extension): one per lane, or one per
+ * component of a width-3 row. Plain C arithmetic on them is the same IEEE operation per element
+ * as on a double; the target decides whether that is one AVX instruction or two SSE2 ones. */
+typedef double segops_v4d __attribute__((vector_size(32)));
+#if defined(__clang__) || __GNUC__ >= 12
+#define SEGOPS_CPU_SHUF(a, b, i, j, k, l) __builtin_shufflevector(a, b, i, j, k, l)
+#else
+typedef long long segops_v4i __attribute__((vector_size(32)));
+#define SEGOPS_CPU_SHUF(a, b, i, j, k, l) __builtin_shuffle(a, b, (segops_v4i){i, j, k, l})
+#endif
+
+/* Lanes [0, m) of v as they are, the others +0.0: a segment's last group of four adds +0.0 in
+ * the lanes past its end instead of branching on how many elements are left. Adding +0.0 leaves
+ * an accumulator's bits as they were: x + 0 is x for every x but -0.0, and an accumulator never
+ * is -0.0 (it starts at +0.0, and a sum is -0.0 only when both terms are). */
+typedef long long segops_v4l __attribute__((vector_size(32)));
+SEGOPS_CPU_INLINE void segops_cpu_keep(segops_v4d *v, int m) {
+  const segops_v4l lane = {0, 1, 2, 3}, keep = lane < (segops_v4l){m, m, m, m};
+  *v = (segops_v4d)((segops_v4l)*v & keep);
+}
+
+/* Four rows of width 3 as loaded, F = {r0.0 r0.1 r0.2 r1.0 | r1.1 r1.2 r2.0 r2.1 | r2.2 r3.0 r3.1 r3.2},
+ * to one vector per component, C[c] = {r0.c r1.c r2.c r3.c}, and back: moves only, six
+ * shuffles each way. */
+SEGOPS_CPU_INLINE void segops_cpu_rows_to_cols(const segops_v4d *F, segops_v4d *C) {
+  const segops_v4d t0 = SEGOPS_CPU_SHUF(F[0], F[1], 0, 1, 6, 7), t1 = SEGOPS_CPU_SHUF(F[0], F[2], 2, 3, 4, 5),
+                   t2 = SEGOPS_CPU_SHUF(F[1], F[2], 0, 1, 6, 7);
+  C[0] = SEGOPS_CPU_SHUF(t0, t1, 0, 5, 2, 7);
+  C[1] = SEGOPS_CPU_SHUF(t0, t2, 1, 4, 3, 6);
+  C[2] = SEGOPS_CPU_SHUF(t1, t2, 0, 5, 2, 7);
+}
+SEGOPS_CPU_INLINE void segops_cpu_cols_to_rows(const segops_v4d *C, segops_v4d *F) {
+  const segops_v4d t0 = SEGOPS_CPU_SHUF(C[0], C[1], 0, 4, 2, 6), t1 = SEGOPS_CPU_SHUF(C[2], C[0], 0, 5, 2, 7),
+                   t2 = SEGOPS_CPU_SHUF(C[1], C[2], 1, 5, 3, 7);
+  F[0] = SEGOPS_CPU_SHUF(t0, t1, 0, 1, 4, 5);
+  F[1] = SEGOPS_CPU_SHUF(t2, t0, 0, 1, 6, 7);
+  F[2] = SEGOPS_CPU_SHUF(t1, t2, 2, 3, 6, 7);
+}
+
 /* Hooks. w is the row width (a constant once inlined).
  *   row     loads what gather reads of segment s (y[s], g_out[s], m[s], g_out[s] / c_s, ...)
  *           into r; cnt = c_s where the plan has counts
  *   visit   adds element i's terms to acc
+ *   visit4  adds the terms of elements i .. i+m-1 as visits would (element i+q to lane q), with
+ *           the accumulators in vectors A laid out as the hooks' acc_layout says, so that the
+ *           loads and the four lanes' arithmetic go into vector registers. m < 4 only for a
+ *           segment's last elements: rows up to i+3 are still read (they exist), and the lanes
+ *           from m on add +0.0 (segops_cpu_keep), which leaves every accumulator as it was
  *   finish  writes segment s's requested outputs from acc and cnt; fills sv for post
  *   post    writes the outputs of elements [i, j) (all of one segment) from its values sv
  *   gather  writes the outputs of elements [i, j) (all of one segment) from their inputs and r
  * post and gather take a range so their loops hoist the per-call checks and vectorise. */
 typedef void (*segops_cpu_row_fn)(const segops_cpu_job *J, int64_t s, int64_t cnt, double *r, int w);
 typedef void (*segops_cpu_visit_fn)(const segops_cpu_job *J, int64_t i, double *acc, int w);
+typedef void (*segops_cpu_visit4_fn)(const segops_cpu_job *J, int64_t i, segops_v4d *A, int m, int w);
 typedef void (*segops_cpu_finish_fn)(const segops_cpu_job *J, int64_t s, int64_t cnt, const double *acc, double *sv,
                                      int w);
 typedef void (*segops_cpu_post_fn)(const segops_cpu_job *J, int64_t i, int64_t j, const double *sv, int w);
 typedef void (*segops_cpu_gather_fn)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, int w);
 
+/* How visit4 keeps the accumulators (acc[a] of lane q) in A. */
+typedef enum {
+  SEGOPS_CPU_ACC_LANES, /* A[a][q]: one vector per accumulator, its lanes side by side */
+  SEGOPS_CPU_ACC_FLAT,  /* A[k / 4][k % 4], k = q*w + a: w accumulators, lane by lane (as rows load) */
+  SEGOPS_CPU_ACC_ROWS3, /* one-lane functions: acc[a] = A[a / 3][a % 3] (lane 3 of each vector unused) */
+} segops_cpu_acc_layout;
+
 typedef struct {
   segops_cpu_row_fn row;
-  segops_cpu_visit_fn visit;
+  segops_cpu_visit_fn visit;   /* reduce (unsorted idx) */
+  segops_cpu_visit4_fn visit4; /* walk (sorted idx) */
+  segops_cpu_acc_layout acc_layout;
   segops_cpu_finish_fn finish;
   segops_cpu_post_fn post;
   segops_cpu_gather_fn gather;
@@ -54,7 +108,35 @@ SEGOPS_CPU_INLINE void segops_cpu_segment(const segops_cpu_job *J, const segops_
                                           int64_t j, const int w) {
   double acc[SEGOPS_CPU_MAX_ACC] = {0}, sv[SEGOPS_CPU_MAX_SEGVAL] = {0};
   if (H.finish && J->plan.reduce) {
-    if (H.visit) {
+    if (H.visit4) {
+      /* The groups of four through visit4, in vectors; then the lanes as the arrays below, for
+       * the last 0-3 elements (visit) and the combination. */
+      segops_v4d A[SEGOPS_CPU_MAX_ACC];
+      for (int a = 0; a < SEGOPS_CPU_MAX_ACC; a++) A[a] = (segops_v4d){0, 0, 0, 0};
+      int64_t p = i;
+      for (; p + SEGOPS_CPU_LANES <= j; p += SEGOPS_CPU_LANES) H.visit4(J, p, A, SEGOPS_CPU_LANES, w);
+      if (p < j && p + SEGOPS_CPU_LANES <= J->n) { /* the last 1-3 without branches, unless at the end of idx */
+        H.visit4(J, p, A, (int)(j - p), w);
+        p = j;
+      }
+      double l[SEGOPS_CPU_LANES][SEGOPS_CPU_MAX_ACC] = {{0}};
+      for (int q = 0; q < SEGOPS_CPU_LANES; q++)
+        for (int a = 0; a < SEGOPS_CPU_MAX_ACC; a++) {
+          const int k = q * w + a;
+          if (H.acc_layout == SEGOPS_CPU_ACC_LANES)
+            l[q][a] = A[a][q];
+          else if (H.acc_layout == SEGOPS_CPU_ACC_FLAT)
+            l[q][a] = a < w ? A[k / 4][k % 4] : 0.0;
+          else if (q == 0)
+            l[q][a] = A[a / 3][a % 3];
+        }
+      if (H.acc_layout == SEGOPS_CPU_ACC_ROWS3)
+        for (; p < j; p++) H.visit(J, p, l[0], w);
+      if (p < j) H.visit(J, p++, l[0], w);
+      if (p < j) H.visit(J, p++, l[1], w);
+      if (p < j) H.visit(J, p, l[2], w);
+      segops_cpu_combine(l[0], l[1], l[2], l[3], acc);
+    } else if (H.visit) {
       /* Four separate arrays with constant indices: the compiler keeps them in registers. */
       double l0[SEGOPS_CPU_MAX_ACC] = {0}, l1[SEGOPS_CPU_MAX_ACC] = {0}, l2[SEGOPS_CPU_MAX_ACC] = {0},
              l3[SEGOPS_CPU_MAX_ACC] = {0};
@@ -82,6 +164,20 @@ SEGOPS_CPU_INLINE void segops_cpu_segment(const segops_cpu_job *J, const segops_
   }
 }
 
+/* The end of the segment that starts at i: the first j > i with idx[j] != idx[i], or n. Compares
+ * eight ids at a time (one vector compare and mask; one branch per eight, not per id). */
+SEGOPS_CPU_INLINE int64_t segops_cpu_seg_end(const int32_t *idx, int64_t n, int64_t i) {
+  const int32_t s = idx[i];
+  int64_t j = i + 1;
+  for (; j + 8 <= n; j += 8) {
+    unsigned diff = 0;
+    for (int k = 0; k < 8; k++) diff |= (unsigned)(idx[j + k] != s) << k;
+    if (diff) return j + __builtin_ctz(diff);
+  }
+  while (j < n && idx[j] == s) j++;
+  return j;
+}
+
 /* Empty segments [s0, s1): their segment outputs are zeros (finish of nothing). */
 SEGOPS_CPU_INLINE void segops_cpu_empty(const segops_cpu_job *J, const segops_cpu_hooks H, int64_t s0, int64_t s1,
                                         const int w) {
@@ -99,8 +195,7 @@ SEGOPS_CPU_INLINE void segops_cpu_walk(const segops_cpu_job *J, const segops_cpu
   while (i < end) {
     const int64_t s = idx[i];
     segops_cpu_empty(J, H, prev + 1, s, w);
-    int64_t j = i + 1;
-    while (j < n && idx[j] == s) j++;
+    const int64_t j = segops_cpu_seg_end(idx, n, i);
     segops_cpu_segment(J, H, s, i, j, w);
     prev = s;
     i = j;
