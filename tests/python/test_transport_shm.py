@@ -338,3 +338,38 @@ def test_kept_idx_follows_its_version(shm_url):
         assert sess.bytes_copied - before == x.numel() * 8 + idx.numel() * 4
         kept = len([k for k in sess._kept.values() if k.region is not None])
     assert kept == 1
+
+
+def test_kept_inputs_in_flight_are_not_dropped(shm_url, monkeypatch):
+    """Threads calling with more distinct kept idx tensors than a client keeps: the least
+    recently used are dropped, but never one that a call in flight names (every answer right)."""
+    torch = pytest.importorskip("torch")
+    import segops.torch as st
+
+    monkeypatch.setattr(_transport, "_KEEP_MAX", 2)
+    with segops.Client(shm_url, transport="shm") as c:
+        n = 1 << 15
+        x = torch.ones(n, 3, dtype=torch.float64)
+        idxs = [torch.full((n,), k % 3, dtype=torch.int32) for k in range(6)]
+        errors = []
+
+        def work(t):
+            try:
+                for r in range(30):
+                    k = (t + r) % len(idxs)
+                    out = st.segmented_sum(x, idxs[k], 3, client=c)
+                    want = [[0.0] * 3] * 3
+                    want[k % 3] = [float(n)] * 3
+                    assert out.tolist() == want, (t, r, k)
+            except Exception as e:  # reported below
+                errors.append(e)
+
+        ts = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(120)
+        assert not errors, errors[:3]
+        sess = c._shm
+        assert len([k for k in sess._kept.values() if k.region is not None]) <= 2
+        assert all(k.busy == 0 for k in sess._kept.values())

@@ -516,12 +516,14 @@ os.register_at_fork(after_in_child=_after_fork)
 
 class _Kept:
     """An input kept in a region of its own: the token's object (weakly), the version its bytes
-    there have, and the array's (address, nbytes, dtype, shape) then."""
+    there have, the array's (address, nbytes, dtype, shape) then, and how many calls in flight
+    name its region (it is not dropped while any does)."""
 
-    __slots__ = ("ref", "version", "spec", "region")
+    __slots__ = ("ref", "version", "spec", "region", "busy")
 
     def __init__(self, ref, version, spec, region):
         self.ref, self.version, self.spec, self.region = ref, version, spec, region
+        self.busy = 0
 
 
 class ShmSession:
@@ -540,6 +542,7 @@ class ShmSession:
         self._lent = 0  # regions lent to live results, and their bytes
         self._lent_bytes = 0
         self._parsed = {}  # (answer bytes, placement) -> its placed outputs (see _decode)
+        self._keep_lock = threading.Lock()
         self._kept = {}  # id(token object) -> _Kept (kept inputs), in least recently used order
         self._kept_dead = []  # ids of kept inputs whose token object has died (appended by finalizers)
         self.bytes_copied = 0  # input bytes copied into scratch regions (statistics)
@@ -597,6 +600,7 @@ class ShmSession:
 
     def _forked(self):
         self._lock = threading.Lock()
+        self._keep_lock = threading.Lock()
         self._idle, self._all, self._user, self._dead = [], {}, [], []
         self._kept, self._kept_dead = {}, []
         self._returned, self._lent, self._lent_bytes = [], 0, 0
@@ -667,9 +671,25 @@ class ShmSession:
             if k.region is not None:
                 self._drop(k.region)
 
-    def _kept_place(self, arr, token):
+    def _kept_place(self, arr, token, busy):
         """(region, 0) holding arr's bytes when token = (object, version) vouches that they did
-        not change since they were put there, else None (the caller copies arr as usual)."""
+        not change since they were put there, else None (the caller copies arr as usual). The
+        entry is counted busy (appended to `busy`) until the caller's _unbusy."""
+        with self._keep_lock:  # one thread at a time fills or replaces a kept region
+            where = self._kept_locked(arr, token)
+            if where is not None:
+                k = self._kept[id(token[0])]
+                k.busy += 1
+                busy.append(k)
+            return where
+
+    def _unbusy(self, busy):
+        with self._keep_lock:
+            for k in busy:
+                k.busy -= 1
+
+    def _kept_locked(self, arr, token):
+        """_kept_place's work, under _keep_lock."""
         try:
             obj, version = token
             key = id(obj)
@@ -716,7 +736,7 @@ class ShmSession:
         forgets tokens seen only once past 4 * _KEEP_MAX."""
         drop = []
         with self._lock:
-            held = [(key, k) for key, k in self._kept.items() if k.region is not None]  # oldest first
+            held = [(key, k) for key, k in self._kept.items() if k.region is not None and not k.busy]  # oldest first
             total = sum(k.region.size for _, k in held)
             while held and (len(held) > _KEEP_MAX or total > _KEEP_MAX_BYTES):
                 key, k = held.pop(0)
@@ -818,67 +838,72 @@ class ShmSession:
             self._take_back()
         if self._kept_dead:
             self._reap_kept()
-        tensors = []  # (name, wire array, user region ref or None)
-        scalars = {}
-        arrays = {}
-        pos = 0
-        for name, v in args.items():
-            if v is None:
-                continue
-            if name == "num_segments" or isinstance(v, (int, np.integer, float)):
-                scalars[name] = _wire._scalar(v, name)
-                continue
-            arr = _wire.wire_array(v, name)
-            arrays[name] = arr
-            ref = self._find_user(arr)
-            if ref is None and versions and name in versions:
-                ref = self._kept_place(arr, versions[name])
-            if ref is None:
-                tensors.append((name, arr, pos))
-                pos = _align(pos + arr.nbytes)
-            else:
-                tensors.append((name, arr, ref))
-        s = scalars.get("num_segments")
-        dts = [a.dtype for a in arrays.values() if a.dtype.kind == "f"]
-        odt = dts[0] if dts else np.dtype("<f8")
-        want = out_names if outputs is None else tuple(outputs)
-        outs = []  # (name, offset, nbytes)
-        for name in want:
-            shape = output_shape(op, name, arrays, s) if isinstance(s, int) else None
-            if shape is None:
-                continue  # answered inline
-            nb = odt.itemsize
-            for d in shape:
-                nb *= d
-            outs.append((name, pos, nb))
-            pos = _align(pos + nb)
-        region = self._acquire(pos)
-        lent = False
+        busy = []  # kept inputs this call names (not dropped until it is answered)
         try:
-            body = {}
-            for name, arr, where in tensors:
-                if isinstance(where, tuple):
-                    rname, off = where[0].name, where[1]
+            tensors = []  # (name, wire array, user region ref or None)
+            scalars = {}
+            arrays = {}
+            pos = 0
+            for name, v in args.items():
+                if v is None:
+                    continue
+                if name == "num_segments" or isinstance(v, (int, np.integer, float)):
+                    scalars[name] = _wire._scalar(v, name)
+                    continue
+                arr = _wire.wire_array(v, name)
+                arrays[name] = arr
+                ref = self._find_user(arr)
+                if ref is None and versions and name in versions:
+                    ref = self._kept_place(arr, versions[name], busy)
+                if ref is None:
+                    tensors.append((name, arr, pos))
+                    pos = _align(pos + arr.nbytes)
                 else:
-                    rname, off = region.name, where
-                    if arr.nbytes:
-                        region.buf[off : off + arr.nbytes] = arr.reshape(-1).view(np.uint8)
-                        self.bytes_copied += arr.nbytes
-                body[name] = {"dtype": _dtype_name(arr.dtype), "shape": list(arr.shape),
-                              "shm": {"region": rname, "offset": off}}
-            body.update(scalars)
-            if outputs is not None:
-                body["outputs"] = list(outputs)
-            if outs:
-                body["outputs_shm"] = {name: {"region": region.name, "offset": off} for name, off, _ in outs}
-            c = self._client()
-            packed = msgpack.packb(body)
-            raw = c._roundtrip("POST", f"/v1/{op}/{pass_}", packed, len(packed), read=_read_small)
-            res, lent = self._decode(raw, region, {n: (o, nb) for n, o, nb in outs})
-            return res
+                    tensors.append((name, arr, ref))
+            s = scalars.get("num_segments")
+            dts = [a.dtype for a in arrays.values() if a.dtype.kind == "f"]
+            odt = dts[0] if dts else np.dtype("<f8")
+            want = out_names if outputs is None else tuple(outputs)
+            outs = []  # (name, offset, nbytes)
+            for name in want:
+                shape = output_shape(op, name, arrays, s) if isinstance(s, int) else None
+                if shape is None:
+                    continue  # answered inline
+                nb = odt.itemsize
+                for d in shape:
+                    nb *= d
+                outs.append((name, pos, nb))
+                pos = _align(pos + nb)
+            region = self._acquire(pos)
+            lent = False
+            try:
+                body = {}
+                for name, arr, where in tensors:
+                    if isinstance(where, tuple):
+                        rname, off = where[0].name, where[1]
+                    else:
+                        rname, off = region.name, where
+                        if arr.nbytes:
+                            region.buf[off : off + arr.nbytes] = arr.reshape(-1).view(np.uint8)
+                            self.bytes_copied += arr.nbytes
+                    body[name] = {"dtype": _dtype_name(arr.dtype), "shape": list(arr.shape),
+                                  "shm": {"region": rname, "offset": off}}
+                body.update(scalars)
+                if outputs is not None:
+                    body["outputs"] = list(outputs)
+                if outs:
+                    body["outputs_shm"] = {name: {"region": region.name, "offset": off} for name, off, _ in outs}
+                c = self._client()
+                packed = msgpack.packb(body)
+                raw = c._roundtrip("POST", f"/v1/{op}/{pass_}", packed, len(packed), read=_read_small)
+                res, lent = self._decode(raw, region, {n: (o, nb) for n, o, nb in outs})
+                return res
+            finally:
+                if not lent:
+                    self._release(region)
         finally:
-            if not lent:
-                self._release(region)
+            if busy:
+                self._unbusy(busy)
 
     def _decode(self, raw, region, placed):
         """{name: array} and whether the region is now lent to them (views, released by a
