@@ -687,6 +687,7 @@ class ShmSession:
         with self._keep_lock:
             for k in busy:
                 k.busy -= 1
+            self._trim_kept()  # what was over the caps while busy
 
     def _kept_locked(self, arr, token):
         """_kept_place's work, under _keep_lock."""
@@ -732,8 +733,9 @@ class ShmSession:
         return (k.region, 0) if k.region is not None else None
 
     def _trim_kept(self):
-        """Drops the least recently used kept inputs past _KEEP_MAX or _KEEP_MAX_BYTES, and
-        forgets tokens seen only once past 4 * _KEEP_MAX."""
+        """Drops the least recently used kept inputs past _KEEP_MAX or _KEEP_MAX_BYTES (not those
+        a call in flight names), and forgets tokens seen only once past 4 * _KEEP_MAX. Called
+        with _keep_lock held, so no call is handed a kept region while this drops it."""
         drop = []
         with self._lock:
             held = [(key, k) for key, k in self._kept.items() if k.region is not None and not k.busy]  # oldest first
