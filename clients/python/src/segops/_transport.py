@@ -701,7 +701,13 @@ class ShmSession:
             return None
         k = self._kept.get(key)
         if k is not None and k.ref() is not obj:
-            k = None  # an id reused by a new object: the old entry's finalizer drops it
+            # The id of a dead object, reused by this one before the dead one's entry was reaped:
+            # its region goes now (no call can name it: its object is gone).
+            with self._lock:
+                self._kept.pop(key, None)
+            if k.region is not None:
+                self._drop(k.region)
+            k = None
         if k is None:
             # First sight: remember the token only.
             try:
