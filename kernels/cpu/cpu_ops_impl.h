@@ -150,22 +150,33 @@ HOOK FN(copy_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double
   for (int64_t p = i; p < j; p++) STROW(OUT(0), p, w, r);
 }
 
+/* acc += dot(in[ka][i], in[kb][i]), one row or four: dot's forward (x, y) and mul's backward
+ * (g_out, x) and double backward (gg_x, g_out). A NULL in[ka] is an omitted cotangent: no term. */
+SEGOPS_CPU_INLINE void FN(dot_in_visit)(const segops_cpu_job *J, int64_t i, double *acc, int w, int ka, int kb) {
+  double a[3], b[3];
+  if (!IN(ka)) return;
+  LDROW(IN(ka), i, w, a);
+  LDROW(IN(kb), i, w, b);
+  acc[0] += segops_dot_w(a, b, w);
+}
+SEGOPS_CPU_INLINE void FN(dot_in_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, int m, int w, int ka,
+                                         int kb) {
+  segops_v4d a[3], b[3], d;
+  if (!IN(ka)) return;
+  FN(ld4)(IN(ka), i, w, a);
+  FN(ld4)(IN(kb), i, w, b);
+  FN(dot4)(&d, a, b, w);
+  segops_cpu_keep(&d, m);
+  A[0] += d;
+}
+
 /* ---- segmented_dot ---- */
 /* forward: acc += dot(x, y); out[s] = acc. */
 HOOK FN(dot_forward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int w) {
-  double x[3], y[3];
-  LDROW(IN(0), i, w, x);
-  LDROW(IN(1), i, w, y);
-  acc[0] += segops_dot_w(x, y, w);
+  FN(dot_in_visit)(J, i, acc, w, 0, 1);
 }
 HOOK FN(dot_forward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int w) {
-  segops_v4d x[3], y[3];
-  FN(ld4)(IN(0), i, w, x);
-  FN(ld4)(IN(1), i, w, y);
-  segops_v4d d;
-  FN(dot4)(&d, x, y, w);
-  segops_cpu_keep(&d, m);
-  A[0] += d;
+  FN(dot_in_visit4)(J, i, A, m, w, 0, 1);
 }
 /* Segment output 0 is acc[0] (dot forward and double backward). */
 HOOK FN(dot_finish)(const segops_cpu_job *J, int64_t s, int64_t cnt, const double *acc, double *sv, const int w) {
@@ -224,19 +235,10 @@ HOOK FN(mul_forward_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const
 }
 /* backward, in: g_out, x, y. acc += dot(g_out, x): grad_y (output 1); grad_x[i] = g_out[i]*y[s]. */
 HOOK FN(mul_backward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int w) {
-  double g[3], x[3];
-  LDROW(IN(0), i, w, g);
-  LDROW(IN(1), i, w, x);
-  acc[0] += segops_dot_w(g, x, w);
+  FN(dot_in_visit)(J, i, acc, w, 0, 1);
 }
 HOOK FN(mul_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int w) {
-  segops_v4d g[3], x[3];
-  FN(ld4)(IN(0), i, w, g);
-  FN(ld4)(IN(1), i, w, x);
-  segops_v4d d;
-  FN(dot4)(&d, g, x, w);
-  segops_cpu_keep(&d, m);
-  A[0] += d;
+  FN(dot_in_visit4)(J, i, A, m, w, 0, 1);
 }
 HOOK FN(mul_backward_finish)(const segops_cpu_job *J, int64_t s, int64_t cnt, const double *acc, double *sv,
                              const int w) {
@@ -253,21 +255,10 @@ HOOK FN(mul_backward_gather)(const segops_cpu_job *J, int64_t i, int64_t j, cons
 /* double backward, in: gg_x, gg_y, g_out, x, y. acc += dot(gg_x, g_out): grad_y (output 2);
  * grad_g_out[i] = gg_x[i]*y[s] + gg_y[s]*x[i]; grad_x[i] = gg_y[s]*g_out[i]. r = {y[s], gg_y[s]}. */
 HOOK FN(mul_double_backward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int w) {
-  double ggx[3], g[3];
-  if (!IN(0)) return;
-  LDROW(IN(0), i, w, ggx);
-  LDROW(IN(2), i, w, g);
-  acc[0] += segops_dot_w(ggx, g, w);
+  FN(dot_in_visit)(J, i, acc, w, 0, 2);
 }
 HOOK FN(mul_double_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int w) {
-  segops_v4d ggx[3], g[3];
-  if (!IN(0)) return;
-  FN(ld4)(IN(0), i, w, ggx);
-  FN(ld4)(IN(2), i, w, g);
-  segops_v4d d;
-  FN(dot4)(&d, ggx, g, w);
-  segops_cpu_keep(&d, m);
-  A[0] += d;
+  FN(dot_in_visit4)(J, i, A, m, w, 0, 2);
 }
 HOOK FN(mul_double_backward_finish)(const segops_cpu_job *J, int64_t s, int64_t cnt, const double *acc, double *sv,
                                     const int w) {
