@@ -331,8 +331,50 @@ static void test_valid(void) {
   segops_prepared_free(NULL);
 }
 
+/* A long int32 idx, checked block by block: the first bad element is named wherever it lies (past
+ * the first block, with a later one after it), a decrease at a block boundary or inside the last
+ * partial block makes it unsorted, and an idx in shared memory is checked and used as a copy. */
+static void test_long_idx(void) {
+  enum { N = 3 * 4096 + 7, S = 1000 };
+  static int32_t v[N];
+  static double x[N];
+  segops_prepared p;
+  char err[512];
+  for (int i = 0; i < N; i++) v[i] = (int32_t)((int64_t)i * S / N);
+  segops_request r = {.op = SEGOPS_OP_SUM, .pass = SEGOPS_PASS_FORWARD, .ns_kind = SEGOPS_NS_INT, .ns_value = S};
+  add_arg(&r, "x", (segops_tensor){.dtype = SEGOPS_F64, .ndim = 1, .shape = {N}, .data = x, .nbytes = sizeof x});
+  add_arg(&r, "idx", (segops_tensor){.dtype = SEGOPS_I32, .ndim = 1, .shape = {N}, .data = v, .nbytes = sizeof v});
+  int rc = segops_prepare(&r, &LIM, &p, err, sizeof err);
+  TU_CHECK(rc == SEGOPS_OK && p.call.idx_sorted && p.call.idx == v, "long sorted idx in place: %s", err);
+  if (rc == SEGOPS_OK) segops_prepared_free(&p);
+  static const int at[] = {4096, 2 * 4096 - 1, 3 * 4096 + 3};
+  for (int k = 0; k < 3; k++) { /* a decrease at a boundary, inside a block, in the partial tail */
+    int32_t keep = v[at[k]];
+    v[at[k]] = v[at[k] - 1] - 1; /* v[at - 1] >= 1 past the first block */
+    rc = segops_prepare(&r, &LIM, &p, err, sizeof err);
+    TU_CHECK(rc == SEGOPS_OK && !p.call.idx_sorted, "decrease at %d not seen: %s", at[k], err);
+    if (rc == SEGOPS_OK) segops_prepared_free(&p);
+    v[at[k]] = keep;
+    for (int i = 0; i < N; i++) v[i] = (int32_t)((int64_t)i * S / N);
+  }
+  v[5000] = S;
+  v[9000] = -3;
+  expect_error("first bad idx past the first block", &r, SEGOPS_E_INVALID_ARGUMENT,
+               NAMES("idx[5000] = 1000", "out of range"));
+  v[5000] = 7;
+  expect_error("negative idx in the third block", &r, SEGOPS_E_INVALID_ARGUMENT, NAMES("idx[9000] = -3"));
+  v[9000] = (int32_t)((int64_t)9000 * S / N);
+  v[5000] = (int32_t)((int64_t)5000 * S / N);
+  arg(&r, "idx")->shared = true;
+  rc = segops_prepare(&r, &LIM, &p, err, sizeof err);
+  TU_CHECK(rc == SEGOPS_OK && p.call.idx != v && p.idx_buf != NULL && memcmp(p.call.idx, v, sizeof v) == 0,
+           "shared idx not checked as a copy: %s", err);
+  if (rc == SEGOPS_OK) segops_prepared_free(&p);
+}
+
 int main(void) {
   test_rules();
   test_valid();
+  test_long_idx();
   return tu_summary("prepare");
 }
