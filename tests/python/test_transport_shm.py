@@ -237,6 +237,28 @@ def test_exit_without_close_cleans_up(shm_url):
         assert n not in regions and not os.path.exists("/dev/shm/" + n)
 
 
+def test_dropped_client_leaves_no_region(shm_url):
+    """A Client dropped without close(): its region files go when it is collected, and the daemon
+    unregisters them when the process exits."""
+    code = (
+        "import gc, os, numpy as np, segops\n"
+        f"c = segops.Client({shm_url!r}, transport='shm')\n"
+        "n = 1 << 16\n"
+        "c.segmented_sum(np.ones((n, 3)), np.zeros(n, np.int32), 1)\n"
+        "names = list(c._shm._all)\n"
+        "del c\n"
+        "gc.collect()\n"
+        "print(names, [x for x in names if os.path.exists('/dev/shm/' + x)])\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert out.returncode == 0, out.stderr
+    names, left = eval(out.stdout.strip().replace("] [", "], ["))
+    assert names and left == []
+    regions = {r["name"] for r in _status(shm_url)[1]}
+    assert not regions & set(names)
+
+
 def test_threads_get_their_own_regions(shm_client):
     errors = []
 

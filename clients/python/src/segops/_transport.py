@@ -493,6 +493,44 @@ def output_shape(op, name, arrays, s):
 
 
 _registry = weakref.WeakSet()  # live ShmSession objects, closed at interpreter exit
+# Regions of sessions that died without close() (their Client was dropped): their files are
+# unlinked when the session dies; the daemon is told to unregister them at interpreter exit, by
+# (address, region name): no network I/O in a finalizer, which may run inside any allocation.
+_orphans = []
+
+
+def _orphaned(regions, address):
+    """weakref.finalize callback of a ShmSession: `regions` is its name -> Region dict."""
+    for r in list(regions.values()):
+        r.unlink()
+        if r.registered:
+            _orphans.append((address, r.name))
+    regions.clear()
+
+
+def _unregister_orphans():
+    """Tells each daemon to unregister the regions of sessions that died without close()."""
+    conns = {}
+    while _orphans:
+        (unix, host, port, https, prefix, headers), name = _orphans.pop()
+        try:
+            key = (unix, host, port, https)
+            c = conns.get(key)
+            if c is None:
+                if unix is not None:
+                    c = UnixHTTPConnection(unix, timeout=2)
+                elif https:
+                    c = http.client.HTTPSConnection(host, port, timeout=2)
+                else:
+                    c = http.client.HTTPConnection(host, port, timeout=2)
+                conns[key] = c
+            c.request("POST", f"{prefix}/v2/systemsharedmemory/region/{name}/unregister", b"",
+                      dict(headers, **{"Content-Length": "0"}))
+            c.getresponse().read()
+        except (OSError, http.client.HTTPException):
+            conns.pop(key, None)  # that daemon is gone or broke the connection: nothing to undo there
+    for c in conns.values():
+        c.close()
 
 
 @atexit.register
@@ -502,6 +540,7 @@ def _close_all():
             s.close()
         except Exception:
             pass
+    _unregister_orphans()
 
 
 def _after_fork():
@@ -550,6 +589,17 @@ class ShmSession:
         self.outputs_inline = 0  # outputs answered in the body because no place was known for them
         self.outputs_lent = 0  # outputs returned as views into their region (statistics)
         _registry.add(self)
+        self._finalizer = None
+        self._watch(client)
+
+    def _watch(self, client):
+        """Unlinks this session's region files if it dies without close() (see _orphaned)."""
+        if self._finalizer is not None:
+            self._finalizer.detach()
+        address = (client._unix, client._host, client._port, client._https, client._prefix,
+                   {k: v for k, v in client._headers.items() if k == "Authorization"})
+        self._finalizer = weakref.finalize(self, _orphaned, self._all, address)
+        self._finalizer.atexit = False  # at exit _close_all closes live sessions properly
 
     # -- registration --
 
@@ -601,10 +651,16 @@ class ShmSession:
     def _forked(self):
         self._lock = threading.Lock()
         self._keep_lock = threading.Lock()
+        # The parent's regions are the parent's: this child's finalizer must never unlink them.
+        self._finalizer.detach()
+        self._finalizer = None
         self._idle, self._all, self._user, self._dead = [], {}, [], []
         self._kept, self._kept_dead = {}, []
         self._returned, self._lent, self._lent_bytes = [], 0, 0
         self._pid = os.getpid()
+        c = self._client()
+        if c is not None:
+            self._watch(c)
 
     # -- user arrays --
 
