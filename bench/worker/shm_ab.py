@@ -3,7 +3,7 @@
 memory) with a client setting on and off, in one process and against one daemon, in interleaved
 rounds, so both sides see the same machine: CPU and wall time per step, min and median over the
 rounds. The settings compared:
-  lend  results as views into their region (_transport._MAX_LENT 8) vs copies (0)
+  lend  results as views into their region (_shm._MAX_LENT 8) vs copies (0)
   keep  idx kept in a region of its own (kept inputs) vs copied on every call
 
 usage: shm_ab.py --segopsd PATH [--backend cpu|cuda] --what lend|keep [--op sum] [--log2n 20]
@@ -39,7 +39,7 @@ def main():
         sys.exit(77)
     torch.set_num_threads(1)
     import worker_bench as wb
-    from segops import _transport
+    from segops import _shm
     from segopsd_proc import Daemon
 
     op = a.op if a.op.startswith("segmented_") else "segmented_" + a.op
@@ -51,14 +51,14 @@ def main():
         clients = {}
         fn = wb.step_fn("shm", op, idx_t, idx_np, s, clients, d.url)
         sides = {"on": [], "off": []}
-        _transport._MAX_LENT_BYTES = 512 << 20
+        _shm._MAX_LENT_BYTES = 512 << 20
         for _ in range(a.rounds):
             for side in sides:
                 on = side == "on"
                 if a.what == "lend":
-                    _transport._MAX_LENT = 8 if on else 0
+                    _shm._MAX_LENT = 8 if on else 0
                 else:
-                    _transport._KEEP_MIN_BYTES = (64 << 10) if on else (1 << 62)
+                    _shm._KEEP_MIN_BYTES = (64 << 10) if on else (1 << 62)
                 for _ in range(3):  # the side's regions and kept inputs settle
                     wb.step(fn, inputs)
                 c0, w0 = time.process_time(), time.time()

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import segops
-from segops import _table, _transport
+from segops import _shm, _table
 from segref import FORWARD_INPUTS, WIDTHS, shape_of
 
 
@@ -112,7 +112,7 @@ def test_results_do_not_alias_the_region(shm_client, monkeypatch, lend):
     """Results stay valid and private: a later call never writes where an earlier result lives,
     and writing into a result changes no later answer (results are views into their call's
     region, which is not reused while any of them lives, or copies past the lending cap)."""
-    monkeypatch.setattr(_transport, "_MAX_LENT", lend)
+    monkeypatch.setattr(_shm, "_MAX_LENT", lend)
     idx = np.zeros(4, np.int32)
     r1 = shm_client.segmented_sum(np.ones(4), idx, 1)
     r2 = shm_client.segmented_sum(np.full(4, 2.0), idx, 1)
@@ -130,10 +130,10 @@ def test_results_are_lent_views_and_regions_come_back(shm_client, monkeypatch):
     the next call (no new registration). Off (the default), they are copies."""
     sess = shm_client._shm
     idx0 = np.zeros(1 << 14, np.int32)
-    monkeypatch.setattr(_transport, "_MAX_LENT", 0)  # off, as by default
+    monkeypatch.setattr(_shm, "_MAX_LENT", 0)  # off, as by default
     off = shm_client.call("segmented_sum", "backward", {"g_out": np.ones((1, 3)), "idx": idx0, "num_segments": 1})
     assert off["grad_x"].flags.owndata  # off: a copy
-    monkeypatch.setattr(_transport, "_MAX_LENT", 8)
+    monkeypatch.setattr(_shm, "_MAX_LENT", 8)
     x, idx = np.ones((1 << 14, 3)), np.zeros(1 << 14, np.int32)
     gc.collect()
     shm_client.segmented_sum(x, idx, 1)  # returns any region lent before, primes an idle one
@@ -195,7 +195,7 @@ def test_regions_of_two_sizes_are_both_reused(shm_url):
 
 def test_idle_regions_past_the_pool_cap_are_dropped(shm_url, monkeypatch):
     """Past _POOL_MAX_BYTES the smallest idle regions are unregistered when a larger one is made."""
-    monkeypatch.setattr(_transport, "_POOL_MAX_BYTES", 8 << 20)
+    monkeypatch.setattr(_shm, "_POOL_MAX_BYTES", 8 << 20)
     others = _existing(shm_url)
     with segops.Client(shm_url, transport="shm") as c:
         c.segmented_sum(np.ones(3), np.zeros(3, np.int32), 1)
@@ -368,7 +368,7 @@ def test_kept_inputs_in_flight_are_not_dropped(shm_url, monkeypatch):
     torch = pytest.importorskip("torch")
     import segops.torch as st
 
-    monkeypatch.setattr(_transport, "_KEEP_MAX", 2)
+    monkeypatch.setattr(_shm, "_KEEP_MAX", 2)
     with segops.Client(shm_url, transport="shm") as c:
         n = 1 << 15
         x = torch.ones(n, 3, dtype=torch.float64)

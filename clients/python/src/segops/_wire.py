@@ -57,7 +57,17 @@ def wire_array(a, name):
     return arr
 
 
-_DTYPE_NAMES = {}  # np.dtype -> packed name (dtype.name is slow to compute every call)
+_NAMES = {}  # np.dtype -> its name (numpy computes dtype.name in Python on every access)
+_DTYPE_NAMES = {}  # np.dtype -> packed name
+
+
+def dtype_name(dt):
+    """dt.name, cached."""
+    n = _NAMES.get(dt)
+    if n is None:
+        n = _NAMES[dt] = dt.name
+    return n
+
 _KEYS = {}  # argument name -> packed name
 
 
@@ -74,7 +84,7 @@ def _tensor_head(arr):
     """msgpack of {"dtype": ..., "shape": [...], "data": <bin header>}: the tensor minus its bytes."""
     dn = _DTYPE_NAMES.get(arr.dtype)
     if dn is None:
-        dn = _DTYPE_NAMES[arr.dtype] = _packb(arr.dtype.name)
+        dn = _DTYPE_NAMES[arr.dtype] = _packb(dtype_name(arr.dtype))
     return b"".join((_MAP3, _K_DTYPE, dn, _K_SHAPE, _packb(arr.shape), _K_DATA, _bin_header(arr.nbytes)))
 
 

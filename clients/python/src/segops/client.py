@@ -10,7 +10,7 @@ import urllib.parse
 
 import numpy as np
 
-from . import _endpoints, _table, _transport, _wire
+from . import _endpoints, _shm, _table, _transport, _wire
 from ._status import Status
 from .errors import ProtocolError, SegopsConnectionError, SegopsError, SegopsTimeout, error_for
 
@@ -51,7 +51,7 @@ class Client:
         self._endpoints = None
         self._want = transport
         self._used = None  # the transport in use, once resolved (first call)
-        self._shm = None  # _transport.ShmSession while shared memory is in use
+        self._shm = None  # _shm.ShmSession while shared memory is in use
         if len(urls) > 1:
             clients = [Client(u, token=token, timeout=timeout, max_idle=max_idle, transport=transport) for u in urls]
             self._endpoints = _endpoints.EndpointSet(clients, budget=timeout)
@@ -136,11 +136,11 @@ class Client:
             if want == "unix" and self._unix is None:
                 raise SegopsConnectionError(0, "connection_error", f"segops: transport='unix': {self.url} lists no unix listener that answers here")
             if want in ("auto", "shm"):
-                session = _transport.ShmSession(self)
+                session = _shm.ShmSession(self)
                 try:
-                    ok = _transport.probe_shm(session)
+                    ok = _shm.probe_shm(session)
                     why = "the daemon did not compute from this process's region"
-                except (SegopsError, OSError, _transport.NoRegion) as e:
+                except (SegopsError, OSError, _shm.NoRegion) as e:
                     ok, why = False, str(e)
                 if ok:
                     self._shm = session
@@ -353,7 +353,7 @@ class Client:
         if shm is not None and row is not None:  # (an unknown function: the daemon's 404)
             try:
                 return shm.call(op, pass_, args, outputs, row[1], versions)
-            except _transport.NoRegion as e:
+            except _shm.NoRegion as e:
                 if self._want == "shm":
                     cause = e.args[0]
                     if isinstance(cause, SegopsError):
