@@ -176,8 +176,7 @@ static int collect_batch(segops_sched *s, segops_job **jobs) {
       segops_job *next = j->next;
       const segops_call *c = j->call;
       if (c->n <= BATCH_JOIN_MAX_ROWS && segops_batch_compatible(jobs[0]->call, c) &&
-          rows + c->n <= s->opts.max_batch_elements &&
-          segs + c->s <= INT32_MAX) {
+          rows + c->n <= s->opts.max_batch_elements && segs + c->s <= INT32_MAX) {
         unlink_job(s, prev, j);
         jobs[n++] = j;
         rows += c->n;

@@ -429,8 +429,8 @@ extern "C" segops_backend *segops_cuda_backend_new(const int *devices, int n_dev
       char *end = NULL;
       long l = strtol(v, &end, 10);
       if (!end || *end || l < 1 || l > MAX_LANES_PER_GPU) {
-        segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "SEGOPS_CUDA_LANES must be a whole number from 1 to %d, not '%.32s'",
-                    MAX_LANES_PER_GPU, v);
+        segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
+                    "SEGOPS_CUDA_LANES must be a whole number from 1 to %d, not '%.32s'", MAX_LANES_PER_GPU, v);
         return NULL;
       }
       lanes_per_gpu = (int)l;
