@@ -372,9 +372,40 @@ static void test_long_idx(void) {
   if (rc == SEGOPS_OK) segops_prepared_free(&p);
 }
 
+/* The same for an int64 idx, narrowed while checked: values, sortedness, the first bad element
+ * (one that narrowing would wrap into range included). */
+static void test_long_idx64(void) {
+  enum { N = 3 * 4096 + 7, S = 1000 };
+  static int64_t v[N];
+  static double x[N];
+  segops_prepared p;
+  char err[512];
+  for (int i = 0; i < N; i++) v[i] = (int64_t)i * S / N;
+  segops_request r = {.op = SEGOPS_OP_SUM, .pass = SEGOPS_PASS_FORWARD, .ns_kind = SEGOPS_NS_INT, .ns_value = S};
+  add_arg(&r, "x", (segops_tensor){.dtype = SEGOPS_F64, .ndim = 1, .shape = {N}, .data = x, .nbytes = sizeof x});
+  add_arg(&r, "idx", (segops_tensor){.dtype = SEGOPS_I64, .ndim = 1, .shape = {N}, .data = v, .nbytes = sizeof v});
+  int rc = segops_prepare(&r, &LIM, &p, err, sizeof err);
+  int same = rc == SEGOPS_OK;
+  for (int i = 0; same && i < N; i++) same = p.call.idx[i] == v[i];
+  TU_CHECK(rc == SEGOPS_OK && p.call.idx_sorted && same, "long sorted int64 idx narrowed: %s", err);
+  if (rc == SEGOPS_OK) segops_prepared_free(&p);
+  v[2 * 4096 + 1] = 0; /* a decrease inside the third block */
+  rc = segops_prepare(&r, &LIM, &p, err, sizeof err);
+  TU_CHECK(rc == SEGOPS_OK && !p.call.idx_sorted, "int64 decrease not seen: %s", err);
+  if (rc == SEGOPS_OK) segops_prepared_free(&p);
+  v[2 * 4096 + 1] = (int64_t)(2 * 4096 + 1) * S / N;
+  v[6000] = ((int64_t)1 << 32) + 5; /* narrows to 5 */
+  v[9000] = -3;
+  expect_error("int64 idx that would wrap, past the first block", &r, SEGOPS_E_INVALID_ARGUMENT,
+               NAMES("idx[6000] = 4294967301", "out of range"));
+  v[6000] = (int64_t)6000 * S / N;
+  expect_error("negative int64 idx in the third block", &r, SEGOPS_E_INVALID_ARGUMENT, NAMES("idx[9000] = -3"));
+}
+
 int main(void) {
   test_rules();
   test_valid();
   test_long_idx();
+  test_long_idx64();
   return tu_summary("prepare");
 }

@@ -327,10 +327,10 @@ def test_auto_falls_back_when_registration_is_refused(start_daemon, own_daemons)
         d.stop_and_check()
 
 
-def test_kept_idx_follows_its_version(shm_url):
-    """segops.torch vouches for idx with its tensor and version counter: from the second call on,
-    idx is kept in a region of its own and sent by reference, not copied; an in-place change (a new
-    version) is copied once more, and the answers follow it."""
+def test_kept_inputs_follow_their_versions(shm_url):
+    """segops.torch vouches for each CPU tensor (idx, x) with the tensor and its version counter:
+    from the second call on, each is kept in a region and sent by reference, not copied; an
+    in-place change (a new version) is copied once more, and the answers follow it."""
     torch = pytest.importorskip("torch")
     import segops.torch as st
 
@@ -338,28 +338,56 @@ def test_kept_idx_follows_its_version(shm_url):
         n = 1 << 15
         x = torch.ones(n, 3, dtype=torch.float64)
         idx = torch.zeros(n, dtype=torch.int32)
+        xb, ib = x.numel() * 8, idx.numel() * 4
         st.segmented_sum(x, idx, 2, client=c)
         sess = c._shm
         kept0, copied0 = sess.bytes_kept, sess.bytes_copied
-        st.segmented_sum(x, idx, 2, client=c)  # second sight: idx into a region of its own
-        assert sess.bytes_kept == kept0 and sess.bytes_copied - copied0 == x.numel() * 8 + idx.numel() * 4
+        st.segmented_sum(x, idx, 2, client=c)  # second sight: both into regions kept for them
+        assert sess.bytes_kept == kept0 and sess.bytes_copied - copied0 == xb + ib
         for _ in range(3):
             before = sess.bytes_copied
             out = st.segmented_sum(x, idx, 2, client=c)
-            assert sess.bytes_copied - before == x.numel() * 8  # x only
-        assert sess.bytes_kept - kept0 == 3 * idx.numel() * 4
+            assert sess.bytes_copied == before  # nothing copied
+        assert sess.bytes_kept - kept0 == 3 * (xb + ib)
         assert out.tolist() == [[n, n, n], [0, 0, 0]]
         idx[: n // 4] = 1  # in place: the version changes
         before = sess.bytes_copied
         out = st.segmented_sum(x, idx, 2, client=c)
-        assert sess.bytes_copied - before == x.numel() * 8 + idx.numel() * 4
+        assert sess.bytes_copied - before == ib
         assert out.tolist() == [[3 * n // 4] * 3, [n // 4] * 3]
+        x[0] = 5.0  # x too
+        before = sess.bytes_copied
+        out = st.segmented_sum(x, idx, 2, client=c)
+        assert sess.bytes_copied - before == xb
+        assert out.tolist() == [[3 * n // 4] * 3, [n // 4 + 4] * 3]  # x[0] is in segment 1
         idx2 = idx.clone()  # another tensor with the same bytes: its own token, copied as usual
         before = sess.bytes_copied
         assert st.segmented_sum(x, idx2, 2, client=c).tolist() == out.tolist()
-        assert sess.bytes_copied - before == x.numel() * 8 + idx.numel() * 4
+        assert sess.bytes_copied - before == ib
         kept = len([k for k in sess._kept.values() if k.region is not None])
-    assert kept == 1
+    assert kept == 2
+
+
+def test_kept_inputs_of_new_tensors_reuse_the_pool(shm_url):
+    """A training loop: new x every step, each kept for its step's calls. Kept regions come from
+    the client's pool and go back to it, so after the first steps no step registers a region."""
+    torch = pytest.importorskip("torch")
+    import segops.torch as st
+
+    with segops.Client(shm_url, transport="shm") as c:
+        n = 1 << 15
+        idx = torch.sort(torch.randint(0, 64, (n,), generator=torch.Generator().manual_seed(1))).values
+        for step in range(12):
+            x = torch.full((n, 3), float(step), dtype=torch.float64, requires_grad=True)
+            out = st.segmented_dot(x, x.detach() + 1, idx, 64, client=c)
+            (g,) = torch.autograd.grad((out**2).sum(), (x,), create_graph=True)
+            (g**2).sum().backward()
+            if step == 3:
+                regs = c._shm.registrations
+            want = torch.zeros(64, dtype=torch.float64).index_add_(0, idx, (x.detach() * (x.detach() + 1)).sum(1))
+            assert torch.equal(out.detach(), want)
+        assert c._shm.registrations == regs
+        assert c._shm.bytes_kept > 0
 
 
 def test_kept_inputs_in_flight_are_not_dropped(shm_url, monkeypatch):

@@ -47,13 +47,14 @@ _MAX_LENT_BYTES = 256 << 20
 # gets its region), and how many may wait idle.
 _POOL_MAX_BYTES = 512 << 20
 _POOL_MAX_IDLE = 8
-# Kept inputs: an argument the caller vouches for with a version token (Client.call's versions=,
-# e.g. segops.torch's idx: the tensor and its _version counter) is copied once into a region of its
-# own and sent by reference while the token holds: a training step sends the same idx in each of
-# its four calls, and an MD trajectory in every step. Kept from the second call that shows the same
-# token (a one-off argument is not worth a registration), at most _KEEP_MAX arrays and
-# _KEEP_MAX_BYTES per client (least recently used dropped), none smaller than _KEEP_MIN_BYTES.
-_KEEP_MAX = 4
+# Kept inputs: an argument the caller vouches for with a version token (Client.call's versions=;
+# segops.torch passes each CPU tensor with its _version counter) is copied once into a region of
+# the pool and sent by reference while the token holds: a training step sends the same idx in each
+# of its four calls and the same x (and y, m, g_out) in two to four of them, and an MD trajectory
+# the same idx in every step. Kept from the second call that shows the same token (a one-off
+# argument is not worth the bookkeeping), at most _KEEP_MAX arrays and _KEEP_MAX_BYTES per client
+# (least recently used go back to the pool), none smaller than _KEEP_MIN_BYTES.
+_KEEP_MAX = 6
 _KEEP_MAX_BYTES = 512 << 20
 _KEEP_MIN_BYTES = 64 << 10
 
@@ -264,6 +265,7 @@ class ShmSession:
         self.bytes_kept = 0  # input bytes sent from kept regions instead of copied (statistics)
         self.outputs_inline = 0  # outputs answered in the body because no place was known for them
         self.outputs_lent = 0  # outputs returned as views into their region (statistics)
+        self.registrations = 0  # regions registered with the daemon (statistics)
         _registry.add(self)
         self._finalizer = None
         self._watch(client)
@@ -299,6 +301,7 @@ class ShmSession:
         r.registered = True
         with self._lock:
             self._all[r.name] = r
+            self.registrations += 1
         return r
 
     def _drop(self, r, tell_daemon=True):
@@ -401,7 +404,7 @@ class ShmSession:
                     continue
                 del self._kept[key]
             if k.region is not None:
-                self._drop(k.region)
+                self._release(k.region)
 
     def _kept_place(self, arr, token, busy):
         """(region, 0) holding arr's bytes when token = (object, version) vouches that they did
@@ -438,7 +441,7 @@ class ShmSession:
             with self._lock:
                 self._kept.pop(key, None)
             if k.region is not None:
-                self._drop(k.region)
+                self._release(k.region)
             k = None
         if k is None:
             # First sight: remember the token only.
@@ -458,11 +461,13 @@ class ShmSession:
             return k
         if k.region is None or k.region.size < arr.nbytes:
             if k.region is not None:
-                self._drop(k.region)
+                self._release(k.region)
                 k.region = None
             try:
-                k.region = self._register(_align(arr.nbytes))
-            except (SegopsError, OSError):
+                # From the pool like a call's region (and back to it when dropped): inputs kept
+                # for one step only, as a training batch's are, then cost no registration.
+                k.region = self._acquire(_align(arr.nbytes))
+            except (SegopsError, OSError, NoRegion):
                 return None  # no room for it: copied with the call's other inputs
         k.region.buf[: arr.nbytes] = arr.reshape(-1).view(np.uint8)
         self.bytes_copied += arr.nbytes
@@ -487,7 +492,7 @@ class ShmSession:
             for key in seen[: max(0, len(seen) - 4 * _KEEP_MAX)]:
                 del self._kept[key]
         for r in drop:
-            self._drop(r)
+            self._release(r)
 
     # -- calls --
 

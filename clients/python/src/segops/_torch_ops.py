@@ -113,6 +113,20 @@ def _from_np(a, device):
     return t.to(device, non_blocking=True)
 
 
+def _versions(names, given, host):
+    """{name: (tensor, version)} for the arguments passed as they are (CPU tensors, not host
+    copies of GPU ones) whose version counter can be read (inference tensors have none)."""
+    out = {}
+    for n, t, h in zip(names, given, host):
+        if t is None or h is not t:
+            continue
+        try:
+            out[n] = (t, t._version)
+        except RuntimeError:
+            pass
+    return out
+
+
 def _make_impl(fn):
     def impl(*args):
         named, idx, s, key, want = fn.split(args)
@@ -124,11 +138,13 @@ def _make_impl(fn):
         wire["num_segments"] = int(s)
         outputs = [o for k, o in enumerate(fn.outs) if want >> k & 1]
         client = resolve_client(key)
-        # idx's tensor and its version counter (bumped by every in-place change): over shared memory
-        # the client keeps idx in a region of its own while they stay the same, so a step's calls,
-        # and the steps of a trajectory, copy it once.
+        # Each CPU tensor with its version counter (bumped by every in-place change): over shared
+        # memory the client keeps an argument in a region while they stay the same, so a step's
+        # calls copy idx and the saved inputs once, and a trajectory's steps copy idx once.
         # (Only to Client's own call: a subclass that overrides call keeps the documented signature.)
-        kw = {"versions": {"idx": (idx, idx._version)}} if getattr(type(client), "call", None) is Client.call else {}
+        kw = {}
+        if getattr(type(client), "call", None) is Client.call:
+            kw["versions"] = _versions(names, list(named.values()) + [idx], host)
         res = client.call(fn.op, fn.pass_, wire, outputs=None if len(outputs) == len(fn.outs) else outputs, **kw)
         got = []
         for k, o in enumerate(fn.outs):
