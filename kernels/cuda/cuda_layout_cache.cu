@@ -67,17 +67,20 @@ void segops_layout_cache_clear(segops_layout_cache *c, cudaStream_t st) {
   for (int k = 0; k < SEGOPS_LAYOUT_CACHE_SLOTS; k++) drop(c, &c->e[k], st);
 }
 
-int segops_layout_cache_get(segops_layout_cache *c, const segops_cuda_job *job, const int32_t *host_idx, void *temp,
-                            cudaStream_t st, const void **layout, int64_t *longest) {
-  *layout = NULL;
-  *longest = 0;
+segops_layout_entry *segops_layout_cache_entry(segops_layout_cache *c, const segops_cuda_job *job,
+                                               const int32_t *host_idx, cudaStream_t st) {
+  if (c->cap == 0 || job->n <= 0 || job->s <= 0) return NULL;
+  /* Room for the layout whatever the function: a reducing function's layout of (idx, S). */
+  segops_cuda_job any = *job;
+  any.fn = segops_fn(SEGOPS_OP_SUM, SEGOPS_PASS_FORWARD);
   size_t keep = 0, tmp = 0;
-  int rc = segops_cuda_layout_bytes(job, &keep, &tmp);
-  if (rc != 0 || keep == 0) return rc;
-  if (keep > c->cap) {
-    if (job->idx_sorted) *longest = segops_cuda_sorted_longest(host_idx, job->n);
-    return rc;
+  if (segops_cuda_layout_bytes(&any, &keep, &tmp) != 0) {
+    (void)cudaGetLastError();
+    return NULL;
   }
+  const size_t idx_bytes = ((size_t)job->n * 4 + 255) & ~(size_t)255;
+  const size_t need = idx_bytes + keep;
+  if (need > c->cap) return NULL;
   uint64_t h[2];
   segops_hash128(host_idx, (size_t)job->n * 4, c->seed, h);
   const int sorted = job->idx_sorted ? 1 : 0;
@@ -92,15 +95,12 @@ int segops_layout_cache_get(segops_layout_cache *c, const segops_cuda_job *job, 
     if (e->h[0] == h[0] && e->h[1] == h[1] && e->n == job->n && e->s == job->s && e->sorted == sorted) {
       e->used = c->clock;
       __atomic_store_n(&c->hits, c->hits + 1, __ATOMIC_RELAXED);
-      *layout = e->mem;
-      *longest = e->longest;
-      return 0;
+      return e;
     }
   }
   __atomic_store_n(&c->misses, c->misses + 1, __ATOMIC_RELAXED);
-  *longest = sorted ? segops_cuda_sorted_longest(host_idx, job->n) : 0;
   /* Evict least recently used entries until the new one fits in a slot and under the cap. */
-  while (!free_slot || c->bytes + keep > c->cap) {
+  while (!free_slot || c->bytes + need > c->cap) {
     segops_layout_entry *lru = NULL;
     for (int k = 0; k < SEGOPS_LAYOUT_CACHE_SLOTS; k++)
       if (c->e[k].mem && (!lru || c->e[k].used < lru->used)) lru = &c->e[k];
@@ -109,25 +109,20 @@ int segops_layout_cache_get(segops_layout_cache *c, const segops_cuda_job *job, 
     if (!free_slot) free_slot = lru;
   }
   void *mem = NULL;
-  if (cudaMallocAsync(&mem, keep, st) != cudaSuccess) {
-    (void)cudaGetLastError(); /* no room: the caller builds in its scratch, uncached */
-    return 0;
+  if (!free_slot || cudaMallocAsync(&mem, need, st) != cudaSuccess) {
+    (void)cudaGetLastError(); /* no room: the caller works in its own memory, uncached */
+    return NULL;
   }
-  rc = segops_cuda_layout_build(job, mem, temp, st);
-  if (rc != 0) {
-    if (cudaFreeAsync(mem, st) != cudaSuccess) (void)cudaGetLastError();
-    return rc;
-  }
+  memset(free_slot, 0, sizeof *free_slot);
   free_slot->h[0] = h[0];
   free_slot->h[1] = h[1];
   free_slot->n = job->n;
   free_slot->s = job->s;
   free_slot->sorted = sorted;
-  free_slot->longest = *longest;
   free_slot->mem = mem;
-  free_slot->bytes = keep;
+  free_slot->idx_bytes = idx_bytes;
+  free_slot->bytes = need;
   free_slot->used = c->clock;
-  __atomic_store_n(&c->bytes, c->bytes + keep, __ATOMIC_RELAXED);
-  *layout = mem;
-  return 0;
+  __atomic_store_n(&c->bytes, c->bytes + need, __ATOMIC_RELAXED);
+  return free_slot;
 }

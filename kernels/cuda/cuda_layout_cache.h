@@ -1,8 +1,10 @@
-/* cuda_layout_cache.h: a bounded cache of segment layouts on one device worker, keyed by a
- * 128-bit keyed hash of (idx bytes, N, S, sortedness), so that the forward, backward and double
- * backward of one step, and every step of a trajectory with the same idx, sort and scan idx once.
- * A layout is a pure function of its key: a hit gives the same bits as a rebuild. Used by one
- * worker (one stream) at a time: no locking; the counters are read by /metrics with atomics. */
+/* cuda_layout_cache.h: a bounded cache of idx on one device worker, keyed by a 128-bit keyed
+ * hash of (idx bytes, N, S, sortedness): each entry holds the device copy of idx and, once a
+ * function that reduces has needed it, its segment layout. So the forward, backward and double
+ * backward of one step, and every step of a trajectory with the same idx, copy idx to the GPU
+ * and sort and scan it once. Both are pure functions of the key: a hit gives the same bits as a
+ * copy and a rebuild. Used by one worker (one stream) at a time: no locking; the counters are
+ * read by /metrics with atomics. */
 #ifndef SEGOPS_CUDA_LAYOUT_CACHE_H
 #define SEGOPS_CUDA_LAYOUT_CACHE_H
 
@@ -16,8 +18,11 @@ typedef struct {
   uint64_t h[2];
   int64_t n, s;
   int sorted;
-  int64_t longest; /* sorted idx: its longest segment (segops_cuda_sorted_longest); else 0 */
-  void *mem; /* device memory (cudaMallocAsync on the worker's stream); NULL: free slot */
+  int64_t longest;  /* sorted idx with the layout built: its longest segment; else 0 */
+  void *mem;        /* device memory (cudaMallocAsync on the worker's stream); NULL: free slot */
+  size_t idx_bytes; /* mem: idx's n int32 values, then from idx_bytes (256-byte aligned) the layout */
+  int idx_ready;    /* set by the backend once idx's copy into mem is enqueued */
+  int layout_ready; /* set by the backend once the layout's build into mem + idx_bytes is enqueued */
   size_t bytes;
   uint64_t used; /* clock of the last use, for least-recently-used eviction */
 } segops_layout_entry;
@@ -34,14 +39,13 @@ typedef struct {
 /* An empty cache of at most cap bytes. */
 void segops_layout_cache_init(segops_layout_cache *c, size_t cap);
 
-/* The layout of job (job->idx on the device, host_idx its host copy, n int32 values), built on
- * stream into a cache entry on a miss with temp (at least the layout's temp bytes) as work space.
- * *layout: the entry's memory, or NULL when the layout is not cached (cache off, larger than the
- * cap, or no device memory for it): then the caller builds it in its scratch. *longest: for a
- * sorted idx its longest segment (kept with the entry, measured on the host on a miss or when
- * uncached), else 0. Returns a cudaError_t of the build (the entry is dropped then). */
-int segops_layout_cache_get(segops_layout_cache *c, const segops_cuda_job *job, const int32_t *host_idx, void *temp,
-                            cudaStream_t stream, const void **layout, int64_t *longest);
+/* The entry of job's (host_idx: its n int32 values on the host, job->s, job->idx_sorted): found,
+ * or made (evicting the least recently used) with room for idx and its layout but neither filled
+ * in. NULL when it cannot be cached (cache off, n = 0, larger than the cap, or no device memory):
+ * the caller then copies idx and builds the layout in its own memory. A failed copy or build
+ * after this must clear the cache (the backend's error path does). */
+segops_layout_entry *segops_layout_cache_entry(segops_layout_cache *c, const segops_cuda_job *job,
+                                               const int32_t *host_idx, cudaStream_t stream);
 
 /* Frees every entry (stream-ordered on stream). */
 void segops_layout_cache_clear(segops_layout_cache *c, cudaStream_t stream);

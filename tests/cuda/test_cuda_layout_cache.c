@@ -97,6 +97,37 @@ int main(void) {
     printf("FAIL: the cache held memory while off or past its cap\n");
     fails++;
   }
+  /* The cache also holds idx's device copy: an idx that differs from a cached one in a single
+   * value (same N, S and sortedness) is copied anew, for a reducing function and a gather, and
+   * the first one still hits afterwards. */
+  {
+    int32_t *moved = malloc((size_t)n * 4);
+    memcpy(moved, idx[0], (size_t)n * 4);
+    moved[sizes[0]] = 0; /* the first element of segment 1 joins segment 0: still sorted */
+    const int32_t *order[3] = {moved, idx[0], moved};
+    segops_cache_stats before = stats(cached);
+    for (int r = 0; r < 3; r++)
+      for (int pass = 0; pass < 2; pass++) {
+        const segops_fn_desc *fn = segops_fn(SEGOPS_OP_SUM, (segops_pass)pass);
+        tu_call c;
+        tu_make_idx(&c, fn, SEGOPS_F64, 3, n, s, order[r], 0xff, 1, 700 + r * 2 + pass);
+        tu_poison(&c);
+        int rc = cached->run(cached->ctx, 0, &c.call, err, sizeof err);
+        if (rc != SEGOPS_OK || tu_check(&c, "idx copy", NULL)) {
+          printf("FAIL: sum %s with %s idx after a cached one: %d %s\n", segops_pass_name(fn->pass),
+                 r == 1 ? "the first" : "a changed", rc, rc ? err : "(values)");
+          fails++;
+        }
+        tu_free(&c);
+      }
+    segops_cache_stats after = stats(cached);
+    if (after.misses != before.misses + 1 || after.hits != before.hits + 5) {
+      printf("FAIL: a changed idx then the first: %llu misses, %llu hits (want 1 and 5)\n",
+             after.misses - before.misses, after.hits - before.hits);
+      fails++;
+    }
+    free(moved);
+  }
   /* More distinct idx than slots: eviction keeps it under the cap; results still right. */
   for (int v = 0; v < 40; v++) {
     const segops_fn_desc *fn = segops_fn(SEGOPS_OP_SUM, SEGOPS_PASS_FORWARD);

@@ -125,12 +125,13 @@ def test_results_do_not_alias_the_region(shm_client, monkeypatch, lend):
 
 
 def test_results_are_lent_views_and_regions_come_back(shm_client, monkeypatch):
-    """With lending on (SEGOPS_SHM_MAX_LENT), results placed in the region come back without a
-    copy (views into it); once they and everything made from them are gone, the region serves
-    the next call (no new registration). Off (the default), they are copies."""
+    """With lending on (the default; SEGOPS_SHM_MAX_LENT), results placed in the region come back
+    without a copy (views into it); once they and everything made from them are gone, the region
+    serves the next call (no new registration). Off (0), they are copies."""
     sess = shm_client._shm
     idx0 = np.zeros(1 << 14, np.int32)
-    monkeypatch.setattr(_shm, "_MAX_LENT", 0)  # off, as by default
+    assert _shm._MAX_LENT == 8 or "SEGOPS_SHM_MAX_LENT" in os.environ  # on by default
+    monkeypatch.setattr(_shm, "_MAX_LENT", 0)  # off
     off = shm_client.call("segmented_sum", "backward", {"g_out": np.ones((1, 3)), "idx": idx0, "num_segments": 1})
     assert off["grad_x"].flags.owndata  # off: a copy
     monkeypatch.setattr(_shm, "_MAX_LENT", 8)

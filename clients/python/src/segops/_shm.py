@@ -34,14 +34,14 @@ SHM_MIN_BYTES = 64 * 1024
 SHM_DIR = "/dev/shm"
 _ALIGN = 64
 _MIN_REGION = 1 << 20
-# Lending (opt-in): results are views into the call's region (no copy) while this process holds
-# at most _MAX_LENT regions, and _MAX_LENT_BYTES of them, lent to live results; past either, and
-# by default (0), results are copied out. SEGOPS_SHM_MAX_LENT=N turns it on. Off by default
-# because a training step keeps several calls' results alive, so each process then holds several
-# large regions at once (registered, and pinned by the CUDA backend), against the daemon's
-# --max-shm-bytes (1 GiB by default, for all clients together): on the H200 with 16 workers it
-# made dot's and mul's 2^20 step 4-8x slower (bench/RESULTS.md).
-_MAX_LENT = int(os.environ.get("SEGOPS_SHM_MAX_LENT", "0") or 0)
+# Lending: results are views into the call's region (no copy) while this process holds at most
+# _MAX_LENT regions, and _MAX_LENT_BYTES of them, lent to live results; past either, results are
+# copied out. SEGOPS_SHM_MAX_LENT=N sets the count (0: always copy). On by default since kept inputs
+# and kept regions come from one pool (no registration per step): 16 workers on the H200 made
+# 15 of 16 (op, N) cells faster with it, by up to 35 % at 2^20 (bench/RESULTS.md, session 8).
+# A lent region counts against the daemon's --max-shm-bytes like any other; when no region can
+# be registered, transport="auto" sends the call as bodies.
+_MAX_LENT = int(os.environ.get("SEGOPS_SHM_MAX_LENT", "8") or 0)
 _MAX_LENT_BYTES = 256 << 20
 # Scratch regions kept by one client, idle and lent together (a single call larger than this still
 # gets its region), and how many may wait idle.
