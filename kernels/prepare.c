@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "errors.h"
+#include "hash.h"
+#include "idx_cache.h"
 
 void *segops_aligned_alloc(size_t nbytes) {
   size_t sz = (nbytes + 63) & ~(size_t)63;
@@ -19,6 +21,8 @@ void segops_prepared_free(segops_prepared *p) {
   if (!p) return;
   free(p->idx_buf);
   free(p->out_buf);
+  segops_idx_cache_release(p->idx_hold);
+  p->idx_hold = NULL;
   p->idx_buf = NULL;
   p->out_buf = NULL;
 }
@@ -260,12 +264,31 @@ int segops_prepare(const segops_request *req, const segops_limits *lim, segops_p
   const unsigned char *ib = (const unsigned char *)idx->data;
   bool need_copy = idx->dtype == SEGOPS_I64 || ((uintptr_t)ib % sizeof(int32_t)) != 0 || idx->shared;
   int32_t *copy = NULL;
+  /* A large int32 idx from a region: first look for a validated copy of the same bytes (for the
+   * same N and S) in the validated-idx cache (idx_cache.h). The region's bytes are read once, to
+   * hash them; on a hit nothing reads them again. */
+  segops_idx_entry *hold = NULL;
+  const int32_t *cached = NULL;
+  uint64_t ih[2] = {0, 0};
+  bool hashed = false;
+  const bool cacheable = idx->shared && idx->dtype == SEGOPS_I32 && (size_t)n * 4 >= SEGOPS_IDX_CACHE_MIN_BYTES &&
+                         segops_idx_cache_enabled();
+  if (cacheable) {
+    segops_hash_idx(ib, (size_t)n * 4, ih);
+    hold = segops_idx_cache_find(ih, n, s, &cached, &sorted);
+    if (hold) {
+      need_copy = false;
+      hashed = true;
+    }
+  }
   if (need_copy) {
     copy = segops_aligned_alloc((size_t)n * sizeof(int32_t));
     if (!copy) return segops_errf(SEGOPS_E_NOMEM, err, errlen, "%s: out of memory for idx", op);
   }
   int64_t bad = -1;
-  if (idx->dtype == SEGOPS_I32) {
+  if (hold) {
+    /* validated when it went into the cache, for this N and S */
+  } else if (idx->dtype == SEGOPS_I32) {
     /* Copied whole (memcpy's speed), then one branch-free pass the compiler vectorises: a
      * request's idx is its largest index array, and a branch per element cost more than the
      * backend's own pass over it. The first bad element is looked for only when there is one. */
@@ -311,6 +334,7 @@ int segops_prepare(const segops_request *req, const segops_limits *lim, segops_p
     if (!want[o]) continue;
     if (cnt > lim->max_elements) {
       free(copy);
+      segops_idx_cache_release(hold);
       return segops_errf(SEGOPS_E_TOO_LARGE, err, errlen,
                          "%s: output %s would have %" PRId64 " elements, more than the limit (%" PRId64 ")", op,
                          fn->out[o].name, cnt, lim->max_elements);
@@ -319,6 +343,7 @@ int segops_prepare(const segops_request *req, const segops_limits *lim, segops_p
   }
   if (lim->max_output_bytes > 0 && total > (uint64_t)lim->max_output_bytes) {
     free(copy);
+    segops_idx_cache_release(hold);
     return segops_errf(SEGOPS_E_TOO_LARGE, err, errlen,
                        "%s: the outputs would take %zu bytes, more than the limit (--max-output-bytes %" PRId64 ")", op,
                        total, lim->max_output_bytes);
@@ -326,6 +351,7 @@ int segops_prepare(const segops_request *req, const segops_limits *lim, segops_p
   p->out_buf = segops_aligned_alloc(total);
   if (!p->out_buf) {
     free(copy);
+    segops_idx_cache_release(hold);
     return segops_errf(SEGOPS_E_NOMEM, err, errlen, "%s: out of memory for outputs (%zu bytes)", op, total);
   }
   size_t off = 0;
@@ -335,13 +361,28 @@ int segops_prepare(const segops_request *req, const segops_limits *lim, segops_p
     off += (p->out_nbytes[o] + 63) & ~(size_t)63;
   }
 
+  if (cacheable && !hold && copy) {
+    /* Validated just now: the copy goes into the cache under the hash of its own bytes (the
+     * region's may have changed since they were hashed above). */
+    segops_hash_idx(copy, (size_t)n * 4, ih);
+    hold = segops_idx_cache_put(copy, ih, n, s, sorted);
+    if (hold) {
+      cached = copy;
+      copy = NULL;
+      hashed = true;
+    }
+  }
   p->idx_buf = copy;
+  p->idx_hold = hold;
+  p->call.idx_hashed = hashed;
+  p->call.idx_hash[0] = ih[0];
+  p->call.idx_hash[1] = ih[1];
   p->call.fn = fn;
   p->call.dtype = (segops_dtype)dtype;
   p->call.width = width;
   p->call.n = n;
   p->call.s = s;
-  p->call.idx = copy ? copy : (const int32_t *)idx->data;
+  p->call.idx = hold ? cached : copy ? copy : (const int32_t *)idx->data;
   p->call.idx_sorted = sorted;
   for (int k = 0; k < fn->n_in; k++) p->call.in[k] = in[k] ? in[k]->data : NULL;
   return SEGOPS_OK;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "errors.h"
+#include "idx_cache.h"
 
 /* The statuses proto/API.md lists; anything else lands in the last slot ("other"). */
 static const int STATUSES[] = {200, 400, 401, 404, 405, 406, 413, 415, 500, 503, 504, 0};
@@ -311,6 +312,20 @@ char *segops_metrics_render(int64_t queue_depth, const segops_backend *be, size_
       put(&b, "segops_layout_cache_lookups_total{device=\"%d\",result=\"hit\"} %llu\n"
               "segops_layout_cache_lookups_total{device=\"%d\",result=\"miss\"} %llu\n",
           d, cs[d].hits, d, cs[d].misses);
+  }
+  {
+    segops_idx_cache_stats_t ic;
+    segops_idx_cache_stats(&ic);
+    put(&b, "# HELP segops_idx_cache_bytes Host memory held by validated copies of idx from shared memory.\n");
+    put(&b, "# TYPE segops_idx_cache_bytes gauge\n");
+    put(&b, "segops_idx_cache_bytes %llu\n", (unsigned long long)ic.bytes);
+    put(&b, "# HELP segops_idx_cache_capacity_bytes Cap of the validated-idx cache.\n");
+    put(&b, "# TYPE segops_idx_cache_capacity_bytes gauge\n");
+    put(&b, "segops_idx_cache_capacity_bytes %llu\n", (unsigned long long)ic.cap);
+    put(&b, "# HELP segops_idx_cache_lookups_total Validated-idx cache lookups by result.\n");
+    put(&b, "# TYPE segops_idx_cache_lookups_total counter\n");
+    put(&b, "segops_idx_cache_lookups_total{result=\"hit\"} %llu\nsegops_idx_cache_lookups_total{result=\"miss\"} %llu\n",
+        (unsigned long long)ic.hits, (unsigned long long)ic.misses);
   }
   if (b.oom) {
     free(b.p);

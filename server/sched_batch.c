@@ -57,6 +57,7 @@ int segops_batch_run(segops_backend *be, int device, segops_job **jobs, int n, c
   m.s = S;
   int32_t *idx = (int32_t *)blk;
   m.idx = idx;
+  m.idx_hashed = false; /* the batch's idx is new bytes */
   int64_t ebase = 0, sbase = 0;
   size_t pos_in[SEGOPS_MAX_INPUTS] = {0};
   for (int j = 0; j < n; j++) {

@@ -263,7 +263,8 @@ static int cuda_run(void *vctx, int device, const segops_call *call, char *err, 
   {
     /* idx on the device: the cached copy when this idx was seen before on this worker (the
      * forward, backward and double backward of a step, a trajectory's steps), else copied in. */
-    segops_layout_entry *ent = segops_layout_cache_entry(&d->cache, &job, call->idx, d->stream);
+    segops_layout_entry *ent =
+        segops_layout_cache_entry(&d->cache, &job, call->idx, call->idx_hashed ? call->idx_hash : NULL, d->stream);
     if (ent) {
       job.idx = (const int32_t *)ent->mem;
       if (!ent->idx_ready) {

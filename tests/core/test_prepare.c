@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "errors.h"
+#include "idx_cache.h"
 #include "prepare.h"
 #include "test_util.h"
 
@@ -402,10 +403,66 @@ static void test_long_idx64(void) {
   expect_error("negative int64 idx in the third block", &r, SEGOPS_E_INVALID_ARGUMENT, NAMES("idx[9000] = -3"));
 }
 
+/* The validated-idx cache: an int32 idx from a region, seen again with the same bytes, N and S,
+ * is served from the daemon's own validated copy (no copy, no check); any other bytes or S are
+ * copied and checked as usual, and a copy stays valid while a request holds it. */
+static void test_idx_cache(void) {
+  enum { N = 20000, S = 1000 };
+  static int32_t v[N];
+  static double x[N];
+  segops_prepared p1, p2, p3;
+  char err[512];
+  segops_idx_cache_set_cap((size_t)64 << 20);
+  for (int i = 0; i < N; i++) v[i] = (int32_t)((int64_t)i * S / N);
+  segops_request r = {.op = SEGOPS_OP_SUM, .pass = SEGOPS_PASS_FORWARD, .ns_kind = SEGOPS_NS_INT, .ns_value = S};
+  add_arg(&r, "x", (segops_tensor){.dtype = SEGOPS_F64, .ndim = 1, .shape = {N}, .data = x, .nbytes = sizeof x});
+  add_arg(&r, "idx", (segops_tensor){.dtype = SEGOPS_I32, .ndim = 1, .shape = {N}, .data = v, .nbytes = sizeof v});
+  arg(&r, "idx")->shared = true;
+  segops_idx_cache_stats_t a, b;
+  segops_idx_cache_stats(&a);
+  int rc = segops_prepare(&r, &LIM, &p1, err, sizeof err);
+  TU_CHECK(rc == SEGOPS_OK && p1.idx_hold && !p1.idx_buf && p1.call.idx != v && p1.call.idx_sorted &&
+               p1.call.idx_hashed && memcmp(p1.call.idx, v, sizeof v) == 0,
+           "first shared idx not validated into the cache: %s", err);
+  rc = segops_prepare(&r, &LIM, &p2, err, sizeof err);
+  TU_CHECK(rc == SEGOPS_OK && p2.idx_hold == p1.idx_hold && p2.call.idx == p1.call.idx && p2.call.idx_sorted &&
+               p2.call.idx_hash[0] == p1.call.idx_hash[0] && p2.call.idx_hash[1] == p1.call.idx_hash[1],
+           "the same idx again did not use the cached copy: %s", err);
+  segops_idx_cache_stats(&b);
+  TU_CHECK(b.hits == a.hits + 1 && b.misses == a.misses + 1 && b.bytes >= sizeof v, "cache counters: %llu hits, %llu misses",
+           (unsigned long long)(b.hits - a.hits), (unsigned long long)(b.misses - a.misses));
+  /* Other bytes: checked as usual, never served another idx's copy. */
+  v[5000] = S;
+  expect_error("out-of-range value after a cached idx", &r, SEGOPS_E_INVALID_ARGUMENT, NAMES("idx[5000] = 1000"));
+  v[5000] = (int32_t)((int64_t)5000 * S / N);
+  r.ns_value = S - 1; /* the same bytes with another S: its largest value is out of range now */
+  expect_error("cached idx with a smaller num_segments", &r, SEGOPS_E_INVALID_ARGUMENT,
+               NAMES("out of range", "num_segments = 999"));
+  r.ns_value = S;
+  v[10] = 999; /* valid, no longer sorted: a new entry */
+  rc = segops_prepare(&r, &LIM, &p3, err, sizeof err);
+  TU_CHECK(rc == SEGOPS_OK && p3.idx_hold && p3.idx_hold != p1.idx_hold && !p3.call.idx_sorted &&
+               memcmp(p3.call.idx, v, sizeof v) == 0,
+           "a changed idx was not validated anew: %s", err);
+  /* Held copies outlive their entries (every entry dropped here: cap 0). */
+  segops_prepared_free(&p1);
+  segops_idx_cache_set_cap(0);
+  v[10] = (int32_t)((int64_t)10 * S / N);
+  TU_CHECK(memcmp(p2.call.idx, v, sizeof v) == 0 && p3.call.idx[10] == 999, "a held copy changed or went away");
+  segops_prepared_free(&p2);
+  segops_prepared_free(&p3);
+  /* Off: copied and checked, as without the cache. */
+  rc = segops_prepare(&r, &LIM, &p1, err, sizeof err);
+  TU_CHECK(rc == SEGOPS_OK && !p1.idx_hold && p1.idx_buf && !p1.call.idx_hashed, "cache off: %s", err);
+  if (rc == SEGOPS_OK) segops_prepared_free(&p1);
+  segops_idx_cache_set_cap((size_t)256 << 20);
+}
+
 int main(void) {
   test_rules();
   test_valid();
   test_long_idx();
   test_long_idx64();
+  test_idx_cache();
   return tu_summary("prepare");
 }
