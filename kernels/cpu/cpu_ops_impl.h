@@ -35,8 +35,19 @@ SEGOPS_CPU_INLINE void FN(strow)(void *p, int64_t r, int cnt, const double *a) {
 /* Four T side by side, as loaded from and stored to memory. */
 typedef T FN(v4) __attribute__((vector_size(4 * sizeof(T))));
 /* Values k .. k+3 of p as double (exact: float to double is). One vector load and convert; a
- * copy through an array instead makes the CPU stall forwarding the stores to the load. */
+ * copy through an array instead makes the CPU stall forwarding the stores to the load. With AVX,
+ * float32 goes through the intrinsic: GCC 12 splits __builtin_convertvector (float to double) into
+ * two halves and an insert, and a vector built lane by lane lets it move later shuffles into
+ * scalar loads; the intrinsic is one vcvtps2pd either way. */
 SEGOPS_CPU_INLINE void FN(ldv)(const void *p, int64_t k, segops_v4d *v) {
+#ifdef __AVX__
+  if (sizeof(T) == 4) {
+    __m128 f;
+    memcpy(&f, (const char *)p + k * (int64_t)sizeof(T), sizeof f);
+    *v = (segops_v4d)_mm256_cvtps_pd(f);
+    return;
+  }
+#endif
   FN(v4) t;
   memcpy(&t, (const char *)p + k * (int64_t)sizeof(T), sizeof t);
   *v = __builtin_convertvector(t, segops_v4d);
@@ -356,9 +367,25 @@ HOOK FN(matvec_forward_row)(const segops_cpu_job *J, int64_t s, int64_t cnt, dou
   (void)cnt, (void)w;
   LDROW(IN(1), s, 9, r);
 }
+/* Four rows at once, lane q = row p+q, by component (ld4's layout): O = mᵀ V (segops_mtv) and
+ * O = m V (segops_mv), each lane the scalar function's operations in its order. */
+SEGOPS_CPU_INLINE void FN(mtv4)(const double *m, const segops_v4d *V, segops_v4d *O) {
+  for (int k = 0; k < 3; k++) O[k] = m[k] * V[0] + m[3 + k] * V[1] + m[6 + k] * V[2];
+}
+SEGOPS_CPU_INLINE void FN(mv4)(const double *m, const segops_v4d *V, segops_v4d *O) {
+  for (int j = 0; j < 3; j++) O[j] = m[3 * j] * V[0] + m[3 * j + 1] * V[1] + m[3 * j + 2] * V[2];
+}
 HOOK FN(matvec_forward_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, const int w) {
   (void)w;
-  for (int64_t p = i; p < j; p++) {
+  if (!OUT(0)) return;
+  int64_t p = i;
+  for (; p + 4 <= j; p += 4) { /* four rows in vectors, then the last 0-3 one by one */
+    segops_v4d v[3], o[3];
+    FN(ld4)(IN(0), p, 3, v);
+    FN(mtv4)(r, v, o);
+    FN(st4)(OUT(0), p, 3, o);
+  }
+  for (; p < j; p++) {
     double v[3], o[3];
     LDROW(IN(0), p, 3, v);
     segops_mtv(r, v, o);
@@ -414,7 +441,14 @@ HOOK FN(matvec_backward_row)(const segops_cpu_job *J, int64_t s, int64_t cnt, do
 HOOK FN(matvec_backward_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, const int w) {
   (void)w;
   if (!OUT(0)) return;
-  for (int64_t p = i; p < j; p++) {
+  int64_t p = i;
+  for (; p + 4 <= j; p += 4) {
+    segops_v4d g[3], o[3];
+    FN(ld4)(IN(0), p, 3, g);
+    FN(mv4)(r, g, o);
+    FN(st4)(OUT(0), p, 3, o);
+  }
+  for (; p < j; p++) {
     double g[3], o[3];
     LDROW(IN(0), p, 3, g);
     segops_mv(r, g, o);
@@ -439,21 +473,40 @@ HOOK FN(matvec_double_backward_row)(const segops_cpu_job *J, int64_t s, int64_t 
 }
 HOOK FN(matvec_double_backward_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, const int w) {
   (void)w;
-  if (OUT(0))
-    for (int64_t p = i; p < j; p++) {
+  if (OUT(0)) {
+    int64_t p = i;
+    for (; p + 4 <= j; p += 4) { /* segops_matvec_dbl_ggo per lane: mᵀ gg_v + gg_mᵀ v */
+      segops_v4d a[3], b[3], o[3], o2[3];
+      FN(ld4)(IN(0), p, 3, a);
+      FN(ld4)(IN(3), p, 3, b);
+      FN(mtv4)(r, a, o);
+      FN(mtv4)(r + 9, b, o2);
+      for (int k = 0; k < 3; k++) o[k] += o2[k];
+      FN(st4)(OUT(0), p, 3, o);
+    }
+    for (; p < j; p++) {
       double a[3], b[3], o[3];
       LDROW(IN(0), p, 3, a);
       LDROW(IN(3), p, 3, b);
       segops_matvec_dbl_ggo(r, a, r + 9, b, o);
       STROW(OUT(0), p, 3, o);
     }
-  if (OUT(1))
-    for (int64_t p = i; p < j; p++) {
+  }
+  if (OUT(1)) {
+    int64_t p = i;
+    for (; p + 4 <= j; p += 4) {
+      segops_v4d a[3], o[3];
+      FN(ld4)(IN(2), p, 3, a);
+      FN(mv4)(r + 9, a, o);
+      FN(st4)(OUT(1), p, 3, o);
+    }
+    for (; p < j; p++) {
       double a[3], o[3];
       LDROW(IN(2), p, 3, a);
       segops_mv(r + 9, a, o);
       STROW(OUT(1), p, 3, o);
     }
+  }
 }
 
 /* ---- Each function's hooks, and its tasks (walk, reduce, elems) for width 1 and 3 ----
