@@ -401,20 +401,31 @@ SEGOPS_CPU_INLINE void FN(outer_visit)(const segops_cpu_job *J, int64_t i, doubl
   segops_outer_add(acc, a, b);
 }
 /* Four elements into the one lane, in order: acc[3j+k] += a[j]*b[k] as segops_outer_add, row j
- * of the accumulator in A[j] (SEGOPS_CPU_ACC_ROWS3), b as a vector. */
+ * of the accumulator in A[j] (SEGOPS_CPU_ACC_ROWS3), b as a vector. Each a[j] is broadcast from
+ * memory (a load), not taken from a lane of a register: twelve such lane broadcasts per four
+ * elements queued on the one shuffle port and bound the loop. float32 values are converted to
+ * double first and put on the stack; the empty asm keeps the compiler from turning the loads back
+ * into lane broadcasts. */
 SEGOPS_CPU_INLINE void FN(outer_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, int m, int ak, int bk) {
-  segops_v4d a[3], b[3];
+  segops_v4d b[3];
   if (!IN(ak)) return;
-  FN(ld4flat)(IN(ak), i, 3, a);
   FN(ld4flat)(IN(bk), i, 3, b);
   /* row q of b as {b0 b1 b2 _}: its values sit at 3q .. 3q+2 of the flat F */
   const segops_v4d br[4] = {b[0], SEGOPS_CPU_SHUF(b[0], b[1], 3, 4, 5, 5), SEGOPS_CPU_SHUF(b[1], b[2], 2, 3, 4, 4),
                             SEGOPS_CPU_SHUF(b[2], b[2], 1, 2, 3, 3)};
-  for (int q = 0; q < m; q++)
-    for (int j = 0; j < 3; j++) {
-      const int k = 3 * q + j;
-      A[j] += a[k / 4][k % 4] * br[q];
-    }
+  if (sizeof(T) == 8) {
+    for (int q = 0; q < m; q++)
+      for (int j = 0; j < 3; j++) A[j] += FN(ld)(IN(ak), 3 * (i + q) + j) * br[q];
+  } else {
+    segops_v4d a[3];
+    FN(ld4flat)(IN(ak), i, 3, a);
+    __asm__("" : "+m"(a));
+    for (int q = 0; q < m; q++)
+      for (int j = 0; j < 3; j++) {
+        const int k = 3 * q + j;
+        A[j] += ((const double *)a)[k] * br[q];
+      }
+  }
 }
 HOOK FN(matvec_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int w) {
   (void)w;
