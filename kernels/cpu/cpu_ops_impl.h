@@ -156,9 +156,15 @@ HOOK FN(mean_backward_row)(const segops_cpu_job *J, int64_t s, int64_t cnt, doub
   LDROW(IN(0), s, w, r);
   for (int c = 0; c < w; c++) r[c] /= (double)cnt;
 }
+/* Every row of the segment is r: four rows (4w values, each rounded to T once as FN(st) does) are
+ * made once and stored as whole vectors; the last 0-3 rows one by one. */
 HOOK FN(copy_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, const int w) {
   if (!OUT(0)) return;
-  for (int64_t p = i; p < j; p++) STROW(OUT(0), p, w, r);
+  T t[12];
+  for (int k = 0; k < 4 * w; k++) t[k] = (T)r[k % w];
+  int64_t p = i;
+  for (; p + 4 <= j; p += 4) memcpy((char *)OUT(0) + p * w * (int64_t)sizeof(T), t, (size_t)(4 * w) * sizeof(T));
+  for (; p < j; p++) STROW(OUT(0), p, w, r);
 }
 
 /* acc += dot(in[ka][i], in[kb][i]), one row or four: dot's forward (x, y) and mul's backward
