@@ -35,8 +35,19 @@ SEGOPS_CPU_INLINE void FN(strow)(void *p, int64_t r, int cnt, const double *a) {
 /* Four T side by side, as loaded from and stored to memory. */
 typedef T FN(v4) __attribute__((vector_size(4 * sizeof(T))));
 /* Values k .. k+3 of p as double (exact: float to double is). One vector load and convert; a
- * copy through an array instead makes the CPU stall forwarding the stores to the load. */
+ * copy through an array instead makes the CPU stall forwarding the stores to the load. With AVX,
+ * float32 goes through the intrinsic: GCC 12 splits __builtin_convertvector (float to double) into
+ * two halves and an insert, and a vector built lane by lane lets it move later shuffles into
+ * scalar loads; the intrinsic is one vcvtps2pd either way. */
 SEGOPS_CPU_INLINE void FN(ldv)(const void *p, int64_t k, segops_v4d *v) {
+#ifdef __AVX__
+  if (sizeof(T) == 4) {
+    __m128 f;
+    memcpy(&f, (const char *)p + k * (int64_t)sizeof(T), sizeof f);
+    *v = (segops_v4d)_mm256_cvtps_pd(f);
+    return;
+  }
+#endif
   FN(v4) t;
   memcpy(&t, (const char *)p + k * (int64_t)sizeof(T), sizeof t);
   *v = __builtin_convertvector(t, segops_v4d);
@@ -145,9 +156,15 @@ HOOK FN(mean_backward_row)(const segops_cpu_job *J, int64_t s, int64_t cnt, doub
   LDROW(IN(0), s, w, r);
   for (int c = 0; c < w; c++) r[c] /= (double)cnt;
 }
+/* Every row of the segment is r: four rows (4w values, each rounded to T once as FN(st) does) are
+ * made once and stored as whole vectors; the last 0-3 rows one by one. */
 HOOK FN(copy_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, const int w) {
   if (!OUT(0)) return;
-  for (int64_t p = i; p < j; p++) STROW(OUT(0), p, w, r);
+  T t[12];
+  for (int k = 0; k < 4 * w; k++) t[k] = (T)r[k % w];
+  int64_t p = i;
+  for (; p + 4 <= j; p += 4) memcpy((char *)OUT(0) + p * w * (int64_t)sizeof(T), t, (size_t)(4 * w) * sizeof(T));
+  for (; p < j; p++) STROW(OUT(0), p, w, r);
 }
 
 /* acc += dot(in[ka][i], in[kb][i]), one row or four: dot's forward (x, y) and mul's backward
@@ -356,9 +373,25 @@ HOOK FN(matvec_forward_row)(const segops_cpu_job *J, int64_t s, int64_t cnt, dou
   (void)cnt, (void)w;
   LDROW(IN(1), s, 9, r);
 }
+/* Four rows at once, lane q = row p+q, by component (ld4's layout): O = mᵀ V (segops_mtv) and
+ * O = m V (segops_mv), each lane the scalar function's operations in its order. */
+SEGOPS_CPU_INLINE void FN(mtv4)(const double *m, const segops_v4d *V, segops_v4d *O) {
+  for (int k = 0; k < 3; k++) O[k] = m[k] * V[0] + m[3 + k] * V[1] + m[6 + k] * V[2];
+}
+SEGOPS_CPU_INLINE void FN(mv4)(const double *m, const segops_v4d *V, segops_v4d *O) {
+  for (int j = 0; j < 3; j++) O[j] = m[3 * j] * V[0] + m[3 * j + 1] * V[1] + m[3 * j + 2] * V[2];
+}
 HOOK FN(matvec_forward_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, const int w) {
   (void)w;
-  for (int64_t p = i; p < j; p++) {
+  if (!OUT(0)) return;
+  int64_t p = i;
+  for (; p + 4 <= j; p += 4) { /* four rows in vectors, then the last 0-3 one by one */
+    segops_v4d v[3], o[3];
+    FN(ld4)(IN(0), p, 3, v);
+    FN(mtv4)(r, v, o);
+    FN(st4)(OUT(0), p, 3, o);
+  }
+  for (; p < j; p++) {
     double v[3], o[3];
     LDROW(IN(0), p, 3, v);
     segops_mtv(r, v, o);
@@ -374,20 +407,31 @@ SEGOPS_CPU_INLINE void FN(outer_visit)(const segops_cpu_job *J, int64_t i, doubl
   segops_outer_add(acc, a, b);
 }
 /* Four elements into the one lane, in order: acc[3j+k] += a[j]*b[k] as segops_outer_add, row j
- * of the accumulator in A[j] (SEGOPS_CPU_ACC_ROWS3), b as a vector. */
+ * of the accumulator in A[j] (SEGOPS_CPU_ACC_ROWS3), b as a vector. Each a[j] is broadcast from
+ * memory (a load), not taken from a lane of a register: twelve such lane broadcasts per four
+ * elements queued on the one shuffle port and bound the loop. float32 values are converted to
+ * double first and put on the stack; the empty asm keeps the compiler from turning the loads back
+ * into lane broadcasts. */
 SEGOPS_CPU_INLINE void FN(outer_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, int m, int ak, int bk) {
-  segops_v4d a[3], b[3];
+  segops_v4d b[3];
   if (!IN(ak)) return;
-  FN(ld4flat)(IN(ak), i, 3, a);
   FN(ld4flat)(IN(bk), i, 3, b);
   /* row q of b as {b0 b1 b2 _}: its values sit at 3q .. 3q+2 of the flat F */
   const segops_v4d br[4] = {b[0], SEGOPS_CPU_SHUF(b[0], b[1], 3, 4, 5, 5), SEGOPS_CPU_SHUF(b[1], b[2], 2, 3, 4, 4),
                             SEGOPS_CPU_SHUF(b[2], b[2], 1, 2, 3, 3)};
-  for (int q = 0; q < m; q++)
-    for (int j = 0; j < 3; j++) {
-      const int k = 3 * q + j;
-      A[j] += a[k / 4][k % 4] * br[q];
-    }
+  if (sizeof(T) == 8) {
+    for (int q = 0; q < m; q++)
+      for (int j = 0; j < 3; j++) A[j] += FN(ld)(IN(ak), 3 * (i + q) + j) * br[q];
+  } else {
+    segops_v4d a[3];
+    FN(ld4flat)(IN(ak), i, 3, a);
+    __asm__("" : "+m"(a));
+    for (int q = 0; q < m; q++)
+      for (int j = 0; j < 3; j++) {
+        const int k = 3 * q + j;
+        A[j] += ((const double *)a)[k] * br[q];
+      }
+  }
 }
 HOOK FN(matvec_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int w) {
   (void)w;
@@ -414,7 +458,14 @@ HOOK FN(matvec_backward_row)(const segops_cpu_job *J, int64_t s, int64_t cnt, do
 HOOK FN(matvec_backward_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, const int w) {
   (void)w;
   if (!OUT(0)) return;
-  for (int64_t p = i; p < j; p++) {
+  int64_t p = i;
+  for (; p + 4 <= j; p += 4) {
+    segops_v4d g[3], o[3];
+    FN(ld4)(IN(0), p, 3, g);
+    FN(mv4)(r, g, o);
+    FN(st4)(OUT(0), p, 3, o);
+  }
+  for (; p < j; p++) {
     double g[3], o[3];
     LDROW(IN(0), p, 3, g);
     segops_mv(r, g, o);
@@ -439,21 +490,40 @@ HOOK FN(matvec_double_backward_row)(const segops_cpu_job *J, int64_t s, int64_t 
 }
 HOOK FN(matvec_double_backward_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, const int w) {
   (void)w;
-  if (OUT(0))
-    for (int64_t p = i; p < j; p++) {
+  if (OUT(0)) {
+    int64_t p = i;
+    for (; p + 4 <= j; p += 4) { /* segops_matvec_dbl_ggo per lane: mᵀ gg_v + gg_mᵀ v */
+      segops_v4d a[3], b[3], o[3], o2[3];
+      FN(ld4)(IN(0), p, 3, a);
+      FN(ld4)(IN(3), p, 3, b);
+      FN(mtv4)(r, a, o);
+      FN(mtv4)(r + 9, b, o2);
+      for (int k = 0; k < 3; k++) o[k] += o2[k];
+      FN(st4)(OUT(0), p, 3, o);
+    }
+    for (; p < j; p++) {
       double a[3], b[3], o[3];
       LDROW(IN(0), p, 3, a);
       LDROW(IN(3), p, 3, b);
       segops_matvec_dbl_ggo(r, a, r + 9, b, o);
       STROW(OUT(0), p, 3, o);
     }
-  if (OUT(1))
-    for (int64_t p = i; p < j; p++) {
+  }
+  if (OUT(1)) {
+    int64_t p = i;
+    for (; p + 4 <= j; p += 4) {
+      segops_v4d a[3], o[3];
+      FN(ld4)(IN(2), p, 3, a);
+      FN(mv4)(r + 9, a, o);
+      FN(st4)(OUT(1), p, 3, o);
+    }
+    for (; p < j; p++) {
       double a[3], o[3];
       LDROW(IN(2), p, 3, a);
       segops_mv(r + 9, a, o);
       STROW(OUT(1), p, 3, o);
     }
+  }
 }
 
 /* ---- Each function's hooks, and its tasks (walk, reduce, elems) for width 1 and 3 ----

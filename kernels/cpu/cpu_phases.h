@@ -7,6 +7,9 @@
 #define SEGOPS_CPU_PHASES_H
 
 #include <string.h>
+#ifdef __AVX__
+#include <immintrin.h>
+#endif
 
 #include "cpu_internal.h"
 
