@@ -20,6 +20,10 @@ const uint64_t *segops_hash_seed(void);
 /* segops_hash128 under this process's key. */
 void segops_hash_idx(const void *p, size_t len, uint64_t out[2]);
 
+/* segops_hash_idx of the int64 idx whose values are v's n int32 values (the bytes an int64 idx
+ * had when it was narrowed into v), computed from v. */
+void segops_hash_idx_widened(const int32_t *v, int64_t n, uint64_t out[2]);
+
 #ifdef __cplusplus
 }
 #endif

@@ -10,6 +10,7 @@
 
 struct segops_idx_entry {
   uint64_t h[2];
+  int elem_bytes;
   int64_t n, s;
   bool sorted;
   int32_t *data;
@@ -70,14 +71,14 @@ bool segops_idx_cache_enabled(void) {
   return on;
 }
 
-segops_idx_entry *segops_idx_cache_find(const uint64_t h[2], int64_t n, int64_t s, const int32_t **data,
-                                        bool *sorted) {
+segops_idx_entry *segops_idx_cache_find(const uint64_t h[2], int elem_bytes, int64_t n, int64_t s,
+                                        const int32_t **data, bool *sorted) {
   segops_idx_entry *got = NULL;
   pthread_mutex_lock(&mu);
   configure_locked();
   for (int k = 0; k < SLOTS && !got; k++) {
     segops_idx_entry *e = table[k];
-    if (e && e->h[0] == h[0] && e->h[1] == h[1] && e->n == n && e->s == s) got = e;
+    if (e && e->h[0] == h[0] && e->h[1] == h[1] && e->elem_bytes == elem_bytes && e->n == n && e->s == s) got = e;
   }
   if (got) {
     got->holds++;
@@ -92,7 +93,8 @@ segops_idx_entry *segops_idx_cache_find(const uint64_t h[2], int64_t n, int64_t 
   return got;
 }
 
-segops_idx_entry *segops_idx_cache_put(int32_t *data, const uint64_t h[2], int64_t n, int64_t s, bool sorted) {
+segops_idx_entry *segops_idx_cache_put(int32_t *data, const uint64_t h[2], int elem_bytes, int64_t n, int64_t s,
+                                       bool sorted) {
   const size_t bytes = (size_t)n * sizeof(int32_t);
   segops_idx_entry *e = calloc(1, sizeof *e);
   if (!e) return NULL;
@@ -128,6 +130,7 @@ segops_idx_entry *segops_idx_cache_put(int32_t *data, const uint64_t h[2], int64
   }
   e->h[0] = h[0];
   e->h[1] = h[1];
+  e->elem_bytes = elem_bytes;
   e->n = n;
   e->s = s;
   e->sorted = sorted;

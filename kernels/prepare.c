@@ -271,11 +271,11 @@ int segops_prepare(const segops_request *req, const segops_limits *lim, segops_p
   const int32_t *cached = NULL;
   uint64_t ih[2] = {0, 0};
   bool hashed = false;
-  const bool cacheable = idx->shared && idx->dtype == SEGOPS_I32 && (size_t)n * 4 >= SEGOPS_IDX_CACHE_MIN_BYTES &&
-                         segops_idx_cache_enabled();
+  const int esize = idx->dtype == SEGOPS_I64 ? 8 : 4;
+  const bool cacheable = idx->shared && (size_t)n * 4 >= SEGOPS_IDX_CACHE_MIN_BYTES && segops_idx_cache_enabled();
   if (cacheable) {
-    segops_hash_idx(ib, (size_t)n * 4, ih);
-    hold = segops_idx_cache_find(ih, n, s, &cached, &sorted);
+    segops_hash_idx(ib, (size_t)n * (size_t)esize, ih);
+    hold = segops_idx_cache_find(ih, esize, n, s, &cached, &sorted);
     if (hold) {
       need_copy = false;
       hashed = true;
@@ -362,10 +362,14 @@ int segops_prepare(const segops_request *req, const segops_limits *lim, segops_p
   }
 
   if (cacheable && !hold && copy) {
-    /* Validated just now: the copy goes into the cache under the hash of its own bytes (the
-     * region's may have changed since they were hashed above). */
-    segops_hash_idx(copy, (size_t)n * 4, ih);
-    hold = segops_idx_cache_put(copy, ih, n, s, sorted);
+    /* Validated just now: the copy goes into the cache under the hash of the bytes it was made
+     * from, recomputed from the copy (the region's may have changed since they were hashed
+     * above): an int64 idx's are its values widened back. */
+    if (esize == 8)
+      segops_hash_idx_widened(copy, n, ih);
+    else
+      segops_hash_idx(copy, (size_t)n * 4, ih);
+    hold = segops_idx_cache_put(copy, ih, esize, n, s, sorted);
     if (hold) {
       cached = copy;
       copy = NULL;

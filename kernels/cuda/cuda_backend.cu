@@ -20,7 +20,7 @@
 static int lanes_per_gpu = LANES_DEFAULT;
 /* A call that copies at least this many bytes in and out waits for its end asleep (a
  * blocking-sync event) rather than spinning on the stream. Off by default (-1: always spin): with
- * 16 workers on the H200 it saved 10-15 % of the daemon's CPU per step at N = 2^17-2^20 but no
+ * 16 workers on the H200 it saved 8-20 % of the daemon's CPU per step at N = 2^17-2^20 but no
  * steps/s (bench/RESULTS.md, session 8). SEGOPS_CUDA_BLOCKING_SYNC_BYTES sets it (0: always). */
 #define BLOCK_SYNC_DEFAULT (-1LL)
 static long long block_sync_min = BLOCK_SYNC_DEFAULT;

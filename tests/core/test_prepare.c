@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "errors.h"
+#include "hash.h"
 #include "idx_cache.h"
 #include "prepare.h"
 #include "test_util.h"
@@ -451,7 +452,39 @@ static void test_idx_cache(void) {
   TU_CHECK(memcmp(p2.call.idx, v, sizeof v) == 0 && p3.call.idx[10] == 999, "a held copy changed or went away");
   segops_prepared_free(&p2);
   segops_prepared_free(&p3);
+  /* int64 idx (what torch sends): narrowed and checked once, its int64 bytes then recognised. */
+  {
+    static int64_t w[N];
+    for (int i = 0; i < N; i++) w[i] = (int64_t)i * S / N;
+    segops_request r64 = {.op = SEGOPS_OP_SUM, .pass = SEGOPS_PASS_FORWARD, .ns_kind = SEGOPS_NS_INT, .ns_value = S};
+    add_arg(&r64, "x", (segops_tensor){.dtype = SEGOPS_F64, .ndim = 1, .shape = {N}, .data = x, .nbytes = sizeof x});
+    add_arg(&r64, "idx", (segops_tensor){.dtype = SEGOPS_I64, .ndim = 1, .shape = {N}, .data = w, .nbytes = sizeof w});
+    arg(&r64, "idx")->shared = true;
+    segops_idx_cache_set_cap((size_t)64 << 20);
+    rc = segops_prepare(&r64, &LIM, &p1, err, sizeof err);
+    TU_CHECK(rc == SEGOPS_OK && p1.idx_hold && p1.call.idx_sorted, "int64 idx into the cache: %s", err);
+    rc = segops_prepare(&r64, &LIM, &p2, err, sizeof err);
+    TU_CHECK(rc == SEGOPS_OK && p2.idx_hold == p1.idx_hold, "the same int64 idx again missed the cache: %s", err);
+    bool same = rc == SEGOPS_OK;
+    for (int i = 0; same && i < N; i++) same = p2.call.idx[i] == w[i];
+    TU_CHECK(same, "int64 idx served with other values");
+    if (rc == SEGOPS_OK) segops_prepared_free(&p2);
+    segops_prepared_free(&p1);
+    w[7] = ((int64_t)1 << 32) + w[7]; /* the same int32 values once narrowed: refused, not a hit */
+    expect_error("int64 idx that narrows to a cached one", &r64, SEGOPS_E_INVALID_ARGUMENT, NAMES("idx[7]"));
+    /* The widened hash is the hash of the int64 bytes (negative values sign-extended). */
+    for (int64_t m = 0; m < 12; m++) {
+      int32_t narrow[12];
+      int64_t wide[12];
+      for (int64_t i = 0; i < m; i++) wide[i] = narrow[i] = (int32_t)(i % 3 == 2 ? -7 * i : 1000 * i + 1);
+      uint64_t a2[2], b2[2];
+      segops_hash_idx_widened(narrow, m, a2);
+      segops_hash_idx(wide, (size_t)m * 8, b2);
+      TU_CHECK(a2[0] == b2[0] && a2[1] == b2[1], "widened hash of %d values differs", (int)m);
+    }
+  }
   /* Off: copied and checked, as without the cache. */
+  segops_idx_cache_set_cap(0);
   rc = segops_prepare(&r, &LIM, &p1, err, sizeof err);
   TU_CHECK(rc == SEGOPS_OK && !p1.idx_hold && p1.idx_buf && !p1.call.idx_hashed, "cache off: %s", err);
   if (rc == SEGOPS_OK) segops_prepared_free(&p1);
