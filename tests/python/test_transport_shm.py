@@ -328,47 +328,58 @@ def test_auto_falls_back_when_registration_is_refused(start_daemon, own_daemons)
         d.stop_and_check()
 
 
-def test_kept_inputs_follow_their_versions(shm_url):
-    """segops.torch vouches for each CPU tensor (idx, x) with the tensor and its version counter:
-    from the second call on, each is kept in a region and sent by reference, not copied; an
-    in-place change (a new version) is copied once more, and the answers follow it."""
+def test_step_inputs_are_kept_for_its_backward(shm_url):
+    """segops.torch copies a forward's idx and the inputs its backward reads into regions kept for
+    them (tokens: the tensor and its version counter); the step's backward and double backward
+    send them by reference instead of copying them again. Every forward copies afresh, so values
+    changed between steps without a version bump (through numpy) are never sent stale."""
     torch = pytest.importorskip("torch")
     import segops.torch as st
 
     with segops.Client(shm_url, transport="shm") as c:
-        n = 1 << 15
-        x = torch.ones(n, 3, dtype=torch.float64)
-        idx = torch.zeros(n, dtype=torch.int32)
-        xb, ib = x.numel() * 8, idx.numel() * 4
-        st.segmented_sum(x, idx, 2, client=c)
-        sess = c._shm
-        kept0, copied0 = sess.bytes_kept, sess.bytes_copied
-        st.segmented_sum(x, idx, 2, client=c)  # second sight: both into regions kept for them
-        assert sess.bytes_kept == kept0 and sess.bytes_copied - copied0 == xb + ib
-        for _ in range(3):
-            before = sess.bytes_copied
-            out = st.segmented_sum(x, idx, 2, client=c)
-            assert sess.bytes_copied == before  # nothing copied
-        assert sess.bytes_kept - kept0 == 3 * (xb + ib)
-        assert out.tolist() == [[n, n, n], [0, 0, 0]]
-        idx[: n // 4] = 1  # in place: the version changes
-        before = sess.bytes_copied
-        out = st.segmented_sum(x, idx, 2, client=c)
-        assert sess.bytes_copied - before == ib
-        assert out.tolist() == [[3 * n // 4] * 3, [n // 4] * 3]
-        x[0] = 5.0  # x too
-        before = sess.bytes_copied
-        out = st.segmented_sum(x, idx, 2, client=c)
-        assert sess.bytes_copied - before == xb
-        assert out.tolist() == [[3 * n // 4] * 3, [n // 4 + 4] * 3]  # x[0] is in segment 1
-        idx2 = idx.clone()  # another tensor with the same bytes: its own token, copied as usual
-        before = sess.bytes_copied
-        assert st.segmented_sum(x, idx2, 2, client=c).tolist() == out.tolist()
-        assert sess.bytes_copied - before == ib
-        kept = len([k for k in sess._kept.values() if k.region is not None])
-    assert kept == 2
+        n, s = 1 << 15, 64
+        g = torch.Generator().manual_seed(5)
+        xn = torch.randn(n, 3, dtype=torch.float64, generator=g).numpy()
+        x = torch.from_numpy(xn).requires_grad_(True)  # shares memory with xn
+        y = torch.randn(n, 3, dtype=torch.float64, generator=g, requires_grad=True)
+        idx = torch.sort(torch.randint(0, s, (n,), generator=g)).values
+        xb, ib = x.numel() * 8, idx.numel() * 8
 
+        def counters():
+            sess = c._shm  # made by the first call
+            return (sess.bytes_copied, sess.bytes_kept) if sess is not None else (0, 0)
 
+        def step():
+            x.grad = y.grad = None
+            copied, kept = counters()
+            out = st.segmented_dot(x, y, idx, s, client=c)
+            gx, gy = torch.autograd.grad((out**2).sum(), (x, y), create_graph=True)
+            ((gx**2).sum() + (gy**2).sum()).backward()
+            xd, yd = x.detach(), y.detach()
+            want = torch.zeros(s, dtype=torch.float64).index_add_(0, idx, (xd * yd).sum(1))
+            assert torch.allclose(out.detach(), want, rtol=1e-12, atol=1e-12)
+            # d/dx of sum_s (2 out_s y_i)^2 ... checked against the same step in plain torch
+            xl, yl = xd.clone().requires_grad_(True), yd.clone().requires_grad_(True)
+            o = torch.zeros(s, dtype=torch.float64).index_add(0, idx, (xl * yl).sum(1))
+            a, b = torch.autograd.grad((o**2).sum(), (xl, yl), create_graph=True)
+            ((a**2).sum() + (b**2).sum()).backward()
+            assert torch.allclose(x.grad, xl.grad, rtol=1e-10) and torch.allclose(y.grad, yl.grad, rtol=1e-10)
+            now = counters()
+            return now[0] - copied, now[1] - kept
+
+        step()
+        copied, kept = step()
+        # x, y and idx: copied by the forward, then by reference in the backward, the double
+        # backward and the backward of g_out's cotangent.
+        assert kept >= 3 * (2 * xb + ib), (copied, kept)
+        # the forward's copies of x, y, idx plus the cotangents (gg_x, gg_y: each N x 3) and the
+        # per-segment g_outs: less than the 4 calls' x, y and idx each
+        assert copied < 4 * (2 * xb + ib), (copied, kept)
+        xn += 1.0  # through numpy: x's version does not change
+        assert x._version == 0
+        step()  # the forward copies x afresh: the answer and gradients follow the new values
+        idx[: n // 2] = 0  # in place through torch: the version changes
+        step()
 def test_kept_inputs_of_new_tensors_reuse_the_pool(shm_url):
     """A training loop: new x every step, each kept for its step's calls. Kept regions come from
     the client's pool and go back to it, so after the first steps no step registers a region."""

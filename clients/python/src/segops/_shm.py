@@ -47,13 +47,15 @@ _MAX_LENT_BYTES = 256 << 20
 # gets its region), and how many may wait idle.
 _POOL_MAX_BYTES = 512 << 20
 _POOL_MAX_IDLE = 8
-# Kept inputs: an argument the caller vouches for with a version token (Client.call's versions=;
-# segops.torch passes each CPU tensor with its _version counter) is copied once into a region of
-# the pool and sent by reference while the token holds: a training step sends the same idx in each
-# of its four calls and the same x (and y, m, g_out) in two to four of them, and an MD trajectory
-# the same idx in every step. Kept from the second call that shows the same token (a one-off
-# argument is not worth the bookkeeping), at most _KEEP_MAX arrays and _KEEP_MAX_BYTES per client
-# (least recently used go back to the pool), none smaller than _KEEP_MIN_BYTES.
+# Kept inputs: an argument the caller vouches for with a version token (Client.call's versions=)
+# is copied once into a region of the pool and sent by reference while the token holds. Kept from
+# the second call that shows the same token (a one-off argument is not worth the bookkeeping), or
+# at once for a token (obj, version, True), which also copies it again whatever was kept: what
+# segops.torch sends with a forward's idx and the inputs its backward reads, so every forward
+# copies its arguments afresh (a tensor changed without a version bump, e.g. through numpy, is
+# never sent stale into a later step) and the backward and double backward of the step send them
+# by reference. At most _KEEP_MAX arrays and _KEEP_MAX_BYTES per client (least recently used go
+# back to the pool), none smaller than _KEEP_MIN_BYTES.
 _KEEP_MAX = 6
 _KEEP_MAX_BYTES = 512 << 20
 _KEEP_MIN_BYTES = 64 << 10
@@ -425,9 +427,12 @@ class ShmSession:
             self._trim_kept()  # what was over the caps while busy
 
     def _kept_locked(self, arr, token):
-        """_kept_place's work, under _keep_lock: the entry whose region holds arr's bytes, or None."""
+        """_kept_place's work, under _keep_lock: the entry whose region holds arr's bytes, or None.
+        token: (obj, version), or (obj, version, True) to copy arr now whatever the entry holds
+        (and keep it from this first sight on)."""
         try:
-            obj, version = token
+            obj, version, *rest = token
+            refresh = bool(rest and rest[0])
             key = id(obj)
             spec = (arr.__array_interface__["data"][0], arr.nbytes, arr.dtype.str, arr.shape)
         except (TypeError, ValueError, AttributeError):
@@ -444,19 +449,21 @@ class ShmSession:
                 self._release(k.region)
             k = None
         if k is None:
-            # First sight: remember the token only.
+            # First sight: remember the token only (unless asked to copy now).
             try:
                 ref = weakref.ref(obj, lambda _r, q=self._kept_dead, key=key: q.append(key))
             except TypeError:
                 return None
+            k = _Kept(ref, version, spec, None)
             with self._lock:
-                self._kept[key] = _Kept(ref, version, spec, None)
-            self._trim_kept()
-            return None
+                self._kept[key] = k
+            if not refresh:
+                self._trim_kept()
+                return None
         with self._lock:  # most recently used last
             self._kept.pop(key, None)
             self._kept[key] = k
-        if k.region is not None and k.version == version and k.spec == spec:
+        if k.region is not None and k.version == version and k.spec == spec and not refresh:
             self.bytes_kept += arr.nbytes
             return k
         if k.region is None or k.region.size < arr.nbytes:

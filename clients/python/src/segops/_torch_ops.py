@@ -113,15 +113,19 @@ def _from_np(a, device):
     return t.to(device, non_blocking=True)
 
 
-def _versions(names, given, host):
+def _versions(names, given, host, fresh=None):
     """{name: (tensor, version)} for the arguments passed as they are (CPU tensors, not host
-    copies of GPU ones) whose version counter can be read (inference tensors have none)."""
+    copies of GPU ones) whose version counter can be read (inference tensors have none). In a
+    forward (fresh: the names its backward reads, and idx) those get (tensor, version, True):
+    copied now and kept for the step's later calls; the forward's other arguments get none."""
     out = {}
     for n, t, h in zip(names, given, host):
         if t is None or h is not t:
             continue
+        if fresh is not None and n not in fresh:
+            continue
         try:
-            out[n] = (t, t._version)
+            out[n] = (t, t._version, True) if fresh is not None else (t, t._version)
         except RuntimeError:
             pass
     return out
@@ -140,11 +144,14 @@ def _make_impl(fn):
         client = resolve_client(key)
         # Each CPU tensor with its version counter (bumped by every in-place change): over shared
         # memory the client keeps an argument in a region while they stay the same, so a step's
-        # calls copy idx and the saved inputs once, and a trajectory's steps copy idx once.
+        # backward and double backward send idx and the saved inputs by reference. A forward
+        # copies them afresh (the third element): a tensor changed behind torch's back (through
+        # numpy) between steps is never sent stale.
         # (Only to Client's own call: a subclass that overrides call keeps the documented signature.)
         kw = {}
         if getattr(type(client), "call", None) is Client.call:
-            kw["versions"] = _versions(names, list(named.values()) + [idx], host)
+            fresh = KEEP_FRESH[fn.op] if fn.pass_ == "forward" else None
+            kw["versions"] = _versions(names, list(named.values()) + [idx], host, fresh)
         res = client.call(fn.op, fn.pass_, wire, outputs=None if len(outputs) == len(fn.outs) else outputs, **kw)
         got = []
         for k, o in enumerate(fn.outs):
@@ -249,6 +256,8 @@ def reads_of(op_name):
 
 
 READS = {op: reads_of(op) for op in _table.OPS}  # per op: what its forward saves for the backward
+# per op: the forward's arguments copied afresh and kept for the step's later calls
+KEEP_FRESH = {op: frozenset(READS[op]) | {"idx"} for op in _table.OPS}
 
 
 def forward_vjp(op_name, call, g_out, need, have, idx, s, key):

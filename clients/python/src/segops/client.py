@@ -339,9 +339,11 @@ class Client:
         """Runs one function: POST /v1/{op}/{pass_} with args (name -> array, None left out;
         idx and num_segments included). outputs: names to compute and return (default all).
         versions: {argument name: (object, version)}, a promise that the argument's bytes are the
-        same whenever the same live object comes with the same version (segops.torch passes idx's
-        tensor and its _version counter); over shared memory such an argument is copied into a
-        region of its own once and then sent by reference. Returns {output name: np.ndarray}."""
+        same whenever the same live object comes with the same version; over shared memory such an
+        argument is copied into a region once and then sent by reference. (object, version, True)
+        copies it now whatever was kept and keeps it for later calls (segops.torch: a forward's
+        idx and saved inputs, then sent by reference by the step's backward calls).
+        Returns {output name: np.ndarray}."""
         if self._endpoints is not None:
             return self._endpoints.run(lambda c: c.call(op, pass_, args, outputs=outputs, versions=versions))
         if self._used is None:
