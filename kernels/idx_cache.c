@@ -16,7 +16,6 @@ struct segops_idx_entry {
   int32_t *data;
   size_t bytes;
   int holds; /* requests using it, plus one while it is in the table */
-  bool in_table;
   uint64_t used;
 };
 
@@ -52,7 +51,6 @@ static void unhold_locked(segops_idx_entry *e, segops_idx_entry **to_free) {
 static void evict_locked(int k, segops_idx_entry **to_free) {
   segops_idx_entry *e = table[k];
   table[k] = NULL;
-  e->in_table = false;
   held -= e->bytes;
   unhold_locked(e, to_free);
 }
@@ -137,7 +135,6 @@ segops_idx_entry *segops_idx_cache_put(int32_t *data, const uint64_t h[2], int e
   e->data = data;
   e->bytes = bytes;
   e->holds = 2; /* the table and the caller */
-  e->in_table = true;
   e->used = ++clock_;
   table[slot] = e;
   held += bytes;

@@ -121,7 +121,7 @@ def make_client(url, transport):
         return segops.Client(url)
 
 
-def step_fn(mode, op, idx_t, idx_np, s, clients, url):
+def step_fn(mode, op, idx_t, idx_np, s, clients, url, idx_dtype="int32"):
     if mode == "local":
         return lambda inputs: local_op(op, inputs, idx_t, s)
     import torch
@@ -132,14 +132,15 @@ def step_fn(mode, op, idx_t, idx_np, s, clients, url):
     if c is None:
         c = clients[mode] = make_client(url, mode)
     f = getattr(st, op)
-    idx_remote = torch.from_numpy(idx_np)  # int32, made once, as a torch user's batch index is
+    # made once, as a torch user's batch index is; int64 is torch's default index dtype
+    idx_remote = torch.from_numpy(idx_np if idx_dtype == "int32" else idx_np.astype("int64"))
     return lambda inputs: f(*inputs, idx_remote, s, client=c)
 
 
 # ---------------------------------------------------------------- worker processes
 
 
-def worker_main(rank, conn, url):
+def worker_main(rank, conn, url, idx_dtype="int32"):
     """One worker process: one torch thread; runs the measurements the parent asks for."""
     sys.path.insert(0, SRC)
     import torch
@@ -154,7 +155,7 @@ def worker_main(rank, conn, url):
         mode, op, n, warmup, window = msg
         try:
             inputs, idx_t, idx_np, s = make_inputs(op, n, 1000 + rank)
-            fn = step_fn(mode, op, idx_t, idx_np, s, clients, url)
+            fn = step_fn(mode, op, idx_t, idx_np, s, clients, url, idx_dtype)
             step(fn, inputs)  # first step: connections, regions, allocator warm
             check = None
             if rank == 0 and mode != "local":
@@ -220,12 +221,12 @@ def machine_cpu():
 
 
 class Pool:
-    def __init__(self, w, url):
+    def __init__(self, w, url, idx_dtype="int32"):
         ctx = mp.get_context("spawn")
         self.conns, self.procs = [], []
         for r in range(w):
             a, b = ctx.Pipe()
-            p = ctx.Process(target=worker_main, args=(r, b, url), daemon=True)
+            p = ctx.Process(target=worker_main, args=(r, b, url, idx_dtype), daemon=True)
             p.start()
             self.conns.append(a)
             self.procs.append(p)
@@ -336,6 +337,8 @@ def main():
     ap.add_argument("--window", type=float, default=1.0, help="seconds measured per cell")
     ap.add_argument("--warmup", type=float, default=0.3, help="seconds of steps before each window")
     ap.add_argument("--json", default=None, help="write the measurements here")
+    ap.add_argument("--idx-dtype", default="int32", choices=("int32", "int64"),
+                    help="dtype of the idx tensor the remote step sends (torch's default is int64)")
     ap.add_argument("--daemon-arg", action="append", default=[], metavar="FLAG=VALUE",
                     help="one more segopsd flag for the daemon this bench starts (repeatable), "
                     "e.g. --daemon-arg=--worker-spin-us=0")
@@ -406,8 +409,9 @@ def main():
     backend = info.get("backend", backend)
     cores = os.cpu_count()
     print(f"worker_bench: daemon {url} backend {backend}; {cores} cores here; W = {w}; "
-          f"window {a.window} s after {a.warmup} s warm-up; ops {len(ops)} x sizes {len(sizes)} x transports {len(transports)}")
-    pool = Pool(w, url)
+          f"window {a.window} s after {a.warmup} s warm-up; ops {len(ops)} x sizes {len(sizes)} x transports {len(transports)}; "
+          f"remote idx {a.idx_dtype}")
+    pool = Pool(w, url, a.idx_dtype)
     rows = []
     t_start = time.time()
     try:
@@ -468,7 +472,7 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"backend": backend, "workers": w, "cores": cores, "window_s": a.window,
-                       "warmup_s": a.warmup, "rows": rows}, f, indent=1)
+                       "warmup_s": a.warmup, "idx_dtype": a.idx_dtype, "rows": rows}, f, indent=1)
         print(f"\nworker_bench: wrote {a.json}")
 
 
