@@ -58,4 +58,8 @@ segops_backend *segops_cuda_backend_new(const int *devices, int n_devices, char 
 /* Calls destroy and frees the struct. Accepts NULL. */
 void segops_backend_free(segops_backend *b);
 
+/* A byte count from the environment variable name (a whole number, with an optional k, M or G
+ * suffix); def when unset or empty. For the kernels layer's settings (cache caps). */
+size_t segops_env_bytes(const char *name, size_t def);
+
 #endif

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
+
 #define SLOTS 64
 #define DEFAULT_CAP ((size_t)256 << 20)
 
@@ -25,20 +27,9 @@ static size_t cap, held;
 static uint64_t clock_, hits, misses;
 static bool configured;
 
-static size_t env_cap(void) {
-  const char *v = getenv("SEGOPS_IDX_CACHE_BYTES");
-  if (!v || !*v) return DEFAULT_CAP;
-  char *end = NULL;
-  unsigned long long x = strtoull(v, &end, 10);
-  if (end && (*end == 'k' || *end == 'K')) x <<= 10;
-  if (end && (*end == 'm' || *end == 'M')) x <<= 20;
-  if (end && (*end == 'g' || *end == 'G')) x <<= 30;
-  return (size_t)x;
-}
-
 static void configure_locked(void) {
   if (!configured) {
-    cap = env_cap();
+    cap = segops_env_bytes("SEGOPS_IDX_CACHE_BYTES", DEFAULT_CAP);
     configured = true;
   }
 }
@@ -69,8 +60,8 @@ bool segops_idx_cache_enabled(void) {
   return on;
 }
 
-segops_idx_entry *segops_idx_cache_find(const uint64_t h[2], int elem_bytes, int64_t n, int64_t s,
-                                        const int32_t **data, bool *sorted) {
+segops_idx_entry *segops_idx_cache_find(const uint64_t h[2], int elem_bytes, int64_t n, int64_t s, const int32_t **data,
+                                        bool *sorted) {
   segops_idx_entry *got = NULL;
   pthread_mutex_lock(&mu);
   configure_locked();

@@ -146,8 +146,8 @@ typedef struct segops_call {
   int64_t n, s;
   const int32_t *idx;
   bool idx_sorted;
-  bool idx_hashed;      /* idx_hash identifies idx's values: segops_hash_idx (hash.h) of the bytes of the
-                         * request's idx they were checked from (int32 or int64; prepare.c) */
+  bool idx_hashed; /* idx_hash identifies idx's values: segops_hash_idx (hash.h) of the bytes of the
+                    * request's idx they were checked from (int32 or int64; prepare.c) */
   uint64_t idx_hash[2];
   const void *in[SEGOPS_MAX_INPUTS];
   void *out[SEGOPS_MAX_OUTPUTS];

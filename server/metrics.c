@@ -309,8 +309,9 @@ char *segops_metrics_render(int64_t queue_depth, const segops_backend *be, size_
     put(&b, "# HELP segops_layout_cache_lookups_total Layout cache lookups by result.\n");
     put(&b, "# TYPE segops_layout_cache_lookups_total counter\n");
     for (int d = 0; d < nd; d++)
-      put(&b, "segops_layout_cache_lookups_total{device=\"%d\",result=\"hit\"} %llu\n"
-              "segops_layout_cache_lookups_total{device=\"%d\",result=\"miss\"} %llu\n",
+      put(&b,
+          "segops_layout_cache_lookups_total{device=\"%d\",result=\"hit\"} %llu\n"
+          "segops_layout_cache_lookups_total{device=\"%d\",result=\"miss\"} %llu\n",
           d, cs[d].hits, d, cs[d].misses);
   }
   {
@@ -324,7 +325,8 @@ char *segops_metrics_render(int64_t queue_depth, const segops_backend *be, size_
     put(&b, "segops_idx_cache_capacity_bytes %llu\n", (unsigned long long)ic.cap);
     put(&b, "# HELP segops_idx_cache_lookups_total Validated-idx cache lookups by result.\n");
     put(&b, "# TYPE segops_idx_cache_lookups_total counter\n");
-    put(&b, "segops_idx_cache_lookups_total{result=\"hit\"} %llu\nsegops_idx_cache_lookups_total{result=\"miss\"} %llu\n",
+    put(&b,
+        "segops_idx_cache_lookups_total{result=\"hit\"} %llu\nsegops_idx_cache_lookups_total{result=\"miss\"} %llu\n",
         (unsigned long long)ic.hits, (unsigned long long)ic.misses);
   }
   if (b.oom) {

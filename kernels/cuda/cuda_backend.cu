@@ -18,12 +18,6 @@
 #define LANES_DEFAULT 2
 #define MAX_LANES_PER_GPU 16
 static int lanes_per_gpu = LANES_DEFAULT;
-/* A call that copies at least this many bytes in and out waits for its end asleep (a
- * blocking-sync event) rather than spinning on the stream. Off by default (-1: always spin): with
- * 16 workers on the H200 it saved 8-20 % of the daemon's CPU per step at N = 2^17-2^20 but no
- * steps/s (bench/RESULTS.md, session 8). SEGOPS_CUDA_BLOCKING_SYNC_BYTES sets it (0: always). */
-#define BLOCK_SYNC_DEFAULT (-1LL)
-static long long block_sync_min = BLOCK_SYNC_DEFAULT;
 #define POOL_ROUND ((size_t)64 << 20)
 /* Layout cache per worker unless SEGOPS_LAYOUT_CACHE_BYTES says otherwise (0: off). */
 #define LAYOUT_CACHE_DEFAULT ((size_t)1 << 30)
@@ -37,7 +31,6 @@ typedef struct {
   cudaStream_t stream;
   void *stage[2]; /* pinned host memory, STAGE_BYTES each, used alternately */
   cudaEvent_t stage_ev[2];
-  cudaEvent_t done_ev; /* blocking-sync event: the end of a long call */
   void *pool; /* device memory reused by every request */
   size_t pool_bytes;
   int faulted; /* sticky device error seen: read and written with __atomic builtins */
@@ -193,7 +186,6 @@ static int cuda_run(void *vctx, int device, const segops_call *call, char *err, 
   void *temp = NULL; /* one-off device buffer for a request beyond the pool's cap */
   char *base;
   int slot = 0;
-  size_t moved = 0; /* bytes copied in and out */
   size_t in_off[SEGOPS_MAX_INPUTS], in_bytes[SEGOPS_MAX_INPUTS], out_off[SEGOPS_MAX_OUTPUTS],
       out_bytes[SEGOPS_MAX_OUTPUTS], scratch_off, need = 0;
   segops_cuda_job job;
@@ -270,11 +262,9 @@ static int cuda_run(void *vctx, int device, const segops_call *call, char *err, 
       if (!ent->idx_ready) {
         CK(stage_in(d, ent->mem, call->idx, idx_bytes, &slot), "copy in (idx)");
         ent->idx_ready = 1;
-        moved += idx_bytes;
       }
     } else {
       CK(stage_in(d, base, call->idx, idx_bytes, &slot), "copy in (idx)");
-      moved += idx_bytes;
     }
     for (int k = 0; k < fn->n_in; k++)
       if (in_bytes[k]) CK(stage_in(d, base + in_off[k], call->in[k], in_bytes[k], &slot), "copy in");
@@ -299,18 +289,8 @@ static int cuda_run(void *vctx, int device, const segops_call *call, char *err, 
   }
   CK((cudaError_t)segops_cuda_launch(&job, d->stream), "kernel launch");
   for (int k = 0; k < fn->n_out; k++)
-    if (out_bytes[k]) {
-      CK(stage_out(d, call->out[k], base + out_off[k], out_bytes[k]), "copy out");
-      moved += out_bytes[k];
-    }
-  for (int k = 0; k < fn->n_in; k++) moved += in_bytes[k];
-  if (block_sync_min >= 0 && moved >= (size_t)block_sync_min) {
-    /* A long call: wait asleep, leaving the core to the clients on this node. */
-    CK(cudaEventRecord(d->done_ev, d->stream), "cudaEventRecord");
-    CK(cudaEventSynchronize(d->done_ev), "cudaEventSynchronize");
-  } else {
-    CK(cudaStreamSynchronize(d->stream), "cudaStreamSynchronize");
-  }
+    if (out_bytes[k]) CK(stage_out(d, call->out[k], base + out_off[k], out_bytes[k]), "copy out");
+  CK(cudaStreamSynchronize(d->stream), "cudaStreamSynchronize");
   CK(cudaGetLastError(), "kernel");
 done:
   if (temp) {
@@ -366,7 +346,6 @@ static void dev_release(cuda_dev *d) {
     if (d->stage[k]) (void)cudaFreeHost(d->stage[k]);
     if (d->stage_ev[k]) (void)cudaEventDestroy(d->stage_ev[k]);
   }
-  if (d->done_ev) (void)cudaEventDestroy(d->done_ev);
   if (d->stream) (void)cudaStreamDestroy(d->stream);
   (void)cudaGetLastError();
 }
@@ -393,36 +372,8 @@ static void cuda_destroy(void *vctx) {
   free(ctx);
 }
 
-/* A byte count from the environment, with an optional k/M/G suffix; unset or empty: def. */
-static long long env_bytes(const char *name, long long def) {
-  const char *v = getenv(name);
-  if (!v || !*v) return def;
-  char *end = NULL;
-  long long x = strtoll(v, &end, 10);
-  switch (end && *end ? *end : 0) {
-    case 'k':
-    case 'K':
-      x <<= 10;
-      break;
-    case 'm':
-    case 'M':
-      x <<= 20;
-      break;
-    case 'g':
-    case 'G':
-      x <<= 30;
-      break;
-    default:
-      break;
-  }
-  return x;
-}
-
 /* SEGOPS_LAYOUT_CACHE_BYTES: bytes per worker; unset: the default. */
-static size_t layout_cache_cap(void) {
-  long long x = env_bytes("SEGOPS_LAYOUT_CACHE_BYTES", (long long)LAYOUT_CACHE_DEFAULT);
-  return x < 0 ? 0 : (size_t)x;
-}
+static size_t layout_cache_cap(void) { return segops_env_bytes("SEGOPS_LAYOUT_CACHE_BYTES", LAYOUT_CACHE_DEFAULT); }
 
 /* Creates one device's warm state; returns a cudaError_t. */
 static cudaError_t dev_init(cuda_dev *d, int ordinal) {
@@ -450,8 +401,6 @@ static cudaError_t dev_init(cuda_dev *d, int ordinal) {
     if ((e = cudaHostAlloc(&d->stage[k], STAGE_BYTES, cudaHostAllocDefault)) != cudaSuccess) return e;
     if ((e = cudaEventCreateWithFlags(&d->stage_ev[k], cudaEventDisableTiming)) != cudaSuccess) return e;
   }
-  if ((e = cudaEventCreateWithFlags(&d->done_ev, cudaEventDisableTiming | cudaEventBlockingSync)) != cudaSuccess)
-    return e;
   return cudaSuccess;
 }
 
@@ -475,7 +424,6 @@ extern "C" segops_backend *segops_cuda_backend_new(const int *devices, int n_dev
   {
     const char *v = getenv("SEGOPS_CUDA_DIRECT_COPIES");
     direct_copies = !(v && strcmp(v, "0") == 0); /* before any worker runs */
-    block_sync_min = env_bytes("SEGOPS_CUDA_BLOCKING_SYNC_BYTES", BLOCK_SYNC_DEFAULT);
     v = getenv("SEGOPS_CUDA_LANES");
     if (v && *v) {
       char *end = NULL;

@@ -21,18 +21,8 @@ void segops_layout_cache_clear(segops_layout_cache *c, cudaStream_t st) {
 
 segops_layout_entry *segops_layout_cache_entry(segops_layout_cache *c, const segops_cuda_job *job,
                                                const int32_t *host_idx, const uint64_t *known_hash, cudaStream_t st) {
-  if (c->cap == 0 || job->n <= 0 || job->s <= 0) return NULL;
-  /* Room for the layout whatever the function: a reducing function's layout of (idx, S). */
-  segops_cuda_job any = *job;
-  any.fn = segops_fn(SEGOPS_OP_SUM, SEGOPS_PASS_FORWARD);
-  size_t keep = 0, tmp = 0;
-  if (segops_cuda_layout_bytes(&any, &keep, &tmp) != 0) {
-    (void)cudaGetLastError();
-    return NULL;
-  }
   const size_t idx_bytes = ((size_t)job->n * 4 + 255) & ~(size_t)255;
-  const size_t need = idx_bytes + keep;
-  if (need > c->cap) return NULL;
+  if (c->cap == 0 || job->n <= 0 || job->s <= 0 || idx_bytes > c->cap) return NULL;
   uint64_t h[2];
   if (known_hash) {
     h[0] = known_hash[0];
@@ -55,6 +45,17 @@ segops_layout_entry *segops_layout_cache_entry(segops_layout_cache *c, const seg
       return e;
     }
   }
+  /* A miss: room for idx and the layout whatever the function (a reducing function's layout of
+   * (idx, S)), sized only now, so a hit asks nothing of CUB. */
+  segops_cuda_job any = *job;
+  any.fn = segops_fn(SEGOPS_OP_SUM, SEGOPS_PASS_FORWARD);
+  size_t keep = 0, tmp = 0;
+  if (segops_cuda_layout_bytes(&any, &keep, &tmp) != 0) {
+    (void)cudaGetLastError();
+    return NULL;
+  }
+  const size_t need = idx_bytes + keep;
+  if (need > c->cap) return NULL;
   __atomic_store_n(&c->misses, c->misses + 1, __ATOMIC_RELAXED);
   /* Evict least recently used entries until the new one fits in a slot and under the cap. */
   while (!free_slot || c->bytes + need > c->cap) {

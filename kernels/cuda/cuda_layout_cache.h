@@ -30,7 +30,7 @@ typedef struct {
 
 typedef struct {
   segops_layout_entry e[SEGOPS_LAYOUT_CACHE_SLOTS];
-  size_t cap;       /* bytes; 0 disables the cache */
+  size_t cap; /* bytes; 0 disables the cache */
   uint64_t clock;
   size_t bytes;          /* held now (atomic reads) */
   uint64_t hits, misses; /* (atomic reads) */
@@ -42,9 +42,9 @@ void segops_layout_cache_init(segops_layout_cache *c, size_t cap);
 /* The entry of job's (host_idx: its n int32 values on the host, job->s, job->idx_sorted), keyed
  * by known_hash when given (segops_hash_idx of those bytes, as prepare computed it), else by
  * hashing them here: found, or made (evicting the least recently used) with room for idx and its
- * layout but neither filled in. NULL when it cannot be cached (cache off, n = 0, larger than the cap, or no device memory):
- * the caller then copies idx and builds the layout in its own memory. A failed copy or build
- * after this must clear the cache (the backend's error path does). */
+ * layout but neither filled in. NULL when it cannot be cached (cache off, n = 0, larger than the cap, or no device
+ * memory): the caller then copies idx and builds the layout in its own memory. A failed copy or build after this must
+ * clear the cache (the backend's error path does). */
 segops_layout_entry *segops_layout_cache_entry(segops_layout_cache *c, const segops_cuda_job *job,
                                                const int32_t *host_idx, const uint64_t *known_hash,
                                                cudaStream_t stream);

@@ -430,8 +430,9 @@ static void test_idx_cache(void) {
                p2.call.idx_hash[0] == p1.call.idx_hash[0] && p2.call.idx_hash[1] == p1.call.idx_hash[1],
            "the same idx again did not use the cached copy: %s", err);
   segops_idx_cache_stats(&b);
-  TU_CHECK(b.hits == a.hits + 1 && b.misses == a.misses + 1 && b.bytes >= sizeof v, "cache counters: %llu hits, %llu misses",
-           (unsigned long long)(b.hits - a.hits), (unsigned long long)(b.misses - a.misses));
+  TU_CHECK(b.hits == a.hits + 1 && b.misses == a.misses + 1 && b.bytes >= sizeof v,
+           "cache counters: %llu hits, %llu misses", (unsigned long long)(b.hits - a.hits),
+           (unsigned long long)(b.misses - a.misses));
   /* Other bytes: checked as usual, never served another idx's copy. */
   v[5000] = S;
   expect_error("out-of-range value after a cached idx", &r, SEGOPS_E_INVALID_ARGUMENT, NAMES("idx[5000] = 1000"));
