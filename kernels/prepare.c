@@ -8,6 +8,7 @@
 
 #include "errors.h"
 #include "hash.h"
+#include "hostbuf.h"
 #include "idx_cache.h"
 
 void *segops_aligned_alloc(size_t nbytes) {
@@ -20,7 +21,7 @@ void *segops_aligned_alloc(size_t nbytes) {
 void segops_prepared_free(segops_prepared *p) {
   if (!p) return;
   free(p->idx_buf);
-  free(p->out_buf);
+  segops_hostbuf_free(p->out_buf);
   segops_idx_cache_release(p->idx_hold);
   p->idx_hold = NULL;
   p->idx_buf = NULL;
@@ -348,7 +349,7 @@ int segops_prepare(const segops_request *req, const segops_limits *lim, segops_p
                        "%s: the outputs would take %zu bytes, more than the limit (--max-output-bytes %" PRId64 ")", op,
                        total, lim->max_output_bytes);
   }
-  p->out_buf = segops_aligned_alloc(total);
+  p->out_buf = segops_hostbuf_alloc(total);
   if (!p->out_buf) {
     free(copy);
     segops_idx_cache_release(hold);

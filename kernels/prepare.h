@@ -71,7 +71,7 @@ typedef struct {
   size_t out_nbytes[SEGOPS_MAX_OUTPUTS];
   void *idx_buf;                     /* owned: aligned/narrowed copy of idx, or NULL when idx was usable in place */
   struct segops_idx_entry *idx_hold; /* held: the validated-idx cache's copy call.idx points to, or NULL */
-  void *out_buf;                     /* owned: one 64-byte-aligned block for all requested outputs */
+  void *out_buf;                     /* owned: one 64-byte-aligned block for all requested outputs (hostbuf.h) */
 } segops_prepared;
 
 /* Validates req against the table and the limits (proto/API.md, Validation) and fills *p, allocating the

@@ -85,7 +85,8 @@ typedef struct {
   bool oip_errors;                    /* errors as {"error": "message"}: an OIP route, or a /v2 path */
   int op, pass;                       /* for SEGOPS_ROUTE_OP (v1 op, v2 model); -1 until known */
   int phase;
-  char *body; /* owned */
+  char *body;       /* owned */
+  bool body_pooled; /* body from segops_hostbuf_alloc (else malloc) */
   size_t len, cap;
   bool overflow;        /* body over the limit (chunked upload): the rest is discarded */
   bool busy;            /* counted in srv->busy */

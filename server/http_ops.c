@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 
 #include "errors.h"
+#include "hostbuf.h"
 #include "http.h"
 #include "log.h"
 
@@ -17,15 +18,22 @@ static const char *header(segops_http_req *r, const char *name) {
 }
 
 static void release_body(segops_http_req *r) {
-  free(r->body);
+  if (r->body_pooled)
+    segops_hostbuf_free(r->body);
+  else
+    free(r->body);
   r->body = NULL;
+  r->body_pooled = false;
   r->len = r->cap = 0;
   segops_budget_release(r->srv, &r->reserved);
 }
 
 /* The body is reserved against --max-inflight-bytes as it arrives, BODY_STEP ahead, not as a
  * whole from Content-Length: an upload that stalls or dies holds only what it sent. The buffer
- * itself is allocated whole (its pages are touched only as bytes come). */
+ * itself is allocated whole (its pages are touched only as bytes come). A body of a known length
+ * of SEGOPS_HOSTBUF_MIN bytes or more whose whole length the budget can hold at once is reserved
+ * whole instead and read into a pooled host buffer (hostbuf.h: reused, its pages present, pinned
+ * for direct device copies of its tensors), whose memory is committed from the start. */
 #define BODY_STEP ((size_t)1 << 20)
 
 segops_http_outcome segops_http_op_begin(segops_http_req *r) {
@@ -60,11 +68,16 @@ segops_http_outcome segops_http_body_start(segops_http_req *r) {
   } else if ((int64_t)initial > srv->cfg->max_body_bytes) {
     initial = (size_t)srv->cfg->max_body_bytes + 1;
   }
-  if (!segops_budget_take(srv, &r->reserved, initial < BODY_STEP ? initial : BODY_STEP))
+  if (cl && initial >= SEGOPS_HOSTBUF_MIN && segops_budget_take(srv, &r->reserved, initial)) {
+    r->body = segops_hostbuf_alloc(initial);
+    r->body_pooled = r->body != NULL;
+  } else if (!segops_budget_take(srv, &r->reserved, initial < BODY_STEP ? initial : BODY_STEP)) {
     return segops_http_error(r, SEGOPS_E_RESOURCE_EXHAUSTED, 0,
                              "the server holds too much request memory (--max-inflight-bytes); retry later", NULL,
                              true);
-  r->body = malloc(initial);
+  } else {
+    r->body = malloc(initial);
+  }
   if (!r->body) return segops_http_error(r, SEGOPS_E_NOMEM, 0, "out of memory for the request body", NULL, true);
   r->cap = initial;
   segops_watchdog_upload(srv->watchdog, r->conn, 0);
@@ -136,7 +149,17 @@ enum MHD_Result segops_http_op_body(segops_http_req *r, const char *data, size_t
     size_t ncap = r->cap * 2;
     if (ncap < r->len + n) ncap = r->len + n;
     if (ncap > max + 1) ncap = max + 1;
-    char *nb = realloc(r->body, ncap);
+    char *nb;
+    if (r->body_pooled) { /* more than its Content-Length said: libmicrohttpd does not let it get here */
+      nb = malloc(ncap);
+      if (nb) {
+        memcpy(nb, r->body, r->len);
+        segops_hostbuf_free(r->body);
+        r->body_pooled = false;
+      }
+    } else {
+      nb = realloc(r->body, ncap);
+    }
     if (!nb) return MHD_NO; /* out of memory: drop the connection rather than abort */
     r->body = nb;
     r->cap = ncap;
@@ -226,7 +249,7 @@ typedef struct {
 static void free_payload(void *cls) {
   resp_payload *p = cls;
   segops_encoded_free(&p->enc);
-  free(p->out_buf);
+  segops_hostbuf_free(p->out_buf);
   free(p);
 }
 

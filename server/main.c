@@ -9,6 +9,7 @@
 #include "backend.h"
 #include "config.h"
 #include "errors.h"
+#include "hostbuf.h"
 #include "http.h"
 #include "log.h"
 #include "scheduler.h"
@@ -83,6 +84,7 @@ int main(int argc, char **argv) {
     segops_config_free(&cfg);
     return 1;
   }
+  segops_hostbuf_attach(backend); /* request bodies and outputs pinned for direct device copies */
   segops_server srv;
   memset(&srv, 0, sizeof srv);
   srv.cfg = &cfg;
@@ -91,6 +93,7 @@ int main(int argc, char **argv) {
   atomic_store(&srv.state, SEGOPS_STATE_STARTING);
   if (segops_server_start(&srv) != 0) {
     segops_sched_free(sched);
+    segops_hostbuf_detach();
     segops_backend_free(backend);
     segops_config_free(&cfg);
     return 1;
@@ -112,6 +115,7 @@ int main(int argc, char **argv) {
   SEGOPS_LOGI("received signal %d (%s); draining", sig, strsignal(sig));
   segops_server_drain_and_stop(&srv);
   segops_sched_free(sched);
+  segops_hostbuf_detach();
   segops_backend_free(backend);
   segops_config_free(&cfg);
   SEGOPS_LOGI("stopped");

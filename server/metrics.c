@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "errors.h"
+#include "hostbuf.h"
 #include "idx_cache.h"
 
 /* The statuses proto/API.md lists; anything else lands in the last slot ("other"). */
@@ -328,6 +329,27 @@ char *segops_metrics_render(int64_t queue_depth, const segops_backend *be, size_
     put(&b,
         "segops_idx_cache_lookups_total{result=\"hit\"} %llu\nsegops_idx_cache_lookups_total{result=\"miss\"} %llu\n",
         (unsigned long long)ic.hits, (unsigned long long)ic.misses);
+  }
+  {
+    segops_hostbuf_stats_t hs;
+    segops_hostbuf_stats(&hs);
+    put(&b, "# HELP segops_host_pool_bytes Host memory mapped by the pool of large request and output buffers.\n");
+    put(&b, "# TYPE segops_host_pool_bytes gauge\n");
+    put(&b, "segops_host_pool_bytes{state=\"in_use\"} %llu\nsegops_host_pool_bytes{state=\"idle\"} %llu\n",
+        (unsigned long long)(hs.mapped - hs.idle), (unsigned long long)hs.idle);
+    put(&b, "# HELP segops_host_pool_pinned_bytes Pool memory pinned for direct device copies.\n");
+    put(&b, "# TYPE segops_host_pool_pinned_bytes gauge\n");
+    put(&b, "segops_host_pool_pinned_bytes %llu\n", (unsigned long long)hs.pinned);
+    put(&b, "# HELP segops_host_pool_capacity_bytes Cap of the host buffer pool.\n");
+    put(&b, "# TYPE segops_host_pool_capacity_bytes gauge\n");
+    put(&b, "segops_host_pool_capacity_bytes %llu\n", (unsigned long long)hs.cap);
+    put(&b, "# HELP segops_host_pool_allocations_total Large host buffers by where they came from.\n");
+    put(&b, "# TYPE segops_host_pool_allocations_total counter\n");
+    put(&b,
+        "segops_host_pool_allocations_total{source=\"reused\"} %llu\n"
+        "segops_host_pool_allocations_total{source=\"mapped\"} %llu\n"
+        "segops_host_pool_allocations_total{source=\"heap\"} %llu\n",
+        (unsigned long long)hs.reused, (unsigned long long)hs.mapped_new, (unsigned long long)hs.heap);
   }
   if (b.oom) {
     free(b.p);

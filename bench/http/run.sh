@@ -9,11 +9,13 @@
 # is installed): each run uses both and keeps the faster, so the floor is never the generator;
 # a second table shows both generators against the echo and the sink.
 #   bench/http/run.sh [--build DIR] [--duration SEC] [--repeat R] [--threads N] [--gen loadgen|wrk|both]
-#                     [--backend auto|cpu|cuda] [--smoke] [--segopsd PATH --echo PATH --loadgen PATH]
+#                     [--backend auto|cpu|cuda] [--cases tiny,large] [--smoke]
+#                     [--segopsd PATH --echo PATH --loadgen PATH]
+# segopsd inherits the environment (e.g. SEGOPS_HOST_POOL_BYTES=0 bench/http/run.sh to compare).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD="$ROOT/build" DURATION=2 WARMUP=0.5 THREADS=$(nproc) BACKEND=auto SMOKE=0 REPEAT=3
-SEGOPSD="" ECHO="" LOADGEN="" GEN=""
+SEGOPSD="" ECHO="" LOADGEN="" GEN="" CASES="tiny large"
 while [ $# -gt 0 ]; do
   case "$1" in
     --build) BUILD="$2"; shift 2 ;;
@@ -26,7 +28,8 @@ while [ $# -gt 0 ]; do
     --echo) ECHO="$2"; shift 2 ;;
     --loadgen) LOADGEN="$2"; shift 2 ;;
     --gen) GEN="$2"; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    --cases) CASES="${2//,/ }"; shift 2 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -75,7 +78,8 @@ printf '(tiny: %ss after %ss warm-up; large: %ss after %ss; generators: %s, the 
 gens_table=""
 printf '| case | conns | body bytes | echo req/s | segopsd req/s | req/s ratio | echo p50/p99 ms | segopsd p50/p99 ms | echo body MB/s | sink body MB/s | segopsd body MB/s | bytes/s ratio vs echo | vs sink |\n'
 printf '|---|---|---|---|---|---|---|---|---|---|---|---|---|\n'
-for kind in tiny large; do
+for kind in $CASES; do
+  case $kind in tiny | large) ;; *) echo "run.sh: --cases takes tiny and/or large" >&2; exit 2 ;; esac
   # Large bodies at many connections take seconds each: longer windows, so many complete in them.
   if [ $kind = tiny ]; then args=(--n 64 --segments 8); dur=$DURATION; wu=$WARMUP
   else args=(--n "$LARGE_N" --vec3 --segments 1024); dur=$LDURATION; wu=$LWARMUP; fi

@@ -102,3 +102,38 @@ def test_golden_cases_exact(shared_daemon):
         assert st == 200 and g["out"].tolist() == [[1, 2, 0]]
         st, _, g = call(u, "segmented_sum", "forward", {"x": np.zeros((0,))}, np.zeros(0, np.int32), 5, enc=enc)
         assert st == 200 and g["out"].tolist() == [0.0] * 5
+
+
+def _pool_metrics(url):
+    from test_lifecycle import metric
+    from client import request
+
+    st, _, text = request(url, "GET", "/metrics")
+    assert st == 200
+    text = text.decode()
+    return {k: metric(text, "segops_host_pool_allocations_total", source=k) for k in ("reused", "mapped", "heap")} | {
+        "in_use": metric(text, "segops_host_pool_bytes", state="in_use"),
+        "idle": metric(text, "segops_host_pool_bytes", state="idle"),
+        "cap": metric(text, "segops_host_pool_capacity_bytes")}
+
+
+@pytest.mark.parametrize("pool", ["default", "off"])
+def test_large_bodies_and_outputs_through_the_host_buffer_pool(daemon_factory, table, pool):
+    """Bodies and outputs of 1 MiB or more come from the daemon's pool of host buffers, reused
+    from request to request and given back after each; answers are the same with the pool off."""
+    d = daemon_factory(env={"SEGOPS_HOST_POOL_BYTES": "0"} if pool == "off" else None)
+    fn = table["segmented_mul"]["backward"]
+    rng = np.random.default_rng(11)
+    for rnd in range(3):
+        N, S = 70000 + rnd, 5000  # x, y, g_out: 3 x 1.6 MiB of float64 vec3; grad_x, grad_y 1.6 MiB each
+        args, idx, S = random_case(rng, fn, 3, N=N, S=S)
+        st, _, got = call(d.url, "segmented_mul", "backward", args, idx, S)
+        assert st == 200, got
+        check(got, reference("segmented_mul", "backward", args, idx, S), "float64")
+    m = _pool_metrics(d.url)
+    assert m["in_use"] == 0, m  # nothing held past its request
+    if pool == "off":
+        assert m["cap"] == 0 and m["mapped"] == 0 and m["reused"] == 0 and m["idle"] == 0, m
+    else:
+        # each round: one body, one output block; the first round maps them, later rounds reuse
+        assert m["mapped"] >= 2 and m["reused"] >= 4 and m["idle"] > 0 and m["heap"] == 0, m
