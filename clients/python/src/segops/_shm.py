@@ -43,6 +43,11 @@ _MIN_REGION = 1 << 20
 # be registered, transport="auto" sends the call as bodies.
 _MAX_LENT = int(os.environ.get("SEGOPS_SHM_MAX_LENT", "8") or 0)
 _MAX_LENT_BYTES = 256 << 20
+# A call whose results total fewer bytes than this copies them out, lending nothing: for small
+# results the copy costs less than lending's bookkeeping (a hung base array and its weak reference,
+# the lent counts, the region's return on a later call), measured on one training step at N = 2^10
+# (bench/client/step_cost.py).
+_LEND_MIN_BYTES = 64 << 10
 # Scratch regions kept by one client, idle and lent together (a single call larger than this still
 # gets its region), and how many may wait idle.
 _POOL_MAX_BYTES = 512 << 20
@@ -87,22 +92,20 @@ class Region:
         self.registered = False
 
     def view(self, offset, dtype, shape, base=None):
-        """The array of `shape` at `offset`, a view of `base` (a byte array over this region's
-        memory, see hang) or of the region's own."""
-        count = 1
-        for d in shape:
-            count *= d
-        dt = np.dtype(dtype)
-        b = self.buf if base is None else base
-        return b[offset : offset + count * dt.itemsize].view(dt).reshape(shape)
+        """The C-contiguous array of `shape` at `offset`, a view of `base` (a byte array over this
+        region's memory, see hang) or of the region's own."""
+        return np.ndarray(shape, dtype, self.buf if base is None else base, offset)
 
     def hang(self, queue, item):
         """A byte array over this region's memory from which arrays given out hang (numpy views
         keep their base alive, and so do tensors made from them); when the last of them dies,
-        `item` is appended to `queue`. Only appended: the finalizer may run inside any
+        `item` is appended to `queue`. Only appended: the callback may run inside any
         allocation, even under a lock, so the owner of `queue` acts on it later."""
         owner = np.frombuffer(self.mm, dtype=np.uint8)
-        weakref.finalize(owner, queue.append, item)
+        # A weak reference with a callback, held in _hung until it fires (what weakref.finalize
+        # does, without its bookkeeping in Python on every call).
+        ref = weakref.ref(owner, _unhang)
+        _hung[id(ref)] = (ref, queue, item)
         return owner
 
     def unlink(self):
@@ -119,6 +122,15 @@ class Region:
             self.mm.close()
         except (BufferError, ValueError):
             pass
+
+
+_hung = {}  # id(weak reference) -> (the reference, queue, item): arrays hung from regions (Region.hang)
+
+
+def _unhang(ref, hung=_hung):
+    entry = hung.pop(id(ref), None)
+    if entry is not None:
+        entry[1].append(entry[2])
 
 
 class NoRegion(Exception):
@@ -259,7 +271,8 @@ class ShmSession:
         self._returned = []  # lent regions whose results have all died (appended by finalizers)
         self._lent = 0  # regions lent to live results, and their bytes
         self._lent_bytes = 0
-        self._parsed = {}  # (answer bytes, placement) -> its placed outputs (see _decode)
+        self._parsed = {}  # (answer bytes, placement) -> its placed outputs and their bytes (see _decode)
+        self._packed = {}  # a request's tensors, places and scalars -> its body (see _pack)
         self._keep_lock = threading.Lock()
         self._kept = {}  # id(token object) -> _Kept (kept inputs), in least recently used order
         self._kept_dead = []  # ids of kept inputs whose token object has died (appended by finalizers)
@@ -412,6 +425,11 @@ class ShmSession:
         """(region, 0) holding arr's bytes when token = (object, version) vouches that they did
         not change since they were put there, else None (the caller copies arr as usual). The
         entry is counted busy (appended to `busy`) until the caller's _unbusy."""
+        try:
+            if not _KEEP_MIN_BYTES <= arr.nbytes <= _KEEP_MAX_BYTES // 2:
+                return None  # never kept: no lock, no bookkeeping
+        except AttributeError:
+            return None
         with self._keep_lock:  # one thread at a time fills or replaces a kept region
             k = self._kept_locked(arr, token)
             if k is None:
@@ -431,13 +449,13 @@ class ShmSession:
         token: (obj, version), or (obj, version, True) to copy arr now whatever the entry holds
         (and keep it from this first sight on)."""
         try:
+            if not _KEEP_MIN_BYTES <= arr.nbytes <= _KEEP_MAX_BYTES // 2:
+                return None
             obj, version, *rest = token
             refresh = bool(rest and rest[0])
             key = id(obj)
             spec = (arr.__array_interface__["data"][0], arr.nbytes, arr.dtype.str, arr.shape)
         except (TypeError, ValueError, AttributeError):
-            return None
-        if not _KEEP_MIN_BYTES <= arr.nbytes <= _KEEP_MAX_BYTES // 2:
             return None
         k = self._kept.get(key)
         if k is not None and k.ref() is not obj:
@@ -476,7 +494,7 @@ class ShmSession:
                 k.region = self._acquire(_align(arr.nbytes))
             except (SegopsError, OSError, NoRegion):
                 return None  # no room for it: copied with the call's other inputs
-        k.region.buf[: arr.nbytes] = arr.reshape(-1).view(np.uint8)
+        k.region.mm[: arr.nbytes] = arr  # (C-contiguous: its buffer is its bytes in order)
         self.bytes_copied += arr.nbytes
         k.version, k.spec = version, spec
         self._trim_kept()
@@ -539,6 +557,12 @@ class ShmSession:
     def _shed(self, extra):
         """Idle regions to drop, smallest first, so that the idle and lent ones plus `extra` bytes
         stay within _POOL_MAX_BYTES and at most _POOL_MAX_IDLE stay idle. Lock held."""
+        if len(self._idle) <= _POOL_MAX_IDLE:
+            total = self._lent_bytes + extra
+            for r in self._idle:
+                total += r.size
+            if total <= _POOL_MAX_BYTES:
+                return []  # within both caps: nothing to drop (the common case)
         idle = sorted(self._idle, key=lambda r: r.size)
         total = sum(r.size for r in idle) + self._lent_bytes + extra
         drop = []
@@ -592,9 +616,10 @@ class ShmSession:
             self._reap_kept()
         busy = []  # kept inputs this call names (not dropped until it is answered)
         try:
-            tensors = []  # (name, wire array, user region ref or None)
+            tensors = []  # (name, wire array, offset in the call's region, or (region, offset))
             scalars = {}
             arrays = {}
+            odt = None  # the outputs' dtype: the first floating input's
             pos = 0
             for name, v in args.items():
                 if v is None:
@@ -604,51 +629,48 @@ class ShmSession:
                     continue
                 arr = _wire.wire_array(v, name)
                 arrays[name] = arr
-                ref = self._find_user(arr)
-                if ref is None and versions and name in versions:
+                if odt is None and arr.dtype.kind == "f":
+                    odt = arr.dtype
+                ref = self._find_user(arr) if self._user else None
+                if ref is None and versions and name in versions and arr.nbytes >= _KEEP_MIN_BYTES:
                     ref = self._kept_place(arr, versions[name], busy)
                 if ref is None:
                     tensors.append((name, arr, pos))
-                    pos = _align(pos + arr.nbytes)
+                    pos = (pos + arr.nbytes + _ALIGN - 1) & ~(_ALIGN - 1)  # _align
                 else:
                     tensors.append((name, arr, ref))
             s = scalars.get("num_segments")
-            dts = [a.dtype for a in arrays.values() if a.dtype.kind == "f"]
-            odt = dts[0] if dts else np.dtype("<f8")
+            itemsize = odt.itemsize if odt is not None else 8  # float64 when no input is floating
             want = out_names if outputs is None else tuple(outputs)
             outs = []  # (name, offset, nbytes)
             for name in want:
                 shape = output_shape(op, name, arrays, s) if isinstance(s, int) else None
                 if shape is None:
                     continue  # answered inline
-                nb = odt.itemsize
+                nb = itemsize
                 for d in shape:
                     nb *= d
                 outs.append((name, pos, nb))
-                pos = _align(pos + nb)
+                pos = (pos + nb + _ALIGN - 1) & ~(_ALIGN - 1)  # _align
             region = self._acquire(pos)
             lent = False
             try:
-                body = {}
+                mm, rname = region.mm, region.name
+                sig = []  # (name, dtype name, shape, region name, offset) of each tensor
                 for name, arr, where in tensors:
                     if isinstance(where, tuple):
-                        rname, off = where[0].name, where[1]
+                        r, off = where[0].name, where[1]
                     else:
-                        rname, off = region.name, where
-                        if arr.nbytes:
-                            region.buf[off : off + arr.nbytes] = arr.reshape(-1).view(np.uint8)
-                            self.bytes_copied += arr.nbytes
-                    body[name] = {"dtype": _wire.dtype_name(arr.dtype), "shape": list(arr.shape),
-                                  "shm": {"region": rname, "offset": off}}
-                body.update(scalars)
-                if outputs is not None:
-                    body["outputs"] = list(outputs)
-                if outs:
-                    body["outputs_shm"] = {name: {"region": region.name, "offset": off} for name, off, _ in outs}
+                        r, off = rname, where
+                        nb = arr.nbytes
+                        if nb:
+                            mm[off : off + nb] = arr  # (C-contiguous: its buffer is its bytes in order)
+                            self.bytes_copied += nb
+                    sig.append((name, _wire.dtype_name(arr.dtype), arr.shape, r, off))
+                packed = self._pack(sig, scalars, outputs, outs, rname)
                 c = self._client()
-                packed = msgpack.packb(body)
                 raw = c._roundtrip("POST", f"/v1/{op}/{pass_}", packed, len(packed), read=_read_small)
-                res, lent = self._decode(raw, region, {n: (o, nb) for n, o, nb in outs})
+                res, lent = self._decode(raw, region, outs)
                 return res
             finally:
                 if not lent:
@@ -657,29 +679,60 @@ class ShmSession:
             if busy:
                 self._unbusy(busy)
 
-    def _decode(self, raw, region, placed):
-        """{name: array} and whether the region is now lent to them (views, released by a
-        finalizer when the last of them dies) rather than copied out."""
+    def _pack(self, sig, scalars, outputs, outs, rname):
+        """The request body (msgpack). A step's calls repeat with the same tensors at the same
+        places: the same body is packed once and kept (up to 256 bodies, then forgotten)."""
+        try:
+            key = (tuple(sig), tuple([(k, v.__class__, v) for k, v in scalars.items()]),
+                   None if outputs is None else tuple(outputs), tuple(outs), rname)
+            packed = self._packed.get(key)
+        except TypeError:  # an unhashable argument (a list): packed every time
+            key = packed = None
+        if packed is None:
+            body = {}
+            for name, dn, shape, r, off in sig:
+                body[name] = {"dtype": dn, "shape": list(shape), "shm": {"region": r, "offset": off}}
+            body.update(scalars)
+            if outputs is not None:
+                body["outputs"] = list(outputs)
+            if outs:
+                body["outputs_shm"] = {name: {"region": rname, "offset": off} for name, off, _ in outs}
+            packed = msgpack.packb(body)
+            if key is not None:
+                if len(self._packed) >= 256:
+                    self._packed.clear()
+                self._packed[key] = packed
+        return packed
+
+    def _decode(self, raw, region, outs):
+        """{name: array} and whether the region is now lent to them (views, released when the last
+        of them dies) rather than copied out. outs: [(name, offset, nbytes)] asked for."""
         # A step's calls repeat: the same answer bytes to the same placement parse the same way.
-        key = (raw, tuple(placed.items()))
-        views = self._parsed.get(key)
-        if views is None:
-            out, views = self._parse(raw, region, placed)
-            if not out and len(self._parsed) < 256:
-                self._parsed[key] = views
+        key = (raw, tuple(outs))
+        parsed = self._parsed.get(key)
+        if parsed is None:
+            out, views = self._parse(raw, region, {n: (o, nb) for n, o, nb in outs})
+            parsed = views, sum([v[4] for v in views])
+            if not out:
+                if len(self._parsed) >= 256:
+                    self._parsed.clear()
+                self._parsed[key] = parsed
         else:
             out = {}
-        lend = bool(views) and self._lend(region)
-        base = region.hang(self._returned, region) if lend else None
-        for k, off, dt, shape in views:
-            v = region.view(off, dt, shape, base=base)
-            out[k] = v if lend else v.copy()
-        self.outputs_lent += len(views) if lend else 0
-        return out, lend
+        views, size = parsed
+        if views and size >= _LEND_MIN_BYTES and self._lend(region):
+            base = region.hang(self._returned, region)
+            for k, off, dt, shape, _ in views:
+                out[k] = np.ndarray(shape, dt, base, off)
+            self.outputs_lent += len(views)
+            return out, True
+        for k, off, dt, shape, _ in views:
+            out[k] = region.view(off, dt, shape).copy()
+        return out, False
 
     def _parse(self, raw, region, placed):
-        """({name: array} of outputs answered inline, [(name, offset, dtype, shape)] of those
-        placed in the region), each checked against where it was asked to go."""
+        """({name: array} of outputs answered inline, [(name, offset, dtype, shape, nbytes)] of
+        those placed in the region), each checked against where it was asked to go."""
         out = {}
         views = []
         for k, t in _wire.unpack_map(raw).items():
@@ -698,7 +751,7 @@ class ShmSession:
                 nb *= d
             if nb > placed[k][1] or off + nb > region.size:
                 raise ProtocolError(200, "protocol_error", f"segops: output {k!r} ({nb} bytes) overflows its place")
-            views.append((k, off, np.dtype(dt), shape))
+            views.append((k, off, np.dtype(dt), shape, nb))
         return out, tuple(views)
 
 

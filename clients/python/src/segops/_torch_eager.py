@@ -11,6 +11,10 @@ from . import _table, _torch_ops
 from ._torch_func import backward_grads, forward_grads
 
 IMPLS = _torch_ops.IMPLS
+# per op: how many inputs its forward takes, and the positions of those its backward reads
+_FWD = {op: (len(fwd), tuple(fwd.index(n) for n in _torch_ops.READS[op])) for op, (fwd, _) in _table.OPS.items()}
+# per op: how many tensors (g_out, then the forward's inputs) its backward takes
+_BWD_K = {op: len(_torch_ops.FNS[(op, "backward")].ins) for op in _table.OPS}
 
 
 class _Double(torch.autograd.Function):
@@ -30,7 +34,7 @@ def _double(op):
 class _Backward(torch.autograd.Function):
     @staticmethod
     def forward(ctx, op, *args):
-        k = len(_torch_ops.FNS[(op, "backward")].ins)
+        k = _BWD_K[op]
         ctx.op = op
         ctx.s_key_want = args[k + 1 : k + 4]
         ctx.save_for_backward(*args[:k], args[k])
@@ -49,12 +53,10 @@ def _backward(op):
 class _Forward(torch.autograd.Function):
     @staticmethod
     def forward(ctx, op, *args):
-        fwd = _table.OPS[op][0]
-        k = len(fwd)
-        named = dict(zip(fwd, args[:k]))
+        k, reads = _FWD[op]
         ctx.op = op
         ctx.s_key = args[k + 1 :]
-        ctx.save_for_backward(args[k], *(named[n] for n in _torch_ops.READS[op]))
+        ctx.save_for_backward(args[k], *[args[i] for i in reads])
         ctx.set_materialize_grads(False)
         return IMPLS[(op, "forward")](*args)
 

@@ -81,6 +81,11 @@ def _first_float(named):
 def _to_host(tensors):
     """CPU copies of tensors (None kept): from a GPU into pinned memory, asynchronously, with one
     synchronization for all of them."""
+    for t in tensors:
+        if t is not None and not t.is_cpu:
+            break
+    else:
+        return list(tensors)  # all on the CPU already (the common case): nothing to copy
     out, streams = [], set()
     for t in tensors:
         if t is None or t.device.type == "cpu":
@@ -96,17 +101,10 @@ def _to_host(tensors):
     return out
 
 
-def _np(t):
-    if t is None:
-        return None
-    t = t.detach()
-    # The conjugate and negative bits exist only on complex views; skip their dispatches otherwise.
-    return (t.resolve_conj().resolve_neg() if t.is_complex() else t).numpy()
-
-
-def _from_np(a, device):
+def _from_np(a, device, cpu=None):
+    """a as a tensor on device (cpu: whether device is the CPU, when the caller knows)."""
     t = torch.from_numpy(a)
-    if device.type == "cpu":
+    if cpu if cpu is not None else device.type == "cpu":
         return t
     if device.type == "cuda":
         t = t.pin_memory()  # from the caching host allocator, which keeps it until the copy ends
@@ -132,15 +130,38 @@ def _versions(names, given, host, fresh=None):
 
 
 def _make_impl(fn):
+    op, pass_, outs = fn.op, fn.pass_, fn.outs
+    k = len(fn.ins)
+    names = fn.ins + ("idx",)
+    has_want = fn.has_want
+
+    def ask(want):
+        """The outputs to ask for (None: all of them)."""
+        o = tuple(o for b, o in enumerate(outs) if want >> b & 1)
+        return None if len(o) == len(outs) else o
+
+    asked = {w: ask(w) for w in range(1 << len(outs))}
+
     def impl(*args):
-        named, idx, s, key, want = fn.split(args)
-        ref = _first_float(named)
-        dev, dtype = ref.device, ref.dtype
-        names = list(named) + ["idx"]
-        host = _to_host(list(named.values()) + [idx])
-        wire = {n: _np(t) for n, t in zip(names, host) if t is not None}
+        given = args[: k + 1]  # the tensors by name, then idx
+        s, key = args[k + 1], args[k + 2]
+        want = args[k + 3] if has_want else 1
+        for ref in given[:k]:
+            if ref is not None:
+                break
+        else:
+            raise ValueError("no tensor argument")
+        host = _to_host(given)
+        wire = {}
+        for n, t in zip(names, host):
+            if t is not None:
+                # t.detach().resolve_conj().resolve_neg().numpy() in one call: a CPU tensor's
+                # memory is shared (the resolves copy only a complex view with its bit set).
+                wire[n] = t.numpy(force=True)
         wire["num_segments"] = int(s)
-        outputs = [o for k, o in enumerate(fn.outs) if want >> k & 1]
+        outputs = asked[want] if want in asked else ask(want)
+        if outputs is not None:
+            outputs = list(outputs)
         client = resolve_client(key)
         # Each CPU tensor with its version counter (bumped by every in-place change): over shared
         # memory the client keeps an argument in a region while they stay the same, so a step's
@@ -148,17 +169,23 @@ def _make_impl(fn):
         # copies them afresh (the third element): a tensor changed behind torch's back (through
         # numpy) between steps is never sent stale.
         # (Only to Client's own call: a subclass that overrides call keeps the documented signature.)
-        kw = {}
         if getattr(type(client), "call", None) is Client.call:
-            fresh = KEEP_FRESH[fn.op] if fn.pass_ == "forward" else None
-            kw["versions"] = _versions(names, list(named.values()) + [idx], host, fresh)
-        res = client.call(fn.op, fn.pass_, wire, outputs=None if len(outputs) == len(fn.outs) else outputs, **kw)
+            fresh = KEEP_FRESH[op] if pass_ == "forward" else None
+            res = client.call(op, pass_, wire, outputs=outputs, versions=_versions(names, given, host, fresh))
+        else:
+            res = client.call(op, pass_, wire, outputs=outputs)
+        cpu = ref.is_cpu
+        dev = ref.device
+        if want == (1 << len(outs)) - 1:
+            if len(outs) == 1:
+                return _from_np(res[outs[0]], dev, cpu)
+            return tuple([_from_np(res[o], dev, cpu) for o in outs])
         got = []
-        for k, o in enumerate(fn.outs):
-            if want >> k & 1:
-                got.append(_from_np(res[o], dev))
+        for b, o in enumerate(outs):
+            if want >> b & 1:
+                got.append(_from_np(res[o], dev, cpu))
             else:
-                got.append(torch.empty(0, dtype=dtype, device=dev))
+                got.append(torch.empty(0, dtype=ref.dtype, device=dev))
         return got[0] if len(got) == 1 else tuple(got)
 
     impl.__name__ = f"{fn.op}_{fn.pass_}"
@@ -226,7 +253,11 @@ def no_third():
 
 
 def _mask(flags):
-    return sum(1 << k for k, f in enumerate(flags) if f)
+    m = 0
+    for k, f in enumerate(flags):
+        if f:
+            m |= 1 << k
+    return m
 
 
 # Each function's body: what its custom op runs, and what eager calls (_torch_eager) run directly.
@@ -260,37 +291,58 @@ READS = {op: reads_of(op) for op in _table.OPS}  # per op: what its forward save
 KEEP_FRESH = {op: frozenset(READS[op]) | {"idx"} for op in _table.OPS}
 
 
+class _Plan:
+    """What forward_vjp and backward_vjp need of one op, worked out once."""
+
+    def __init__(self, op_name):
+        self.fwd = _table.OPS[op_name][0]
+        self.bwd_ins = FNS[(op_name, "backward")].ins
+        dbl = FNS[(op_name, "double_backward")]
+        # The double backward's outputs: grad_g_out, then grad_<a> for each forward input the
+        # backward reads; diff: those names without "grad_".
+        self.diff = tuple(o[len("grad_") :] for o in dbl.outs)
+        self.gg_names = tuple("gg_" + a for a in self.fwd)
+        self.dbl_ins = tuple((n, n.startswith("gg_")) for n in dbl.ins)
+        self.one_fwd, self.one_dbl = len(self.fwd) == 1, len(dbl.outs) == 1
+
+
+_PLANS = {op: _Plan(op) for op in _table.OPS}
+
+
 def forward_vjp(op_name, call, g_out, need, have, idx, s, key):
     """Gradients of the forward's inputs (None where need is False), by call = the backward op
     (or a function standing for it). have: forward input name -> saved tensor."""
-    fwd = _table.OPS[op_name][0]
+    plan = _PLANS[op_name]
     if g_out is None or not any(need):
-        return (None,) * len(fwd)
-    bwd = FNS[(op_name, "backward")]
-    args = [g_out if n == "g_out" else have.get(n) for n in bwd.ins]
+        return (None,) * len(plan.fwd)
+    args = [g_out if n == "g_out" else have.get(n) for n in plan.bwd_ins]
     res = call(*args, idx, s, key, _mask(need))
-    res = (res,) if len(fwd) == 1 else res
-    return tuple(r if nd else None for r, nd in zip(res, need))
+    if plan.one_fwd:
+        res = (res,)
+    return tuple([r if nd else None for r, nd in zip(res, need)])
 
 
 def backward_vjp(op_name, call, ggs, want, need_by_name, have, idx, s, key):
     """Gradients of the backward's tensor inputs (g_out and the forward inputs, by name in
     have), by call = the double-backward op; ggs: the cotangents of the backward's outputs."""
-    fwd = _table.OPS[op_name][0]
-    bwd = FNS[(op_name, "backward")]
-    dbl = FNS[(op_name, "double_backward")]
-    # Its outputs: grad_g_out, then grad_<a> for each forward input the backward reads.
-    diff = tuple(o[len("grad_") :] for o in dbl.outs)
+    plan = _PLANS[op_name]
+    diff = plan.diff
     need = [need_by_name.get(d, False) for d in diff]
     ggs = [g if (want >> k & 1) else None for k, g in enumerate(ggs)]
-    if not any(need) or all(g is None for g in ggs):
-        return (None,) * len(bwd.ins)
-    gg = dict(zip(("gg_" + a for a in fwd), ggs))
-    args = [gg[n] if n.startswith("gg_") else have.get(n) for n in dbl.ins]
+    if not any(need):
+        return (None,) * len(plan.bwd_ins)
+    for g in ggs:
+        if g is not None:
+            break
+    else:
+        return (None,) * len(plan.bwd_ins)
+    gg = dict(zip(plan.gg_names, ggs))
+    args = [gg[n] if is_gg else have.get(n) for n, is_gg in plan.dbl_ins]
     res = call(*args, idx, s, key, _mask(need))
-    res = (res,) if len(dbl.outs) == 1 else res
+    if plan.one_dbl:
+        res = (res,)
     by_name = {d: (r if nd else None) for d, r, nd in zip(diff, res, need)}
-    return tuple(by_name.get(n) for n in bwd.ins)
+    return tuple([by_name.get(n) for n in plan.bwd_ins])
 
 
 def _autograd_forward(op_name, fwd, ops):

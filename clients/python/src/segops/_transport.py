@@ -194,6 +194,7 @@ def read_response(conn):
     when the server closed without answering (a stale keep-alive connection), socket.timeout."""
     sock = conn.sock
     buf = bytearray()
+    method = getattr(conn, "_method", "")
     while True:  # 1xx answers (none expected: no Expect header is sent) are skipped
         while True:
             end = buf.find(b"\r\n\r\n")
@@ -207,15 +208,42 @@ def read_response(conn):
                     raise http.client.RemoteDisconnected("Remote end closed connection without response")
                 raise http.client.IncompleteRead(bytes(buf))
             buf += chunk
-        lines = bytes(buf[:end]).decode("latin-1").split("\r\n")
+        head = bytes(buf[:end])
         del buf[: end + 4]
-        parts = lines[0].split(" ", 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
-            raise http.client.BadStatusLine(lines[0])
-        status = int(parts[1])
-        if 100 <= status < 200 and status != 101:
-            continue
+        parsed = _parsed_heads.get((head, method))
+        if parsed is None:
+            parsed = _parse_head(head, method)
+            if parsed is None:
+                continue  # 1xx
+            if len(_parsed_heads) >= 64:  # the Date header changes every second: forget old heads
+                _parsed_heads.clear()
+            _parsed_heads[(head, method)] = parsed
         break
+    r = FastResponse()
+    r._sock = sock
+    r._buf = buf
+    r._pos = 0
+    r.status, r.reason, r.headers, r.will_close, r._chunked, r.length = parsed
+    r._left = r.length
+    conn._HTTPConnection__state = http.client._CS_IDLE  # as getresponse() leaves it
+    return r
+
+
+# (response head, request method) -> what read_response takes from it: an answer's head repeats
+# (the same status and headers; the Date header changes once a second), and so is parsed once.
+_parsed_heads = {}
+
+
+def _parse_head(head, method):
+    """(status, reason, headers (lower-case names; shared by the responses with this head: read
+    only), will_close, chunked, length or None) of a response head, or None for a 1xx."""
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+        raise http.client.BadStatusLine(lines[0])
+    status = int(parts[1])
+    if 100 <= status < 200 and status != 101:
+        return None
     headers = {}
     for line in lines[1:]:
         name, sep, value = line.partition(":")
@@ -229,33 +257,24 @@ def read_response(conn):
             raise http.client.HTTPException("segops: two different Content-Length headers in a response")
         else:
             headers[name] = value
-    r = FastResponse()
-    r._sock = sock
-    r._buf = buf
-    r._pos = 0
-    r.status = status
-    r.reason = parts[2] if len(parts) > 2 else ""
-    r.headers = headers
+    reason = parts[2] if len(parts) > 2 else ""
     tokens = {t.strip().lower() for t in headers.get("connection", "").split(",")}
-    r.will_close = "close" in tokens or (parts[0] == "HTTP/1.0" and "keep-alive" not in tokens)
-    r._chunked = "chunked" in headers.get("transfer-encoding", "").lower()
+    will_close = "close" in tokens or (parts[0] == "HTTP/1.0" and "keep-alive" not in tokens)
+    chunked = "chunked" in headers.get("transfer-encoding", "").lower()
     length = None
-    if not r._chunked:
+    if not chunked:
         cl = headers.get("content-length")
         if cl is not None:
             if not cl.isdigit():
                 raise http.client.HTTPException(f"segops: a bad Content-Length in a response: {cl[:40]!r}")
             length = int(cl)
-        elif status in (204, 304) or getattr(conn, "_method", "") == "HEAD":
+        elif status in (204, 304) or method == "HEAD":
             length = 0
         else:
-            r.will_close = True  # the body ends when the server closes
-    if getattr(conn, "_method", "") == "HEAD":
-        length, r._chunked = 0, False
-    r.length = length
-    r._left = length
-    conn._HTTPConnection__state = http.client._CS_IDLE  # as getresponse() leaves it
-    return r
+            will_close = True  # the body ends when the server closes
+    if method == "HEAD":
+        length, chunked = 0, False
+    return status, reason, headers, will_close, chunked, length
 
 
 def _has_prebuilt():

@@ -116,7 +116,8 @@ def use_client(client: ClientLike) -> Iterator[Client | None]:
 @torch.compiler.assume_constant_result
 def _key_of_object(client):
     key = f"obj:{id(client)}"
-    _objects[key] = client
+    if _objects.get(key) is not client:  # (a lookup costs less than storing it again)
+        _objects[key] = client
     return key
 
 
@@ -204,20 +205,30 @@ def _segments(fname, num_segments):
     return num_segments if isinstance(num_segments, (int, torch.SymInt)) else int(num_segments)
 
 
+_NO_TRANSFORMS = frozenset()
+
+
 def _transforms():
     """Names of the torch.func transforms active around this call ("Grad", "Jvp", "Vmap", ...)."""
     try:
-        stack = torch._C._functorch.get_interpreter_stack() or ()
+        stack = torch._C._functorch.get_interpreter_stack()
+        if not stack:
+            return _NO_TRANSFORMS
         return {str(i.key()).rsplit(".", 1)[-1] for i in stack}
     except (AttributeError, RuntimeError):
         return set()
 
 
+try:
+    from torch.autograd import forward_ad as _fwd_ad
+except ImportError:
+    _fwd_ad = None
+
+
 def _forward_ad(fname, names, inputs):
     try:
-        from torch.autograd import forward_ad
-
-        if forward_ad._current_level < 0:
+        forward_ad = _fwd_ad
+        if forward_ad is None or forward_ad._current_level < 0:
             return
         for name, t in zip(names, inputs):
             if forward_ad.unpack_dual(t).tangent is not None:

@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""step_cost.py: the client's own cost of one MLIP training step through segops.torch (the step of
+bench/worker/worker_bench.py: forward, backward with create_graph, double backward), measured in
+instructions with callgrind, which the noise of a shared machine does not move:
+
+    valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=/tmp/cg.%p \\
+        python3 bench/client/step_cost.py --segopsd build/server/segopsd --op sum --log2n 10
+
+Only the timed steps are collected (the driver zeroes and dumps through callgrind_control around
+them); it prints instructions per step (callgrind_annotate on the dump shows where they go).
+Without valgrind it prints the steps' CPU time instead; --profile prints cProfile's view.
+--fake answers each daemon call from a recorded answer (the same arrays) without the HTTP exchange:
+the cost of segops.torch and torch's autograd alone.
+
+usage: step_cost.py --segopsd PATH | --url URL  [--op sum] [--log2n 10] [--steps 50]
+                    [--transport shm] [--fake] [--profile]
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "clients", "python", "src"))
+sys.path.insert(0, os.path.join(HERE, "..", "worker"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tests"))
+
+
+def under_callgrind():
+    try:
+        with open(f"/proc/{os.getpid()}/cmdline", "rb") as f:
+            return b"valgrind" in f.read() or "valgrind" in os.environ.get("LD_PRELOAD", "")
+    except OSError:
+        return False
+
+
+def callgrind(cmd):
+    """callgrind_control -i (instrumentation on), -z (zero) or -d (dump) on this process; it acts
+    while we wait here."""
+    args = [cmd, "on"] if cmd == "-i" else [cmd]
+    subprocess.run(["callgrind_control", *args, str(os.getpid())], check=True, stdout=subprocess.DEVNULL)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    g = ap.add_mutually_exclusive_group(required=True)
+    g.add_argument("--segopsd")
+    g.add_argument("--url")
+    ap.add_argument("--op", default="sum")
+    ap.add_argument("--log2n", type=int, default=10)
+    ap.add_argument("--steps", type=int, default=50)
+    ap.add_argument("--transport", default="shm")
+    ap.add_argument("--fake", action="store_true")
+    ap.add_argument("--fake-http", action="store_true")
+    ap.add_argument("--local", action="store_true")
+    ap.add_argument("--profile", action="store_true")
+    a = ap.parse_args()
+
+    import torch
+
+    import segops
+    import worker_bench as wb
+
+    torch.set_num_threads(1)
+    torch.set_num_interop_threads(1)
+    daemon = None
+    url = a.url
+    if a.segopsd:
+        import tempfile
+
+        sock = os.path.join(tempfile.mkdtemp(prefix="segops-sc-"), "segopsd.sock")  # as worker_bench
+        daemon, url = wb.start_daemon(a.segopsd, "cpu", sock if wb.supports_unix(a.segopsd) else None)
+    op = "segmented_" + a.op
+    try:
+        client = segops.Client(url, transport=a.transport)
+        inputs, idx_t, idx_np, s = wb.make_inputs(op, 1 << a.log2n, 1000)
+        fn = wb.step_fn("local" if a.local else "x", op, idx_t, idx_np, s, {"x": client}, url)
+        for _ in range(5):
+            wb.step(fn, inputs)
+        print(f"transport {client.transport_used}")
+        if a.fake:
+            # Each call answered as the daemon answered it (in the order of a step's calls).
+            real = type(client).call
+            answers = []
+            def record(self, *args, **kw):
+                res = real(self, *args, **kw)
+                answers.append({k: v.copy() for k, v in res.items()})
+                return res
+            type(client).call = record
+            wb.step(fn, inputs)
+            turn = iter(range(1 << 62))
+            def fake(self, op, pass_, args, *, outputs=None, versions=None):
+                return dict(answers[next(turn) % len(answers)])
+            type(client).call = fake
+            for _ in range(3):
+                wb.step(fn, inputs)
+        if a.fake_http:
+            # Each HTTP exchange answered with the bytes the daemon sent (the shared-memory
+            # region's contents stay as the real exchange left them): the client's Python alone.
+            real_rt = type(client)._roundtrip
+            raws = []
+            def record_rt(self, method, path, body=None, length=0, headers=None, read=None):
+                def rec(resp):
+                    raw = read(resp)
+                    raws.append(raw)
+                    return raw
+                return real_rt(self, method, path, body, length, headers, rec)
+            type(client)._roundtrip = record_rt
+            wb.step(fn, inputs)
+            turn2 = iter(range(1 << 62))
+            def fake_rt(self, method, path, body=None, length=0, headers=None, read=None):
+                return raws[next(turn2) % len(raws)]
+            type(client)._roundtrip = fake_rt
+            for _ in range(3):
+                wb.step(fn, inputs)
+        cg = under_callgrind()
+        if a.profile:
+            import cProfile
+            import pstats
+
+            prof = cProfile.Profile()
+            prof.enable()
+        if cg:
+            callgrind("-i")  # instrumentation on (started with --instr-atstart=no)
+            callgrind("-z")
+        t0 = time.process_time()
+        for _ in range(a.steps):
+            wb.step(fn, inputs)
+        t1 = time.process_time()
+        if cg:
+            callgrind("-d")
+        if a.profile:
+            prof.disable()
+            pstats.Stats(prof).sort_stats("tottime").print_stats(40)
+        print(f"{op} 2^{a.log2n} {a.transport}{' fake' if a.fake else ''}{' fake-http' if a.fake_http else ''}{' local' if a.local else ''}: {a.steps} steps, "
+              f"{(t1 - t0) / a.steps * 1e6:.0f} us CPU per step")
+        client.close()
+    finally:
+        if daemon is not None:
+            daemon.stop()
+
+
+if __name__ == "__main__":
+    main()
