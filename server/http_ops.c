@@ -31,9 +31,10 @@ static void release_body(segops_http_req *r) {
 /* The body is reserved against --max-inflight-bytes as it arrives, BODY_STEP ahead, not as a
  * whole from Content-Length: an upload that stalls or dies holds only what it sent. The buffer
  * itself is allocated whole (its pages are touched only as bytes come). A body of a known length
- * of SEGOPS_HOSTBUF_MIN bytes or more whose whole length the budget can hold at once is reserved
- * whole instead and read into a pooled host buffer (hostbuf.h: reused, its pages present, pinned
- * for direct device copies of its tensors), whose memory is committed from the start. */
+ * of SEGOPS_HOSTBUF_MIN bytes or more, when the budget could hold its whole length now, is read
+ * into a pooled host buffer (hostbuf.h: reused, its pages present, pinned for direct device copies
+ * of its tensors); it is reserved as it arrives all the same, and the buffer goes back to the pool
+ * (whose memory is capped on its own) when the request ends, however it ends. */
 #define BODY_STEP ((size_t)1 << 20)
 
 segops_http_outcome segops_http_op_begin(segops_http_req *r) {
@@ -68,13 +69,15 @@ segops_http_outcome segops_http_body_start(segops_http_req *r) {
   } else if ((int64_t)initial > srv->cfg->max_body_bytes) {
     initial = (size_t)srv->cfg->max_body_bytes + 1;
   }
-  if (cl && initial >= SEGOPS_HOSTBUF_MIN && segops_budget_take(srv, &r->reserved, initial)) {
-    r->body = segops_hostbuf_alloc(initial);
-    r->body_pooled = r->body != NULL;
-  } else if (!segops_budget_take(srv, &r->reserved, initial < BODY_STEP ? initial : BODY_STEP)) {
+  const bool pool = cl && initial >= SEGOPS_HOSTBUF_MIN &&
+                    atomic_load(&srv->body_bytes) + (int64_t)initial <= srv->cfg->max_inflight_bytes;
+  if (!segops_budget_take(srv, &r->reserved, initial < BODY_STEP ? initial : BODY_STEP))
     return segops_http_error(r, SEGOPS_E_RESOURCE_EXHAUSTED, 0,
                              "the server holds too much request memory (--max-inflight-bytes); retry later", NULL,
                              true);
+  if (pool) {
+    r->body = segops_hostbuf_alloc(initial);
+    r->body_pooled = r->body != NULL;
   } else {
     r->body = malloc(initial);
   }

@@ -65,6 +65,20 @@ def test_dead_uploads_release_the_budget_at_once(daemon):
     assert ok
 
 
+def test_a_declared_length_is_not_reserved_before_it_arrives(daemon):
+    # An upload that declares 64 MiB and sends 2 MiB holds about 2 MiB of a 70 MiB budget, even
+    # when its body goes to a pooled (pre-mapped) buffer: a 6 MiB request beside it is served.
+    d = daemon("--max-body-bytes", "64M", "--max-inflight-bytes", "70M")
+    s = d.sock()
+    s.sendall(head(64 << 20) + b"[" + b"1," * (1 << 20))
+    n = 1_500_000
+    body = b'{"x":[' + b"1," * (n - 1) + b'1],"idx":[' + b"0," * (n - 1) + b'0],"num_segments":1}'
+    st, data = post(d, body)
+    s.close()
+    assert st == 200, data[:300]
+    assert json.loads(data)["out"]["data"] == [float(n)]
+
+
 def test_slow_bodies_are_cut_and_healthz_answers(daemon):
     d = daemon("--idle-timeout", "2", "--min-upload-rate", "1000", "--max-connections", "20")
     socks = []
