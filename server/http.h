@@ -159,6 +159,9 @@ void segops_budget_release(segops_server *srv, size_t *held);
  * (JSON numbers materialised), the idx copy, the outputs and the encoded answer. */
 size_t segops_budget_work_bytes(const segops_http_req *r);
 
+/* MHD_OPTION_CONNECTION_MEMORY_LIMIT for every listener (SEGOPS_HTTP_CONNECTION_MEMORY). */
+size_t segops_http_connection_memory(void);
+
 /* --- request-head rules (http_strict.c) --- */
 
 /* Refuses, on the first call, a head libmicrohttpd let through: conflicting Content-Length,

@@ -168,6 +168,16 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
   SEGOPS_LOGD("libmicrohttpd: %s", msg);
 }
 
+/* libmicrohttpd's memory per connection: its read buffer (how much of a body one read takes in)
+ * and the request head's room; it is cleared between requests on a connection.
+ * SEGOPS_HTTP_CONNECTION_MEMORY (k/M suffixes, 16 KiB to 16 MiB), default 64 KiB. */
+size_t segops_http_connection_memory(void) {
+  size_t v = segops_env_bytes("SEGOPS_HTTP_CONNECTION_MEMORY", (size_t)64 << 10);
+  if (v < ((size_t)16 << 10)) v = (size_t)16 << 10;
+  if (v > ((size_t)16 << 20)) v = (size_t)16 << 20;
+  return v;
+}
+
 /* Starts the daemon of one listener: TCP by address, a unix socket as a ready listening fd. */
 static int start_listener(segops_server *srv, const segops_listen_addr *a, segops_listener *l) {
   const segops_config *c = srv->cfg;
@@ -203,10 +213,10 @@ static int start_listener(segops_server *srv, const segops_listen_addr *a, segop
       a->is_unix ? (void *)(intptr_t)fd : (void *)ai->ai_addr, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
       MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)c->http_threads, MHD_OPTION_CONNECTION_LIMIT,
       (unsigned int)c->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)c->idle_timeout_s,
-      MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024),
-      MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)1024, MHD_OPTION_NOTIFY_CONNECTION, segops_watchdog_notify,
-      srv->watchdog, MHD_OPTION_UNESCAPE_CALLBACK, segops_http_unescape, NULL, MHD_OPTION_URI_LOG_CALLBACK,
-      segops_http_uri_seen, NULL, MHD_OPTION_END);
+      MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+      segops_http_connection_memory(), MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)1024, MHD_OPTION_NOTIFY_CONNECTION,
+      segops_watchdog_notify, srv->watchdog, MHD_OPTION_UNESCAPE_CALLBACK, segops_http_unescape, NULL,
+      MHD_OPTION_URI_LOG_CALLBACK, segops_http_uri_seen, NULL, MHD_OPTION_END);
   if (ai) freeaddrinfo(ai);
   if (!l->mhd) {
     if (a->is_unix) {

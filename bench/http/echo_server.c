@@ -73,6 +73,17 @@ int main(int argc, char **argv) {
       sink_mode = 1;
   }
   if (threads < 1) threads = 1;
+  /* The same libmicrohttpd memory per connection as segopsd (SEGOPS_HTTP_CONNECTION_MEMORY, bytes,
+   * with an optional k or M suffix; default 64 KiB, clamped to 16 KiB..16 MiB). */
+  size_t conn_mem = (size_t)64 << 10;
+  const char *cm = getenv("SEGOPS_HTTP_CONNECTION_MEMORY");
+  if (cm && *cm) {
+    char *end;
+    unsigned long long v = strtoull(cm, &end, 10);
+    if (*end == 'k' || *end == 'K') v <<= 10;
+    if (*end == 'm' || *end == 'M') v <<= 20;
+    conn_mem = v < (16u << 10) ? (16u << 10) : v > (16u << 20) ? (16u << 20) : (size_t)v;
+  }
   sigset_t sigs;
   sigemptyset(&sigs);
   sigaddset(&sigs, SIGTERM);
@@ -87,7 +98,7 @@ int main(int argc, char **argv) {
       MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC, 0, NULL, NULL, on_request, NULL,
       MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_CONNECTION_LIMIT,
       1024u, MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-      MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024), MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_END);
+      MHD_OPTION_CONNECTION_MEMORY_LIMIT, conn_mem, MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_END);
   if (!d) {
     fprintf(stderr, "echo_server: cannot start\n");
     return 1;

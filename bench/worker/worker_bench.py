@@ -9,11 +9,13 @@ the worker's own core (torch.set_num_threads(1)), measured in the same run:
 
 vec3 float32, about 32 elements per segment (every segment non-empty). For each op, size N and
 transport: one worker (median step latency) and W worker processes at once (steps/s summed over
-a common window after a warm-up; the processes start the window together at an agreed time).
+a common window after a warm-up; the processes start the window together at an agreed time). A
+cell whose one-worker step takes longer than window / --min-steps gets a window of --min-steps such
+steps instead (both runs of that side), so slow cells count whole steps.
 
 usage: worker_bench.py (--segopsd PATH [--backend cpu|cuda] | --url URL)
                        [--transport http|unix|shm|all] [--ops sum,dot,...] [--sizes 10,14,17,20]
-                       [--workers W] [--window S] [--warmup S] [--json PATH] [--smoke]
+                       [--workers W] [--window S] [--warmup S] [--min-steps K] [--json PATH] [--smoke]
                        [--daemon-arg=--FLAG=VALUE ...]   (extra flags for the daemon it starts)
                        [--daemon-env=NAME=VALUE ...]     (environment for the daemon it starts)
 Prints one markdown table per transport (ratios remote/local: above 1 means the daemon wins)
@@ -217,6 +219,19 @@ def machine_cpu():
     return sum(v) - idle, sum(v)
 
 
+def run1(pool, mode, op, n, warmup, window, min_steps):
+    """One worker's run of a cell, and the window for the cell's W-worker run: `window`, or longer
+    when one step takes more than window / min_steps (then the one-worker run is repeated with
+    that window too, so its median latency has whole steps to take)."""
+    r = pool.run(1, mode, op, n, warmup, window)[0][0]
+    step_s = statistics.median(r["lat"]) if r["lat"] else window / max(r["steps"], 1e-3)
+    if min_steps * step_s <= window:
+        return r, window
+    longer = min_steps * step_s
+    r = pool.run(1, mode, op, n, warmup, longer)[0][0]
+    return r, longer
+
+
 class Pool:
     def __init__(self, w, url, idx_dtype="int32"):
         ctx = mp.get_context("spawn")
@@ -333,6 +348,8 @@ def main():
     ap.add_argument("--workers", type=int, default=os.cpu_count())
     ap.add_argument("--window", type=float, default=1.0, help="seconds measured per cell")
     ap.add_argument("--warmup", type=float, default=0.3, help="seconds of steps before each window")
+    ap.add_argument("--min-steps", type=float, default=4,
+                    help="a cell's window is at least this many one-worker steps long (slow cells get longer windows)")
     ap.add_argument("--json", default=None, help="write the measurements here")
     ap.add_argument("--idx-dtype", default="int32", choices=("int32", "int64"),
                     help="dtype of the idx tensor the remote step sends (torch's default is int64)")
@@ -415,15 +432,15 @@ def main():
         for op in ops:
             for lg in sizes:
                 n = 1 << lg
-                loc1 = pool.run(1, "local", op, n, a.warmup, a.window)[0][0]
-                locw, locm = pool.run(w, "local", op, n, a.warmup, a.window)
+                loc1, lwin = run1(pool, "local", op, n, a.warmup, a.window, a.min_steps)
+                locw, locm = pool.run(w, "local", op, n, a.warmup, lwin)
                 local_ms = statistics.median(loc1["lat"]) * 1e3 if loc1["lat"] else float("nan")
-                local_sps = sum(r["steps"] for r in locw) / a.window
+                local_sps = sum(r["steps"] for r in locw) / lwin
                 for tr in transports:
-                    rem1 = pool.run(1, tr, op, n, a.warmup, a.window)[0][0]
-                    remw, remm = pool.run(w, tr, op, n, a.warmup, a.window, daemon_pid)
+                    rem1, rwin = run1(pool, tr, op, n, a.warmup, a.window, a.min_steps)
+                    remw, remm = pool.run(w, tr, op, n, a.warmup, rwin, daemon_pid)
                     remote_ms = statistics.median(rem1["lat"]) * 1e3 if rem1["lat"] else float("nan")
-                    remote_sps = sum(r["steps"] for r in remw) / a.window
+                    remote_sps = sum(r["steps"] for r in remw) / rwin
                     steps_w = sum(r["steps"] for r in remw)
                     row = {
                         "op": op, "log2n": lg, "n": n, "transport": tr, "workers": w, "backend": backend,
@@ -439,6 +456,7 @@ def main():
                         "client_cpu_us": statistics.median(r["cpu_step_s"] for r in remw) * 1e6,
                         "daemon_cpu_us": remm["daemon_cpu_s"] / steps_w * 1e6 if steps_w else float("nan"),
                         "local_busy": locm["busy"], "remote_busy": remm["busy"],
+                        "local_window_s": lwin, "remote_window_s": rwin,
                     }
                     rows.append(row)
                     print(f"  {op:<20} 2^{lg:<2} {tr:<4}  1w {local_ms:8.3f} / {remote_ms:8.3f} ms   "
