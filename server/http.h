@@ -159,8 +159,8 @@ void segops_budget_release(segops_server *srv, size_t *held);
  * (JSON numbers materialised), the idx copy, the outputs and the encoded answer. */
 size_t segops_budget_work_bytes(const segops_http_req *r);
 
-/* MHD_OPTION_CONNECTION_MEMORY_LIMIT for every listener (SEGOPS_HTTP_CONNECTION_MEMORY). */
-size_t segops_http_connection_memory(void);
+/* Whether `bytes` more would fit in the budget now (nothing taken). */
+bool segops_budget_room(segops_server *srv, size_t bytes);
 
 /* --- request-head rules (http_strict.c) --- */
 

@@ -15,6 +15,10 @@ bool segops_budget_take(segops_server *srv, size_t *held, size_t bytes) {
   return true;
 }
 
+bool segops_budget_room(segops_server *srv, size_t bytes) {
+  return atomic_load(&srv->body_bytes) + (int64_t)bytes <= srv->cfg->max_inflight_bytes;
+}
+
 void segops_budget_release(segops_server *srv, size_t *held) {
   if (*held) atomic_fetch_sub(&srv->body_bytes, (int64_t)*held);
   *held = 0;

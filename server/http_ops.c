@@ -69,8 +69,7 @@ segops_http_outcome segops_http_body_start(segops_http_req *r) {
   } else if ((int64_t)initial > srv->cfg->max_body_bytes) {
     initial = (size_t)srv->cfg->max_body_bytes + 1;
   }
-  const bool pool = cl && initial >= SEGOPS_HOSTBUF_MIN &&
-                    atomic_load(&srv->body_bytes) + (int64_t)initial <= srv->cfg->max_inflight_bytes;
+  const bool pool = cl && initial >= SEGOPS_HOSTBUF_MIN && segops_budget_room(srv, initial);
   if (!segops_budget_take(srv, &r->reserved, initial < BODY_STEP ? initial : BODY_STEP))
     return segops_http_error(r, SEGOPS_E_RESOURCE_EXHAUSTED, 0,
                              "the server holds too much request memory (--max-inflight-bytes); retry later", NULL,
@@ -152,17 +151,10 @@ enum MHD_Result segops_http_op_body(segops_http_req *r, const char *data, size_t
     size_t ncap = r->cap * 2;
     if (ncap < r->len + n) ncap = r->len + n;
     if (ncap > max + 1) ncap = max + 1;
-    char *nb;
-    if (r->body_pooled) { /* more than its Content-Length said: libmicrohttpd does not let it get here */
-      nb = malloc(ncap);
-      if (nb) {
-        memcpy(nb, r->body, r->len);
-        segops_hostbuf_free(r->body);
-        r->body_pooled = false;
-      }
-    } else {
-      nb = realloc(r->body, ncap);
-    }
+    /* Only a chunked body grows: one with a Content-Length (every pooled one) was sized to it,
+     * and libmicrohttpd passes on no more than it says. */
+    if (r->body_pooled) return MHD_NO;
+    char *nb = realloc(r->body, ncap);
     if (!nb) return MHD_NO; /* out of memory: drop the connection rather than abort */
     r->body = nb;
     r->cap = ncap;

@@ -13,6 +13,7 @@
 
 #include "errors.h"
 #include "http.h"
+#include "http_connmem.h"
 #include "listen_unix.h"
 #include "log.h"
 
@@ -166,16 +167,6 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
   size_t n = strlen(msg);
   while (n > 0 && msg[n - 1] == '\n') msg[--n] = 0;
   SEGOPS_LOGD("libmicrohttpd: %s", msg);
-}
-
-/* libmicrohttpd's memory per connection: its read buffer (how much of a body one read takes in)
- * and the request head's room; it is cleared between requests on a connection.
- * SEGOPS_HTTP_CONNECTION_MEMORY (k/M suffixes, 16 KiB to 16 MiB), default 64 KiB. */
-size_t segops_http_connection_memory(void) {
-  size_t v = segops_env_bytes("SEGOPS_HTTP_CONNECTION_MEMORY", (size_t)64 << 10);
-  if (v < ((size_t)16 << 10)) v = (size_t)16 << 10;
-  if (v > ((size_t)16 << 20)) v = (size_t)16 << 20;
-  return v;
 }
 
 /* Starts the daemon of one listener: TCP by address, a unix socket as a ready listening fd. */

@@ -337,12 +337,9 @@ char *segops_metrics_render(int64_t queue_depth, const segops_backend *be, size_
     put(&b, "# TYPE segops_host_pool_bytes gauge\n");
     put(&b, "segops_host_pool_bytes{state=\"in_use\"} %llu\nsegops_host_pool_bytes{state=\"idle\"} %llu\n",
         (unsigned long long)(hs.mapped - hs.idle), (unsigned long long)hs.idle);
-    put(&b, "# HELP segops_host_pool_pinned_bytes Pool memory pinned for direct device copies.\n");
-    put(&b, "# TYPE segops_host_pool_pinned_bytes gauge\n");
-    put(&b, "segops_host_pool_pinned_bytes %llu\n", (unsigned long long)hs.pinned);
-    put(&b, "# HELP segops_host_pool_capacity_bytes Cap of the host buffer pool.\n");
-    put(&b, "# TYPE segops_host_pool_capacity_bytes gauge\n");
-    put(&b, "segops_host_pool_capacity_bytes %llu\n", (unsigned long long)hs.cap);
+    put_gauge(&b, "segops_host_pool_pinned_bytes", "Pool memory pinned for direct device copies.",
+              (long long)hs.pinned);
+    put_gauge(&b, "segops_host_pool_capacity_bytes", "Cap of the host buffer pool.", (long long)hs.cap);
     put(&b, "# HELP segops_host_pool_allocations_total Large host buffers by where they came from.\n");
     put(&b, "# TYPE segops_host_pool_allocations_total counter\n");
     put(&b,

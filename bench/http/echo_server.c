@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "http_connmem.h"
+
 static int sink_mode;
 
 typedef struct {
@@ -73,17 +75,7 @@ int main(int argc, char **argv) {
       sink_mode = 1;
   }
   if (threads < 1) threads = 1;
-  /* The same libmicrohttpd memory per connection as segopsd (SEGOPS_HTTP_CONNECTION_MEMORY, bytes,
-   * with an optional k or M suffix; default 64 KiB, clamped to 16 KiB..16 MiB). */
-  size_t conn_mem = (size_t)64 << 10;
-  const char *cm = getenv("SEGOPS_HTTP_CONNECTION_MEMORY");
-  if (cm && *cm) {
-    char *end;
-    unsigned long long v = strtoull(cm, &end, 10);
-    if (*end == 'k' || *end == 'K') v <<= 10;
-    if (*end == 'm' || *end == 'M') v <<= 20;
-    conn_mem = v < (16u << 10) ? (16u << 10) : v > (16u << 20) ? (16u << 20) : (size_t)v;
-  }
+  const size_t conn_mem = segops_http_connection_memory(); /* the same as segopsd's */
   sigset_t sigs;
   sigemptyset(&sigs);
   sigaddset(&sigs, SIGTERM);
