@@ -252,7 +252,8 @@ segops_http_outcome segops_http_error(segops_http_req *r, int err, int http_stat
   }
   int status = http_status > 0 ? http_status : segops_err_http_status(err);
   const char *code = segops_err_code(err);
-  if (r->route != SEGOPS_ROUTE_HEALTHZ && r->route != SEGOPS_ROUTE_READYZ) segops_metrics_rejected(err);
+  /* Not twice: a mid-upload answer that could not be written at once was counted when decided. */
+  if (r->route != SEGOPS_ROUTE_HEALTHZ && r->route != SEGOPS_ROUTE_READYZ && !r->counted) segops_metrics_rejected(err);
   char esc[1200];
   json_escape(esc, sizeof esc, message && *message ? message : segops_err_message(err));
   size_t cap = strlen(esc) + strlen(code) + 64;

@@ -109,16 +109,17 @@ static void answer_mid_upload(segops_http_req *r, int err, const char *status_li
   release_body(r);
   const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
   if (!ci || bl <= 0 || (size_t)bl >= sizeof body || ml <= 0 || (size_t)ml >= sizeof msg) return;
+  /* Counted before the bytes leave: once they are out, the client may read the answer and scrape
+   * /metrics before this thread runs again (a loaded CI machine showed it); and the connection
+   * may linger until the client's close is noticed. The decision is what is counted: if the write
+   * does not go through, the same status follows through the normal path, not counted twice. */
+  r->status = status;
+  r->bytes_out = (uint64_t)bl;
+  segops_metrics_request(r->route, r->op, r->pass, status, r->bytes_in, r->bytes_out);
+  segops_metrics_rejected(err);
+  r->counted = true;
   ssize_t w = send(ci->connect_fd, msg, (size_t)ml, MSG_NOSIGNAL | MSG_DONTWAIT);
-  if (w == ml) {
-    r->raw_answered = true;
-    r->status = status;
-    r->bytes_out = (uint64_t)bl;
-    /* Counted now: the connection may linger until the client's close is noticed. */
-    segops_metrics_request(r->route, r->op, r->pass, status, r->bytes_in, r->bytes_out);
-    segops_metrics_rejected(err);
-    r->counted = true;
-  }
+  if (w == ml) r->raw_answered = true;
 }
 
 enum MHD_Result segops_http_op_body(segops_http_req *r, const char *data, size_t *size) {

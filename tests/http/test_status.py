@@ -3,6 +3,7 @@ and the headers each one needs (Allow, WWW-Authenticate, Retry-After)."""
 import json
 import socket
 import threading
+import time
 
 import msgpack
 import numpy as np
@@ -135,8 +136,16 @@ def test_413_chunked_over_the_cap(daemon_factory):
     assert b'"code":"too_large"' in got
     st, _, _ = post(d.url, GOOD)  # and the daemon serves on
     assert st == 200
-    _, _, m = request(d.url, "GET", "/metrics")
-    assert b'segops_requests_total{op="segmented_sum",pass="forward",status="413"} 1' in m
+    # Counted when decided, before the answer is written; the wait only covers a scrape racing
+    # the daemon's own thread, and the count must still be exactly one.
+    want = b'segops_requests_total{op="segmented_sum",pass="forward",status="413"} 1\n'
+    deadline = time.monotonic() + 5
+    while True:
+        _, _, m = request(d.url, "GET", "/metrics")
+        if want in m or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert want in m, [ln for ln in m.split(b"\n") if b'status="413"' in ln]
 
 
 def test_aborted_uploads_do_not_hold_shutdown(daemon_factory):
