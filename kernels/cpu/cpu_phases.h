@@ -9,6 +9,8 @@
 #include <string.h>
 #ifdef __AVX__
 #include <immintrin.h>
+#elif defined(__SSE2__)
+#include <emmintrin.h>
 #endif
 
 #include "cpu_internal.h"
@@ -106,9 +108,41 @@ SEGOPS_CPU_INLINE void segops_cpu_combine(const double *l0, const double *l1, co
   for (int a = 0; a < SEGOPS_CPU_MAX_ACC; a++) acc[a] = (l0[a] + l1[a]) + (l2[a] + l3[a]);
 }
 
-/* The per-segment body: segment s holds elements [i, j) (consecutive, increasing i). */
-SEGOPS_CPU_INLINE void segops_cpu_segment(const segops_cpu_job *J, const segops_cpu_hooks H, int64_t s, int64_t i,
-                                          int64_t j, const int w) {
+/* Ids p .. p+3 (they exist) against s: bit k set where idx[p+k] != s. On x86-64 one vector
+ * compare and mask (compilers leave the plain loop as a compare, set and shift per id). */
+SEGOPS_CPU_INLINE unsigned segops_cpu_diff4(const int32_t *idx, int64_t p, int32_t s) {
+#ifdef __SSE2__
+  const __m128i eq = _mm_cmpeq_epi32(_mm_loadu_si128((const __m128i *)(const void *)(idx + p)), _mm_set1_epi32(s));
+  return ~(unsigned)_mm_movemask_ps(_mm_castsi128_ps(eq)) & 0xFu;
+#else
+  unsigned diff = 0;
+  for (int k = 0; k < 4; k++) diff |= (unsigned)(idx[p + k] != s) << k;
+  return diff;
+#endif
+}
+
+/* The end of the segment that starts at i: the first j > i with idx[j] != idx[i], or n. Compares
+ * eight ids at a time (one branch per eight, not per id). */
+SEGOPS_CPU_INLINE int64_t segops_cpu_seg_end(const int32_t *idx, int64_t n, int64_t i) {
+  const int32_t s = idx[i];
+  int64_t j = i + 1;
+  for (; j + 8 <= n; j += 8) {
+    const unsigned diff = segops_cpu_diff4(idx, j, s) | segops_cpu_diff4(idx, j + 4, s) << 4;
+    if (diff) return j + __builtin_ctz(diff);
+  }
+  while (j < n && idx[j] == s) j++;
+  return j;
+}
+
+/* The per-segment body: segment s holds elements [i, j) (consecutive, increasing i). With
+ * j < 0 (sorted idx, a function that reduces in vectors) the segment's end is found by the
+ * reduction itself: each group of four compares its four ids with s before it is visited, and the
+ * group that holds the end is visited with its lanes past the end kept at +0.0, as the last group
+ * always is. One loop and one exit per segment instead of a scan for the end and then a loop to it
+ * (two exits that the branch predictor misses for segments of varying length); the groups, the
+ * lanes and the order of every addition are the same as with j given. Returns j. */
+SEGOPS_CPU_INLINE int64_t segops_cpu_segment(const segops_cpu_job *J, const segops_cpu_hooks H, int64_t s, int64_t i,
+                                             int64_t j, const int w) {
   double acc[SEGOPS_CPU_MAX_ACC] = {0}, sv[SEGOPS_CPU_MAX_SEGVAL] = {0};
   if (H.finish && J->plan.reduce) {
     if (H.visit4) {
@@ -117,10 +151,30 @@ SEGOPS_CPU_INLINE void segops_cpu_segment(const segops_cpu_job *J, const segops_
       segops_v4d A[SEGOPS_CPU_MAX_ACC];
       for (int a = 0; a < SEGOPS_CPU_MAX_ACC; a++) A[a] = (segops_v4d){0, 0, 0, 0};
       int64_t p = i;
-      for (; p + SEGOPS_CPU_LANES <= j; p += SEGOPS_CPU_LANES) H.visit4(J, p, A, SEGOPS_CPU_LANES, w);
-      if (p < j && p + SEGOPS_CPU_LANES <= J->n) { /* the last 1-3 without branches, unless at the end of idx */
-        H.visit4(J, p, A, (int)(j - p), w);
-        p = j;
+      if (j < 0) {
+        const int32_t sid = J->idx[i];
+        for (;;) {
+          if (p + SEGOPS_CPU_LANES > J->n) { /* the end of idx: the last 0-3 as visits, below */
+            j = p < J->n ? segops_cpu_seg_end(J->idx, J->n, p) : J->n;
+            break;
+          }
+          const unsigned diff = segops_cpu_diff4(J->idx, p, sid);
+          if (!diff) {
+            H.visit4(J, p, A, SEGOPS_CPU_LANES, w);
+            p += SEGOPS_CPU_LANES;
+            continue;
+          }
+          j = p + __builtin_ctz(diff);
+          H.visit4(J, p, A, (int)(j - p), w); /* 0-3 lanes; with none it adds +0.0 only (no branch) */
+          p = j;
+          break;
+        }
+      } else {
+        for (; p + SEGOPS_CPU_LANES <= j; p += SEGOPS_CPU_LANES) H.visit4(J, p, A, SEGOPS_CPU_LANES, w);
+        if (p < j && p + SEGOPS_CPU_LANES <= J->n) { /* the last 1-3 without branches, unless at the end of idx */
+          H.visit4(J, p, A, (int)(j - p), w);
+          p = j;
+        }
       }
       double l[SEGOPS_CPU_LANES][SEGOPS_CPU_MAX_ACC] = {{0}};
       for (int q = 0; q < SEGOPS_CPU_LANES; q++)
@@ -165,19 +219,6 @@ SEGOPS_CPU_INLINE void segops_cpu_segment(const segops_cpu_job *J, const segops_
     if (H.row) H.row(J, s, j - i, r, w);
     H.gather(J, i, j, r, w);
   }
-}
-
-/* The end of the segment that starts at i: the first j > i with idx[j] != idx[i], or n. Compares
- * eight ids at a time (one vector compare and mask; one branch per eight, not per id). */
-SEGOPS_CPU_INLINE int64_t segops_cpu_seg_end(const int32_t *idx, int64_t n, int64_t i) {
-  const int32_t s = idx[i];
-  int64_t j = i + 1;
-  for (; j + 8 <= n; j += 8) {
-    unsigned diff = 0;
-    for (int k = 0; k < 8; k++) diff |= (unsigned)(idx[j + k] != s) << k;
-    if (diff) return j + __builtin_ctz(diff);
-  }
-  while (j < n && idx[j] == s) j++;
   return j;
 }
 
@@ -195,11 +236,12 @@ SEGOPS_CPU_INLINE void segops_cpu_walk(const segops_cpu_job *J, const segops_cpu
   int64_t i = segops_cpu_seg_start(idx, n, segops_cpu_split(n, J->nchunks, c));
   const int64_t end = c == last ? n : segops_cpu_seg_start(idx, n, segops_cpu_split(n, J->nchunks, c + 1));
   int64_t prev = i == 0 ? -1 : idx[i - 1];
+  const bool fused = H.visit4 && H.finish && J->plan.reduce;
   while (i < end) {
     const int64_t s = idx[i];
     segops_cpu_empty(J, H, prev + 1, s, w);
-    const int64_t j = segops_cpu_seg_end(idx, n, i);
-    segops_cpu_segment(J, H, s, i, j, w);
+    /* A function that reduces in vectors finds the segment's end as it goes (j = -1). */
+    const int64_t j = segops_cpu_segment(J, H, s, i, fused ? -1 : segops_cpu_seg_end(idx, n, i), w);
     prev = s;
     i = j;
   }
