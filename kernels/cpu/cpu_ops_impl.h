@@ -226,7 +226,17 @@ HOOK FN(copy_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double
   for (int k = 0; k < 4 * w; k++) t[k] = (T)r[k % w];
   int64_t p = i;
   for (; p + 4 <= j; p += 4) memcpy((char *)OUT(0) + p * w * (int64_t)sizeof(T), t, (size_t)(4 * w) * sizeof(T));
+#ifdef __AVX2__
+  /* The last 0-3 rows: their m*w values through masked stores of the same pattern, no branch. */
+  const int m = (int)(j - p) * w;
+  for (int k = 0; k < w; k++) {
+    segops_v4d v;
+    FN(ldv)(t, 4 * k, &v);
+    FN(stv_m)(OUT(0), p * w + 4 * k, m - 4 * k < 0 ? 0 : m - 4 * k > 4 ? 4 : m - 4 * k, &v);
+  }
+#else
   for (; p < j; p++) STROW(OUT(0), p, w, r);
+#endif
 }
 
 /* acc += dot(in[ka][i], in[kb][i]), one row or four: dot's forward (x, y) and mul's backward
