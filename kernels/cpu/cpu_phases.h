@@ -155,7 +155,10 @@ SEGOPS_CPU_INLINE int64_t segops_cpu_segment(const segops_cpu_job *J, const sego
         const int32_t sid = J->idx[i];
         for (;;) {
           if (p + SEGOPS_CPU_LANES > J->n) { /* the end of idx: the last 0-3 as visits, below */
-            j = p < J->n ? segops_cpu_seg_end(J->idx, J->n, p) : J->n;
+            /* p may already be past the segment (its length a multiple of four): compare with
+             * sid, not with idx[p]. */
+            j = p;
+            while (j < J->n && J->idx[j] == sid) j++;
             break;
           }
           const unsigned diff = segops_cpu_diff4(J->idx, p, sid);

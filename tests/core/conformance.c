@@ -256,6 +256,19 @@ static void run_layouts(void) {
   RUN(tu_layout_from_lengths("empty segments first/middle/last", holes, 8, NULL), true);
   RUN(tu_layout_from_lengths("empty segments first/middle/last", holes, 8, &rng), true);
   RUN(tu_layout_from_lengths("N=0 S=1", trailing + 2, 1, NULL), true);
+  /* A segment whose length is a multiple of four ending in the last 1-3 elements of idx, then
+   * short segments to the end (a sorted walk that reduces four at a time reaches the end of idx
+   * just past such a segment: the 1-3 after it are another segment's). */
+  for (int64_t a = 4; a <= 12; a += 4)
+    for (int64_t b = 1; b <= 3; b++) {
+      const int64_t tails[][4] = {{a, b}, {5, a, b}, {a, 0, b}, {a, 1, b - 1 > 0 ? b - 1 : 1}};
+      const int64_t ns[] = {2, 3, 3, 3};
+      for (int t = 0; t < 4; t++) {
+        char tname[96];
+        snprintf(tname, sizeof tname, "four-multiple segment before the last %d-element tail (%d)", (int)b, t);
+        RUN(tu_layout_from_lengths(tname, tails[t], ns[t], NULL), true);
+      }
+    }
   int64_t zeros[5] = {0};
   RUN(tu_layout_from_lengths("N=0 S=5", zeros, 5, NULL), true);
   RUN(tu_layout_from_lengths("N=0 S=0", zeros, 0, NULL), true);
