@@ -99,9 +99,9 @@ SEGOPS_CPU_INLINE void FN(dot4)(segops_v4d *d, const segops_v4d *a, const segops
 }
 
 #ifdef __AVX2__
-/* Values k .. k+m-1 of p (0 <= m <= 4) as ldv, the lanes from m on +0.0 and their memory not
- * touched; and the same lanes of v to p as stv. One masked load or store, whatever m (no branch
- * on how many values a segment's last group has). */
+/* Values k .. k+m-1 of p as ldv, the lanes from m on +0.0 and their memory not touched (m <= 0:
+ * none, m >= 4: all four); and the same lanes of v to p as stv. One masked load or store, whatever
+ * m (no branch on how many values a segment's last group has). */
 SEGOPS_CPU_INLINE void FN(ldv_m)(const void *p, int64_t k, int m, segops_v4d *v) {
   const char *a = (const char *)p + k * (int64_t)sizeof(T);
   if (sizeof(T) == 4) {
@@ -232,7 +232,7 @@ HOOK FN(copy_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double
   for (int k = 0; k < w; k++) {
     segops_v4d v;
     FN(ldv)(t, 4 * k, &v);
-    FN(stv_m)(OUT(0), p * w + 4 * k, m - 4 * k < 0 ? 0 : m - 4 * k > 4 ? 4 : m - 4 * k, &v);
+    FN(stv_m)(OUT(0), p * w + 4 * k, m - 4 * k, &v);
   }
 #else
   for (; p < j; p++) STROW(OUT(0), p, w, r);

@@ -121,11 +121,9 @@ SEGOPS_CPU_INLINE unsigned segops_cpu_diff4(const int32_t *idx, int64_t p, int32
 #endif
 }
 
-/* The end of the segment that starts at i: the first j > i with idx[j] != idx[i], or n. Compares
- * eight ids at a time (one branch per eight, not per id). */
-SEGOPS_CPU_INLINE int64_t segops_cpu_seg_end(const int32_t *idx, int64_t n, int64_t i) {
-  const int32_t s = idx[i];
-  int64_t j = i + 1;
+/* The end of segment s from j on (sorted idx): the first index >= j whose id is not s, or n.
+ * Compares eight ids at a time (one branch per eight, not per id). */
+SEGOPS_CPU_INLINE int64_t segops_cpu_seg_end(const int32_t *idx, int64_t n, int64_t j, int32_t s) {
   for (; j + 8 <= n; j += 8) {
     const unsigned diff = segops_cpu_diff4(idx, j, s) | segops_cpu_diff4(idx, j + 4, s) << 4;
     if (diff) return j + __builtin_ctz(diff);
@@ -134,16 +132,18 @@ SEGOPS_CPU_INLINE int64_t segops_cpu_seg_end(const int32_t *idx, int64_t n, int6
   return j;
 }
 
-/* The per-segment body: segment s holds elements [i, j) (consecutive, increasing i). With
- * j < 0 (sorted idx, a function that reduces in vectors) the segment's end is found by the
- * reduction itself: each group of four compares its four ids with s before it is visited, and the
- * group that holds the end is visited with its lanes past the end kept at +0.0, as the last group
- * always is. One loop and one exit per segment instead of a scan for the end and then a loop to it
- * (two exits that the branch predictor misses for segments of varying length); the groups, the
- * lanes and the order of every addition are the same as with j given. Returns j. */
+/* The per-segment body (sorted idx): segment s starts at element i (idx[i] == s) and holds
+ * [i, j); returns j. A function that reduces in vectors finds j in its reduction: each group of
+ * four compares its four ids with s before it is visited, and the group that holds the end is
+ * visited with its lanes past the end kept at +0.0, as a segment's last group always is. One loop
+ * and one exit per segment instead of a scan for the end and then a loop to it (two exits that the
+ * branch predictor misses for segments of varying length). Other functions scan for j first. */
 SEGOPS_CPU_INLINE int64_t segops_cpu_segment(const segops_cpu_job *J, const segops_cpu_hooks H, int64_t s, int64_t i,
-                                             int64_t j, const int w) {
+                                             const int w) {
   double acc[SEGOPS_CPU_MAX_ACC] = {0}, sv[SEGOPS_CPU_MAX_SEGVAL] = {0};
+  const int32_t sid = (int32_t)s;
+  const bool fused = H.visit4 && H.finish && J->plan.reduce;
+  int64_t j = fused ? -1 : segops_cpu_seg_end(J->idx, J->n, i + 1, sid);
   if (H.finish && J->plan.reduce) {
     if (H.visit4) {
       /* The groups of four through visit4, in vectors; then the lanes as the arrays below, for
@@ -151,33 +151,21 @@ SEGOPS_CPU_INLINE int64_t segops_cpu_segment(const segops_cpu_job *J, const sego
       segops_v4d A[SEGOPS_CPU_MAX_ACC];
       for (int a = 0; a < SEGOPS_CPU_MAX_ACC; a++) A[a] = (segops_v4d){0, 0, 0, 0};
       int64_t p = i;
-      if (j < 0) {
-        const int32_t sid = J->idx[i];
-        for (;;) {
-          if (p + SEGOPS_CPU_LANES > J->n) { /* the end of idx: the last 0-3 as visits, below */
-            /* p may already be past the segment (its length a multiple of four): compare with
-             * sid, not with idx[p]. */
-            j = p;
-            while (j < J->n && J->idx[j] == sid) j++;
-            break;
-          }
-          const unsigned diff = segops_cpu_diff4(J->idx, p, sid);
-          if (!diff) {
-            H.visit4(J, p, A, SEGOPS_CPU_LANES, w);
-            p += SEGOPS_CPU_LANES;
-            continue;
-          }
-          j = p + __builtin_ctz(diff);
-          H.visit4(J, p, A, (int)(j - p), w); /* 0-3 lanes; with none it adds +0.0 only (no branch) */
-          p = j;
+      for (;;) {
+        if (p + SEGOPS_CPU_LANES > J->n) { /* the end of idx: the last 0-3 as visits, below */
+          j = segops_cpu_seg_end(J->idx, J->n, p, sid); /* p may already be past the segment */
           break;
         }
-      } else {
-        for (; p + SEGOPS_CPU_LANES <= j; p += SEGOPS_CPU_LANES) H.visit4(J, p, A, SEGOPS_CPU_LANES, w);
-        if (p < j && p + SEGOPS_CPU_LANES <= J->n) { /* the last 1-3 without branches, unless at the end of idx */
-          H.visit4(J, p, A, (int)(j - p), w);
-          p = j;
+        const unsigned diff = segops_cpu_diff4(J->idx, p, sid);
+        if (!diff) {
+          H.visit4(J, p, A, SEGOPS_CPU_LANES, w);
+          p += SEGOPS_CPU_LANES;
+          continue;
         }
+        j = p + __builtin_ctz(diff);
+        H.visit4(J, p, A, (int)(j - p), w); /* 0-3 lanes; with none it adds +0.0 only (no branch) */
+        p = j;
+        break;
       }
       double l[SEGOPS_CPU_LANES][SEGOPS_CPU_MAX_ACC] = {{0}};
       for (int q = 0; q < SEGOPS_CPU_LANES; q++)
@@ -229,7 +217,11 @@ SEGOPS_CPU_INLINE int64_t segops_cpu_segment(const segops_cpu_job *J, const sego
 SEGOPS_CPU_INLINE void segops_cpu_empty(const segops_cpu_job *J, const segops_cpu_hooks H, int64_t s0, int64_t s1,
                                         const int w) {
   if (!H.finish || !J->plan.seg_outs) return;
-  for (int64_t s = s0; s < s1; s++) segops_cpu_segment(J, H, s, 0, 0, w);
+  for (int64_t s = s0; s < s1; s++) {
+    const double acc[SEGOPS_CPU_MAX_ACC] = {0};
+    double sv[SEGOPS_CPU_MAX_SEGVAL] = {0};
+    H.finish(J, s, 0, acc, sv, w);
+  }
 }
 
 /* Sorted idx, chunk c: every segment starting in it, in order, through the one body. */
@@ -239,12 +231,10 @@ SEGOPS_CPU_INLINE void segops_cpu_walk(const segops_cpu_job *J, const segops_cpu
   int64_t i = segops_cpu_seg_start(idx, n, segops_cpu_split(n, J->nchunks, c));
   const int64_t end = c == last ? n : segops_cpu_seg_start(idx, n, segops_cpu_split(n, J->nchunks, c + 1));
   int64_t prev = i == 0 ? -1 : idx[i - 1];
-  const bool fused = H.visit4 && H.finish && J->plan.reduce;
   while (i < end) {
     const int64_t s = idx[i];
     segops_cpu_empty(J, H, prev + 1, s, w);
-    /* A function that reduces in vectors finds the segment's end as it goes (j = -1). */
-    const int64_t j = segops_cpu_segment(J, H, s, i, fused ? -1 : segops_cpu_seg_end(idx, n, i), w);
+    const int64_t j = segops_cpu_segment(J, H, s, i, w);
     prev = s;
     i = j;
   }
