@@ -1,29 +1,38 @@
 #!/bin/bash
-# gpu_variants.sh: builds seg_kernel variants (launch bounds, tiles per warp of the tile role) into
-# build-<name> and times each with bench_cuda on float32 subsets, in one GPU call from the
-# repository root after `. .device/env.sh`:
-#   V="a:4:3:4 b:6:3:4" bash bench/cuda/gpu_variants.sh     # name:minblocks:minblocks_wide:tiles_per_warp
-# The TSVs go to $OUT/v.tgz. tiles_per_warp 0 keeps the rule by N of cuda_layout.cu.
+# gpu_variants.sh: builds bench_cuda with compile-time variants of the CUDA backend into
+# build-<name> and times each on float32 subsets, in one GPU call from the repository root after
+# `. .device/env.sh`. Variants are "name:FLAGS" separated by '|', FLAGS passed as CMAKE_CUDA_FLAGS:
+#   V='a:|b:-DSEGOPS_CHUNK_PREFETCH=0' bash bench/cuda/gpu_variants.sh
+# Knobs (see kernels/cuda/cuda_kernels.cuh and cuda_layout.cu): SEGOPS_SEG_MINB,
+# SEGOPS_SEG_MINB_WIDE, SEGOPS_TILES_PER_WARP, SEGOPS_CHUNK_PREFETCH, SEGOPS_CHUNK_ROWS,
+# SEGOPS_COMBINE_ROWS. SPECS: "log2n layouts reps" triples separated by ','; LAYOUTS by number
+# (0 seg32, 1 powerlaw, 2 S=1, 3 seg32-unsorted). The TSVs go to $OUT/v.tgz; the runs alternate
+# variant by variant within each size, ROUNDS times, so drift of the machine hits all alike.
 set -u
 DEST=${OUT:-.}
-V=${V:-"a:4:3:4 b:6:3:4 c:8:4:4 d:6:3:32 e:8:4:1"}
-for v in $V; do
-  IFS=: read n mb mbw tpw <<<"$v"
-  ( cmake -S . -B build-$n -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
-      -DCMAKE_CUDA_FLAGS="-DSEGOPS_SEG_MINB=$mb -DSEGOPS_SEG_MINB_WIDE=$mbw -DSEGOPS_TILES_PER_WARP=$tpw" > /tmp/cfg-$n.log 2>&1 &&
-    cmake --build build-$n -j4 --target bench_cuda > /tmp/build-$n.log 2>&1; echo "built $n rc=$?" ) &
+V=${V:-"a:"}
+SPECS=${SPECS:-"25 12 10,20 12 50,17 12 100,12 12 100"}
+ROUNDS=${ROUNDS:-1}
+IFS='|' read -r -a VS <<<"$V"
+for v in "${VS[@]}"; do
+  n=${v%%:*} f=${v#*:}
+  ( cmake -S . -B build-$n -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DSEGOPS_BUILD_TESTS=OFF \
+      "-DCMAKE_CUDA_FLAGS=$f" > /tmp/cfg-$n.log 2>&1 &&
+    cmake --build build-$n -j8 --target bench_cuda > /tmp/build-$n.log 2>&1; echo "built $n rc=$? ($f)" ) &
 done
 wait
 mkdir -p /tmp/idx
-for v in $V; do
-  IFS=: read n mb mbw tpw <<<"$v"
-  echo "######## variant $n: minblocks $mb/$mbw, tiles/warp $tpw"
-  for spec in "25 012 10" "20 0123 50" "17 0123 100" "12 012 100"; do
-    read k lay reps <<<"$spec"
-    mkdir -p /tmp/idx/$n$k
-    timeout 120 build-$n/bench/cuda/bench_cuda --log2n $k --reps $reps --layouts $lay --dtypes 32 \
-      --tsv /tmp/v$n-$k.tsv --idx-dir /tmp/idx/$n$k > /tmp/v$n-$k.log 2>&1 || echo "bench $n $k failed"
-    python3 bench/cuda/compare_tsv.py /tmp/v$n-$k.tsv | sed -n '1p;4,7p'
+IFS=',' read -r -a SP <<<"$SPECS"
+for r in $(seq 1 "$ROUNDS"); do
+  for spec in "${SP[@]}"; do
+    read -r k lay reps <<<"$spec"
+    mkdir -p /tmp/idx/n$k
+    for v in "${VS[@]}"; do
+      n=${v%%:*}
+      timeout 150 build-$n/bench/cuda/bench_cuda --log2n "$k" --reps "$reps" --layouts "$lay" --dtypes 32 \
+        --tsv /tmp/v$n-$k-r$r.tsv --idx-dir /tmp/idx/n$k > /tmp/v$n-$k-r$r.log 2>&1 || echo "bench $n $k failed"
+      echo "variant $n 2^$k round $r: $(awk -F'\t' 'NR>1{s+=$10; c++} END{printf "sum of warm ms %.4f over %d rows", s, c}' /tmp/v$n-$k-r$r.tsv)"
+    done
   done
 done
-tar czf "$DEST/v.tgz" -C /tmp $(cd /tmp && ls v*.tsv)
+tar czf "$DEST/v.tgz" -C /tmp $(cd /tmp && ls v*-r*.tsv)

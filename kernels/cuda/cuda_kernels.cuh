@@ -40,6 +40,19 @@
 #define SEGOPS_SEG_MINB_SHORT_WIDE 4
 #endif
 #define SEGOPS_FULL_MASK 0xffffffffu
+/* Long chunks (seg_long_chunk): whether a warp asks L2 for its whole chunk first, rows each lane
+ * keeps in flight while walking it, and partial rows each lane keeps in flight while combining
+ * (ops with at most 3 accumulators; the wider ops keep 2 and the compiler's unrolling). None of
+ * them changes an addition's order, so none changes a bit; bench/cuda/gpu_variants.sh times them. */
+#ifndef SEGOPS_CHUNK_PREFETCH
+#define SEGOPS_CHUNK_PREFETCH 1
+#endif
+#ifndef SEGOPS_CHUNK_ROWS
+#define SEGOPS_CHUNK_ROWS 4
+#endif
+#ifndef SEGOPS_COMBINE_ROWS
+#define SEGOPS_COMBINE_ROWS 4
+#endif
 
 /* Device view of the segment layout (all device pointers). The persistent part (off, ticket,
  * keys and perm of an unsorted idx) depends only on (idx, S) and may be cached across calls;
@@ -223,11 +236,11 @@ __device__ __forceinline__ void seg_long_chunk(const segops_kargs *a, int64_t s,
   const int sh = chunk_shift(e - b);
   const int64_t cl = (int64_t)1 << sh, cb = b + (j << sh);
   const int64_t ce = e < cb + cl ? e : cb + cl;
-  prefetch_rows(a, cb, ce);
+  if (SEGOPS_CHUNK_PREFETCH) prefetch_rows(a, cb, ce);
   double acc[OP::K];
 #pragma unroll
   for (int k = 0; k < OP::K; k++) acc[k] = 0.0;
-  constexpr int UV = OP::K > 3 ? 2 : 4; /* rows in flight; wide accumulators would spill */
+  constexpr int UV = OP::K > 3 ? 2 : SEGOPS_CHUNK_ROWS; /* rows in flight; wide accumulators would spill */
 #pragma unroll UV
   for (int64_t q = cb + lane; q < ce; q += 32) OP::template visit<T, W>(a, elem_at<PK>(&a->L, q), s, acc);
   warp_sum<OP::K>(acc);
@@ -248,8 +261,9 @@ __device__ __forceinline__ void seg_long_chunk(const segops_kargs *a, int64_t s,
 #pragma unroll
   for (int k = 0; k < OP::K; k++) tot[k] = 0.0;
   if constexpr (OP::K <= 3) {
-    /* four rows of partials in flight */
-#pragma unroll 4
+    /* SEGOPS_COMBINE_ROWS rows of partials in flight (the same additions in the same order) */
+    constexpr int CU = SEGOPS_COMBINE_ROWS;
+#pragma unroll CU
     for (int64_t c = lane; c < nch; c += 32) add_partial<OP::K>(a, b, c, sh, tot);
   } else {
     /* wide accumulators: the compiler's own unrolling (forcing four would spill) */
