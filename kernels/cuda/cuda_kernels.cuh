@@ -43,9 +43,12 @@
 /* Long chunks (seg_long_chunk): whether a warp asks L2 for its whole chunk first, rows each lane
  * keeps in flight while walking it, and partial rows each lane keeps in flight while combining
  * (ops with at most 3 accumulators; the wider ops keep 2 and the compiler's unrolling). None of
- * them changes an addition's order, so none changes a bit; bench/cuda/gpu_variants.sh times them. */
+ * them changes an addition's order, so none changes a bit; bench/cuda/gpu_variants.sh times them.
+ * The prefetch is off: on the H200 the chunks ran 4-27 % faster without it at 2^12, 2^17 and 2^25
+ * (powerlaw and S=1 float32, bench/RESULTS.md, session 12); combining 16 rows at a time was 0-24 %
+ * slower than 4. */
 #ifndef SEGOPS_CHUNK_PREFETCH
-#define SEGOPS_CHUNK_PREFETCH 1
+#define SEGOPS_CHUNK_PREFETCH 0
 #endif
 #ifndef SEGOPS_CHUNK_ROWS
 #define SEGOPS_CHUNK_ROWS 4
