@@ -50,6 +50,10 @@
 #ifndef SEGOPS_CHUNK_PREFETCH
 #define SEGOPS_CHUNK_PREFETCH 0
 #endif
+/* A long segment that is a single chunk (65-256 elements) finishes in the warp that walked it. */
+#ifndef SEGOPS_CHUNK_SOLO
+#define SEGOPS_CHUNK_SOLO 1
+#endif
 #ifndef SEGOPS_CHUNK_ROWS
 #define SEGOPS_CHUNK_ROWS 4
 #endif
@@ -247,6 +251,20 @@ __device__ __forceinline__ void seg_long_chunk(const segops_kargs *a, int64_t s,
 #pragma unroll UV
   for (int64_t q = cb + lane; q < ce; q += 32) OP::template visit<T, W>(a, elem_at<PK>(&a->L, q), s, acc);
   warp_sum<OP::K>(acc);
+  if (SEGOPS_CHUNK_SOLO && e - b <= cl) {
+    /* The segment is this one chunk: no partial row, fence or ticket. The combine below would
+     * leave lane 0 with 0.0 + acc plus zeros from the other lanes, so acc + 0.0 gives the same bits
+     * (it differs from acc only for -0.0). */
+    if (lane == 0) {
+      double tot[OP::K], sv[OP::NSV];
+#pragma unroll
+      for (int k = 0; k < OP::K; k++) tot[k] = acc[k] + 0.0;
+      OP::template finish<T, W>(a, s, e - b, tot, sv, true);
+      if (OP::POST)
+        for (int k = 0; k < OP::NSV; k++) a->L.segval[s * OP::NSV + k] = sv[k];
+    }
+    return;
+  }
   int last = 0;
   if (lane == 0) {
     double *dst = a->L.partial + row * OP::K;
