@@ -6,10 +6,11 @@
  * in the call, as without the cache) and warm (the layout of this idx built before, as on a
  * layout cache hit). Optionally end-to-end through the backend (host copies included).
  * Usage: bench_cuda [--log2n 25] [--reps 20] [--e2e] [--tsv FILE] [--idx-dir DIR]
- *                   [--only SUBSTR] [--layouts 0123] [--dtypes 32,64]
+ *                   [--only SUBSTR] [--layouts 0123] [--dtypes 32,64] [--digest FILE]
  * --only keeps the functions whose "op/pass" name contains SUBSTR, --layouts the layouts by number
  * (0 seg32, 1 powerlaw, 2 S=1, 3 seg32-unsorted), --dtypes float32 and/or float64: for profiling
- * one kernel (ncu) without timing every row. */
+ * one kernel (ncu) without timing every row; --digest writes a hash of every output of each row's
+ * last call, so that two builds can be compared bit for bit. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,7 +103,7 @@ static double median(double *v, int n) {
 int main(int argc, char **argv) {
   int log2n = 25, reps = 20, e2e = 0;
   int64_t copy_bytes = (int64_t)1 << 30;
-  const char *tsv = NULL, *idx_dir = NULL, *only = NULL, *layouts = "0123", *dtypes = "32,64";
+  const char *tsv = NULL, *idx_dir = NULL, *only = NULL, *layouts = "0123", *dtypes = "32,64", *digest = NULL;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--log2n") && i + 1 < argc)
       log2n = atoi(argv[++i]);
@@ -118,6 +119,8 @@ int main(int argc, char **argv) {
       copy_bytes = (int64_t)atoi(argv[++i]) << 20;
     else if (!strcmp(argv[i], "--only") && i + 1 < argc)
       only = argv[++i];
+    else if (!strcmp(argv[i], "--digest") && i + 1 < argc)
+      digest = argv[++i];
     else if (!strcmp(argv[i], "--layouts") && i + 1 < argc)
       layouts = argv[++i];
     else if (!strcmp(argv[i], "--dtypes") && i + 1 < argc)
@@ -125,7 +128,7 @@ int main(int argc, char **argv) {
     else {
       fprintf(stderr,
               "usage: %s [--log2n K] [--reps R] [--e2e] [--tsv FILE] [--idx-dir DIR] [--copy-mib M]\n"
-              "          [--only SUBSTR] [--layouts 0123] [--dtypes 32,64]\n",
+              "          [--only SUBSTR] [--layouts 0123] [--dtypes 32,64] [--digest FILE]\n",
               argv[0]);
       return 2;
     }
@@ -185,6 +188,7 @@ int main(int argc, char **argv) {
   void *scratch = NULL, *layout = NULL, *ltemp = NULL;
   size_t scratch_cap = 0, layout_cap = 0, ltemp_cap = 0;
   FILE *tf = tsv ? fopen(tsv, "w") : NULL;
+  FILE *dg = digest ? fopen(digest, "w") : NULL;
   if (tf) fprintf(tf, "fn\tdtype\tlayout\tn\ts\tbytes\tmedian_ms\tgbps\tcopy_gbps\twarm_ms\twarm_gbps\n");
 
   printf("\n%-34s %-8s %-15s %10s %9s %8s %7s %9s %8s %7s\n", "function", "dtype", "layout", "S", "cold ms", "GB/s",
@@ -274,6 +278,22 @@ int main(int argc, char **argv) {
             (warm ? med_warm : med_cold) = median(tms, reps);
           }
           CK(cudaGetLastError());
+          if (dg) /* the last call's outputs, to compare builds bit for bit (gpu_variants.sh) */
+            for (int k = 0; k < fn->n_out; k++) {
+              const size_t ob = (size_t)segops_shape_count(fn->out[k].shape, 3, n, s) * isz;
+              unsigned char *h = (unsigned char *)malloc(ob ? ob : 1);
+              if (!h) exit(1);
+              CK(cudaMemcpy(h, buf_out[k], ob, cudaMemcpyDeviceToHost));
+              uint64_t f = 1469598103934665603ull, w; /* FNV-1a over 8-byte words (outputs are 4-byte multiples) */
+              for (size_t q = 0; q < ob; q += 8) {
+                w = 0;
+                memcpy(&w, h + q, ob - q < 8 ? ob - q : 8);
+                f = (f ^ w) * 1099511628211ull;
+              }
+              free(h);
+              fprintf(dg, "%s/%s\t%s\t%s\t%d\t%016llx\n", segops_op_name(fn->op), segops_pass_name(fn->pass),
+                      dt ? "float64" : "float32", LAYOUT_NAMES[lay], k, (unsigned long long)f);
+            }
           double gbs = bytes / (med_cold * 1e-3) / 1e9, gbs_w = bytes / (med_warm * 1e-3) / 1e9;
           char name[64];
           snprintf(name, sizeof name, "%s/%s", segops_op_name(fn->op), segops_pass_name(fn->pass));
@@ -287,6 +307,7 @@ int main(int argc, char **argv) {
         }
   }
   if (tf) fclose(tf);
+  if (dg) fclose(dg);
 
   if (e2e) {
     /* End-to-end through the backend: host inputs -> pinned staging -> device -> host outputs. */
