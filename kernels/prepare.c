@@ -79,13 +79,13 @@ static int check_shape(const char *op, const char *name, segops_shape_kind k, in
                        const segops_tensor *t, char *err, size_t errlen) {
   int64_t want[SEGOPS_MAX_NDIM];
   int nd = segops_shape_dims(k, width, n, s, want);
-  char got[96], exp[96];
-  fmt_shape(got, sizeof got, t->ndim, t->shape);
   bool trailing_ok = t->ndim == nd;
   for (int i = 1; trailing_ok && i < nd; i++) trailing_ok = t->shape[i] == want[i];
-  if (!trailing_ok)
+  if (!trailing_ok) {
+    char got[96];
     return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: %s must have shape %s, got %s", op, name,
-                       segops_shape_text(k, width), got);
+                       segops_shape_text(k, width), fmt_shape(got, sizeof got, t->ndim, t->shape));
+  }
   if (t->shape[0] != want[0]) {
     if (kind_is_elem(k))
       return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
@@ -94,7 +94,6 @@ static int check_shape(const char *op, const char *name, segops_shape_kind k, in
     return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
                        "%s: num_segments (%" PRId64 ") must equal %s.shape[0] (%" PRId64 ")", op, s, name, t->shape[0]);
   }
-  (void)exp;
   return SEGOPS_OK;
 }
 
