@@ -44,9 +44,9 @@
  * keeps in flight while walking it, and partial rows each lane keeps in flight while combining
  * (ops with at most 3 accumulators; the wider ops keep 2 and the compiler's unrolling). None of
  * them changes an addition's order, so none changes a bit; bench/cuda/gpu_variants.sh times them.
- * The prefetch is off: on the H200 the chunks ran 4-27 % faster without it at 2^12, 2^17 and 2^25
- * (powerlaw and S=1 float32, bench/RESULTS.md, session 12); combining 16 rows at a time was 0-24 %
- * slower than 4. */
+ * The prefetch is off: on the H200 the reductions over long chunks ran up to 27 % faster without it
+ * at 2^12, 2^17 and 2^25 (powerlaw and S=1 float32, bench/RESULTS.md, CUDA backend v9); combining
+ * 16 rows at a time was level at 2^25 and slower at 2^12 and 2^17 (single rows up to 17 %). */
 #ifndef SEGOPS_CHUNK_PREFETCH
 #define SEGOPS_CHUNK_PREFETCH 0
 #endif
