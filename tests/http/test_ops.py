@@ -1,5 +1,6 @@
 """test_ops.py: every op x pass through JSON and msgpack, against the float64 reference of
 proto/API.md, Formulas (reference.py), on the real segopsd; plus proto/API.md's curl example, byte for byte."""
+import re
 import subprocess
 
 import numpy as np
@@ -44,7 +45,9 @@ def test_every_function(shared_daemon, table, op, pas, enc):
             st, hd, got = call(shared_daemon.url, op, pas, args, idx, S, enc=enc, dtype=dtype)
             assert st == 200, got
             assert hd["content-type"].startswith(enc)
-            assert "queue;dur=" in hd["server-timing"] and "compute;dur=" in hd["server-timing"]
+            timing = re.fullmatch(r"queue;dur=(\d+\.\d{3}), compute;dur=(\d+\.\d{3})", hd["server-timing"])
+            assert timing, hd["server-timing"]  # milliseconds, three decimals
+            assert all(0 <= float(v) < 60e3 for v in timing.groups()), hd["server-timing"]
             check(got, reference(op, pas, args, idx, S), dtype)
 
 
