@@ -63,4 +63,7 @@ int segops_encode_msgpack(const segops_out_tensor *outs, int n, segops_encoded *
 int segops_encode_json(const segops_out_tensor *outs, int n, segops_encoded *enc);
 void segops_encoded_free(segops_encoded *enc); /* accepts NULL and a zeroed struct */
 
+/* Writes v in decimal at p (at most 20 characters, no terminator); returns the end. */
+char *segops_put_u64(char *p, uint64_t v);
+
 #endif

@@ -25,7 +25,7 @@ static size_t max_chars(segops_dtype dt) {
   }
 }
 
-static char *put_u64(char *p, uint64_t v) {
+char *segops_put_u64(char *p, uint64_t v) {
   char tmp[20];
   int n = 0;
   do {
@@ -39,9 +39,9 @@ static char *put_u64(char *p, uint64_t v) {
 static char *put_i64(char *p, int64_t v) {
   if (v < 0) {
     *p++ = '-';
-    return put_u64(p, (uint64_t)0 - (uint64_t)v);
+    return segops_put_u64(p, (uint64_t)0 - (uint64_t)v);
   }
-  return put_u64(p, (uint64_t)v);
+  return segops_put_u64(p, (uint64_t)v);
 }
 
 /* 5^0 .. 5^27: every one fits in 64 bits, and m * 5^k (m < 2^53) in 128. */
@@ -166,7 +166,7 @@ static char *put_float(char *p, double v, int digits) {
   double lim = digits == 17 ? 1e17 : 1e9;
   if (fabs(v) < lim && v == trunc(v)) {
     if (signbit(v)) *p++ = '-';
-    p = put_u64(p, (uint64_t)fabs(v));
+    p = segops_put_u64(p, (uint64_t)fabs(v));
     return memcpy(p, ".0", 2), p + 2;
   }
   char *q = put_g(p, v, digits);
@@ -278,9 +278,9 @@ int segops_encode_json(const segops_out_tensor *outs, int n, segops_encoded *enc
       p = put_lit(p, "],\"shm\":{\"region\":");
       p = put_str(p, o->shm_region);
       p = put_lit(p, ",\"offset\":");
-      p = put_u64(p, o->shm_offset);
+      p = segops_put_u64(p, o->shm_offset);
       p = put_lit(p, ",\"byte_size\":");
-      p = put_u64(p, (uint64_t)o->nbytes);
+      p = segops_put_u64(p, (uint64_t)o->nbytes);
       p = put_lit(p, "}}");
       continue;
     }

@@ -244,32 +244,57 @@ typedef struct {
 
 /* The Server-Timing value without printf, which formatting two doubles made a tenth of a tiny
  * request's own instructions: s seconds as milliseconds with three decimals ("12.345"), s >= 0. */
-static char *put_str(char *o, const char *s) {
-  while (*s) *o++ = *s++;
-  return o;
-}
 static char *put_ms(char *o, double s) {
-  uint64_t us = s < 1e9 ? (uint64_t)(s * 1e6 + 0.5) : (uint64_t)1e15, ms = us / 1000;
-  char d[24];
-  int n = 0;
-  do d[n++] = (char)('0' + ms % 10), ms /= 10;
-  while (ms);
-  while (n) *o++ = d[--n];
+  const uint64_t us = s < 1e9 ? (uint64_t)(s * 1e6 + 0.5) : (uint64_t)1e15;
+  o = segops_put_u64(o, us / 1000);
   *o++ = '.';
   *o++ = (char)('0' + us / 100 % 10);
   *o++ = (char)('0' + us / 10 % 10);
   *o++ = (char)('0' + us % 10);
   return o;
 }
-
-/* Answers up to this size are copied into one buffer (see segops_http_op_respond). */
-#define FLAT_RESPONSE_BYTES ((size_t)16 << 10)
+#define PUT_LIT(o, lit) (memcpy((o), (lit), sizeof(lit) - 1), (o) + sizeof(lit) - 1)
 
 static void free_payload(void *cls) {
   resp_payload *p = cls;
   segops_encoded_free(&p->enc);
   segops_hostbuf_free(p->out_buf);
   free(p);
+}
+
+/* Answers up to this size are copied into one buffer: libmicrohttpd then writes the head and the
+ * body with one sendmsg, where an iovec answer costs a second system call (and segment) for the
+ * head. Both take p (freed on failure too); NULL: out of memory. */
+#define FLAT_RESPONSE_BYTES ((size_t)16 << 10)
+static struct MHD_Response *flat_response(resp_payload *p) {
+  char *flat = malloc(p->enc.total ? p->enc.total : 1);
+  struct MHD_Response *resp = NULL;
+  if (flat) {
+    size_t o = 0;
+    for (int i = 0; i < p->enc.iovcnt; o += p->enc.iov[i].iov_len, i++)
+      memcpy(flat + o, p->enc.iov[i].iov_base, p->enc.iov[i].iov_len);
+    resp = MHD_create_response_from_buffer(p->enc.total, flat, MHD_RESPMEM_MUST_FREE);
+    if (!resp) free(flat);
+  }
+  free_payload(p);
+  return resp;
+}
+/* The encoder's pieces as they are: libmicrohttpd copies the iovec array (not the data) and calls
+ * free_payload when done. */
+static struct MHD_Response *iovec_response(resp_payload *p) {
+  struct MHD_IoVec stack_iov[16];
+  struct MHD_IoVec *iov = p->enc.iovcnt <= 16 ? stack_iov : malloc(sizeof *iov * (size_t)p->enc.iovcnt);
+  struct MHD_Response *resp = NULL;
+  if (iov) {
+    for (int i = 0; i < p->enc.iovcnt; i++) {
+      iov[i].iov_base = p->enc.iov[i].iov_base;
+      iov[i].iov_len = p->enc.iov[i].iov_len;
+    }
+    resp = MHD_create_response_from_iovec(iov, (unsigned int)p->enc.iovcnt, free_payload, p);
+    if (iov != stack_iov) free(iov);
+  }
+  if (!resp) free_payload(p);
+  return resp;
 }
 
 segops_http_outcome segops_http_op_respond(segops_http_req *r) {
@@ -284,10 +309,8 @@ segops_http_outcome segops_http_op_respond(segops_http_req *r) {
   memset(&r->dec, 0, sizeof r->dec);
   release_body(r);
   char *timing = r->timing;
-  char *t = put_str(timing, "queue;dur=");
-  t = put_ms(t, queue_s);
-  t = put_str(t, ", compute;dur=");
-  *put_ms(t, compute_s) = '\0';
+  char *t = put_ms(PUT_LIT(timing, "queue;dur="), queue_s);
+  *put_ms(PUT_LIT(t, ", compute;dur="), compute_s) = '\0';
   if (j->status != SEGOPS_OK) {
     if (j->status == SEGOPS_E_INTERNAL || j->status == SEGOPS_E_DEVICE)
       SEGOPS_LOGE("%s/%s failed: %s", segops_op_name((segops_op)r->op), segops_pass_name((segops_pass)r->pass), j->err);
@@ -328,36 +351,8 @@ segops_http_outcome segops_http_op_respond(segops_http_req *r) {
   /* The response now owns the outputs (msgpack pieces point into them). */
   p->out_buf = r->prep.out_buf;
   r->prep.out_buf = NULL;
-  struct MHD_IoVec stack_iov[16];
-  struct MHD_IoVec *iov = p->enc.iovcnt <= 16 ? stack_iov : malloc(sizeof *iov * (size_t)p->enc.iovcnt);
-  if (!iov) {
-    free_payload(p);
-    return segops_http_error(r, SEGOPS_E_NOMEM, 0, "out of memory for the response", NULL, false);
-  }
-  for (int i = 0; i < p->enc.iovcnt; i++) {
-    iov[i].iov_base = p->enc.iov[i].iov_base;
-    iov[i].iov_len = p->enc.iov[i].iov_len;
-  }
   const size_t total = p->enc.total, json_len = p->enc.json_len;
-  struct MHD_Response *resp;
-  if (total <= FLAT_RESPONSE_BYTES) {
-    /* A small answer goes out as one buffer: libmicrohttpd then writes the head and the body with
-     * one sendmsg, where an iovec answer costs a second system call (and segment) for the head. */
-    char *flat = malloc(total ? total : 1);
-    resp = NULL;
-    if (flat) {
-      size_t o = 0;
-      for (int i = 0; i < p->enc.iovcnt; o += iov[i].iov_len, i++) memcpy(flat + o, iov[i].iov_base, iov[i].iov_len);
-      resp = MHD_create_response_from_buffer(total, flat, MHD_RESPMEM_MUST_FREE);
-      if (!resp) free(flat);
-    }
-    free_payload(p);
-  } else {
-    /* libmicrohttpd copies the iovec array (not the data) and calls free_payload when done. */
-    resp = MHD_create_response_from_iovec(iov, (unsigned int)p->enc.iovcnt, free_payload, p);
-    if (!resp) free_payload(p);
-  }
-  if (iov != stack_iov) free(iov);
+  struct MHD_Response *resp = total <= FLAT_RESPONSE_BYTES ? flat_response(p) : iovec_response(p);
   if (!resp) return segops_http_error(r, SEGOPS_E_NOMEM, 0, "out of memory for the response", NULL, false);
   if (r->resp_enc == SEGOPS_ENC_OIP && json_len < total) {
     char hl[32];

@@ -132,78 +132,91 @@ SEGOPS_CPU_INLINE int64_t segops_cpu_seg_end(const int32_t *idx, int64_t n, int6
   return j;
 }
 
+/* The reduction of a function that reduces in vectors (visit4), sorted idx: segment s starts at
+ * element i (idx[i] == s); fills acc and returns the segment's end j, found by the reduction
+ * itself. Each group of four compares its four ids with s before it is visited, and the group that
+ * holds the end is visited with its lanes past the end kept at +0.0, as a segment's last group
+ * always is. One loop and one exit per segment instead of a scan for the end and then a loop to it
+ * (two exits that the branch predictor misses for segments of varying length). The groups through
+ * visit4, in vectors; then the lanes as arrays, for the last 0-3 elements (visit) and the
+ * combination. */
+SEGOPS_CPU_INLINE int64_t segops_cpu_reduce4(const segops_cpu_job *J, const segops_cpu_hooks H, int32_t s, int64_t i,
+                                             const int w, double *acc) {
+  segops_v4d A[SEGOPS_CPU_MAX_ACC];
+  for (int a = 0; a < SEGOPS_CPU_MAX_ACC; a++) A[a] = (segops_v4d){0, 0, 0, 0};
+  int64_t p = i, j;
+  for (;;) {
+    if (p + SEGOPS_CPU_LANES > J->n) { /* the end of idx: the last 0-3 as visits, below */
+      j = segops_cpu_seg_end(J->idx, J->n, p, s); /* p may already be past the segment */
+      break;
+    }
+    const unsigned diff = segops_cpu_diff4(J->idx, p, s);
+    if (!diff) {
+      H.visit4(J, p, A, SEGOPS_CPU_LANES, w);
+      p += SEGOPS_CPU_LANES;
+      continue;
+    }
+    j = p + __builtin_ctz(diff);
+    H.visit4(J, p, A, (int)(j - p), w); /* 0-3 lanes; with none it adds +0.0 only (no branch) */
+    p = j;
+    break;
+  }
+  double l[SEGOPS_CPU_LANES][SEGOPS_CPU_MAX_ACC] = {{0}};
+  for (int q = 0; q < SEGOPS_CPU_LANES; q++)
+    for (int a = 0; a < SEGOPS_CPU_MAX_ACC; a++) {
+      const int k = q * w + a;
+      if (H.acc_layout == SEGOPS_CPU_ACC_LANES)
+        l[q][a] = A[a][q];
+      else if (H.acc_layout == SEGOPS_CPU_ACC_FLAT)
+        l[q][a] = a < w ? A[k / 4][k % 4] : 0.0;
+      else if (q == 0)
+        l[q][a] = A[a / 3][a % 3];
+    }
+  if (H.acc_layout == SEGOPS_CPU_ACC_ROWS3)
+    for (; p < j; p++) H.visit(J, p, l[0], w);
+  if (p < j) H.visit(J, p++, l[0], w);
+  if (p < j) H.visit(J, p++, l[1], w);
+  if (p < j) H.visit(J, p, l[2], w);
+  segops_cpu_combine(l[0], l[1], l[2], l[3], acc);
+  return j;
+}
+
+/* The reduction of elements [i, j) one at a time (visit), in four lanes. */
+SEGOPS_CPU_INLINE void segops_cpu_reduce1(const segops_cpu_job *J, const segops_cpu_hooks H, int64_t i, int64_t j,
+                                          const int w, double *acc) {
+  /* Four separate arrays with constant indices: the compiler keeps them in registers. */
+  double l0[SEGOPS_CPU_MAX_ACC] = {0}, l1[SEGOPS_CPU_MAX_ACC] = {0}, l2[SEGOPS_CPU_MAX_ACC] = {0},
+         l3[SEGOPS_CPU_MAX_ACC] = {0};
+  int64_t p = i;
+  if (J->n_acc > SEGOPS_CPU_ONE_LANE_ACC) /* enough independent chains already: one lane */
+    for (; p < j; p++) H.visit(J, p, l0, w);
+  for (; p + SEGOPS_CPU_LANES <= j; p += SEGOPS_CPU_LANES) {
+    H.visit(J, p, l0, w);
+    H.visit(J, p + 1, l1, w);
+    H.visit(J, p + 2, l2, w);
+    H.visit(J, p + 3, l3, w);
+  }
+  if (p < j) H.visit(J, p++, l0, w);
+  if (p < j) H.visit(J, p++, l1, w);
+  if (p < j) H.visit(J, p, l2, w);
+  segops_cpu_combine(l0, l1, l2, l3, acc);
+}
+
 /* The per-segment body (sorted idx): segment s starts at element i (idx[i] == s) and holds
- * [i, j); returns j. A function that reduces in vectors finds j in its reduction: each group of
- * four compares its four ids with s before it is visited, and the group that holds the end is
- * visited with its lanes past the end kept at +0.0, as a segment's last group always is. One loop
- * and one exit per segment instead of a scan for the end and then a loop to it (two exits that the
- * branch predictor misses for segments of varying length). Other functions scan for j first. */
+ * [i, j); returns j. A function that reduces in vectors finds j in its reduction
+ * (segops_cpu_reduce4); the others scan for it first. */
 SEGOPS_CPU_INLINE int64_t segops_cpu_segment(const segops_cpu_job *J, const segops_cpu_hooks H, int64_t s, int64_t i,
                                              const int w) {
   double acc[SEGOPS_CPU_MAX_ACC] = {0}, sv[SEGOPS_CPU_MAX_SEGVAL] = {0};
-  const int32_t sid = (int32_t)s;
-  const bool fused = H.visit4 && H.finish && J->plan.reduce;
-  int64_t j = fused ? -1 : segops_cpu_seg_end(J->idx, J->n, i + 1, sid);
-  if (H.finish && J->plan.reduce) {
-    if (H.visit4) {
-      /* The groups of four through visit4, in vectors; then the lanes as the arrays below, for
-       * the last 0-3 elements (visit) and the combination. */
-      segops_v4d A[SEGOPS_CPU_MAX_ACC];
-      for (int a = 0; a < SEGOPS_CPU_MAX_ACC; a++) A[a] = (segops_v4d){0, 0, 0, 0};
-      int64_t p = i;
-      for (;;) {
-        if (p + SEGOPS_CPU_LANES > J->n) { /* the end of idx: the last 0-3 as visits, below */
-          j = segops_cpu_seg_end(J->idx, J->n, p, sid); /* p may already be past the segment */
-          break;
-        }
-        const unsigned diff = segops_cpu_diff4(J->idx, p, sid);
-        if (!diff) {
-          H.visit4(J, p, A, SEGOPS_CPU_LANES, w);
-          p += SEGOPS_CPU_LANES;
-          continue;
-        }
-        j = p + __builtin_ctz(diff);
-        H.visit4(J, p, A, (int)(j - p), w); /* 0-3 lanes; with none it adds +0.0 only (no branch) */
-        p = j;
-        break;
-      }
-      double l[SEGOPS_CPU_LANES][SEGOPS_CPU_MAX_ACC] = {{0}};
-      for (int q = 0; q < SEGOPS_CPU_LANES; q++)
-        for (int a = 0; a < SEGOPS_CPU_MAX_ACC; a++) {
-          const int k = q * w + a;
-          if (H.acc_layout == SEGOPS_CPU_ACC_LANES)
-            l[q][a] = A[a][q];
-          else if (H.acc_layout == SEGOPS_CPU_ACC_FLAT)
-            l[q][a] = a < w ? A[k / 4][k % 4] : 0.0;
-          else if (q == 0)
-            l[q][a] = A[a / 3][a % 3];
-        }
-      if (H.acc_layout == SEGOPS_CPU_ACC_ROWS3)
-        for (; p < j; p++) H.visit(J, p, l[0], w);
-      if (p < j) H.visit(J, p++, l[0], w);
-      if (p < j) H.visit(J, p++, l[1], w);
-      if (p < j) H.visit(J, p, l[2], w);
-      segops_cpu_combine(l[0], l[1], l[2], l[3], acc);
-    } else if (H.visit) {
-      /* Four separate arrays with constant indices: the compiler keeps them in registers. */
-      double l0[SEGOPS_CPU_MAX_ACC] = {0}, l1[SEGOPS_CPU_MAX_ACC] = {0}, l2[SEGOPS_CPU_MAX_ACC] = {0},
-             l3[SEGOPS_CPU_MAX_ACC] = {0};
-      int64_t p = i;
-      if (J->n_acc > SEGOPS_CPU_ONE_LANE_ACC) /* enough independent chains already: one lane */
-        for (; p < j; p++) H.visit(J, p, l0, w);
-      for (; p + SEGOPS_CPU_LANES <= j; p += SEGOPS_CPU_LANES) {
-        H.visit(J, p, l0, w);
-        H.visit(J, p + 1, l1, w);
-        H.visit(J, p + 2, l2, w);
-        H.visit(J, p + 3, l3, w);
-      }
-      if (p < j) H.visit(J, p++, l0, w);
-      if (p < j) H.visit(J, p++, l1, w);
-      if (p < j) H.visit(J, p, l2, w);
-      segops_cpu_combine(l0, l1, l2, l3, acc);
-    }
-    H.finish(J, s, j - i, acc, sv, w);
+  const bool reduce = H.finish && J->plan.reduce;
+  int64_t j;
+  if (reduce && H.visit4) {
+    j = segops_cpu_reduce4(J, H, (int32_t)s, i, w, acc);
+  } else {
+    j = segops_cpu_seg_end(J->idx, J->n, i + 1, (int32_t)s);
+    if (reduce && H.visit) segops_cpu_reduce1(J, H, i, j, w, acc);
   }
+  if (reduce) H.finish(J, s, j - i, acc, sv, w);
   if (H.post && J->plan.post) H.post(J, i, j, sv, w);
   if (H.gather && J->plan.gather) {
     double r[SEGOPS_CPU_MAX_ROW];

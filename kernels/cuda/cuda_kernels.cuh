@@ -231,6 +231,16 @@ __device__ __forceinline__ void add_partial(const segops_kargs *a, int64_t b, in
   for (int k = 0; k < K; k++) tot[k] += __ldcg(src + k);
 }
 
+/* A long segment's outputs from its combined accumulators (one lane); ops with a post pass leave
+ * the segment's values in L.segval. */
+template <typename T, int W, typename OP>
+__device__ __forceinline__ void finish_long(const segops_kargs *a, int64_t s, int64_t count, const double *tot) {
+  double sv[OP::NSV];
+  OP::template finish<T, W>(a, s, count, tot, sv, true);
+  if (OP::POST)
+    for (int k = 0; k < OP::NSV; k++) a->L.segval[s * OP::NSV + k] = sv[k];
+}
+
 /* One chunk of a long segment, by one warp: lanes take positions q, q+32, ... in order, then a
  * butterfly; the partial goes to its row. The warp that finishes a segment's last chunk (integer
  * ticket, no float atomics) combines the partials in chunk order (lane l: chunks l, l+32, ...,
@@ -256,12 +266,10 @@ __device__ __forceinline__ void seg_long_chunk(const segops_kargs *a, int64_t s,
      * leave lane 0 with 0.0 + acc plus zeros from the other lanes, so acc + 0.0 gives the same bits
      * (it differs from acc only for -0.0). */
     if (lane == 0) {
-      double tot[OP::K], sv[OP::NSV];
+      double tot[OP::K];
 #pragma unroll
       for (int k = 0; k < OP::K; k++) tot[k] = acc[k] + 0.0;
-      OP::template finish<T, W>(a, s, e - b, tot, sv, true);
-      if (OP::POST)
-        for (int k = 0; k < OP::NSV; k++) a->L.segval[s * OP::NSV + k] = sv[k];
+      finish_long<T, W, OP>(a, s, e - b, tot);
     }
     return;
   }
@@ -277,7 +285,7 @@ __device__ __forceinline__ void seg_long_chunk(const segops_kargs *a, int64_t s,
   last = __shfl_sync(SEGOPS_FULL_MASK, last, 0);
   if (!last) return;
   __threadfence();
-  const int64_t nch = (e - b + cl - 1) >> sh;
+  const int64_t nch = (e - b + cl - 1) >> sh; /* computed again here: kept live across the walk, it spilled */
   double tot[OP::K];
 #pragma unroll
   for (int k = 0; k < OP::K; k++) tot[k] = 0.0;
@@ -292,10 +300,7 @@ __device__ __forceinline__ void seg_long_chunk(const segops_kargs *a, int64_t s,
   }
   warp_sum<OP::K>(tot);
   if (lane == 0) {
-    double sv[OP::NSV];
-    OP::template finish<T, W>(a, s, e - b, tot, sv, true);
-    if (OP::POST)
-      for (int k = 0; k < OP::NSV; k++) a->L.segval[s * OP::NSV + k] = sv[k];
+    finish_long<T, W, OP>(a, s, e - b, tot);
     a->L.ticket[s] = 0; /* ready for the next call on this layout */
   }
 }
