@@ -1,7 +1,7 @@
 #!/bin/bash
 # gpu_run.sh: the GPU machine's steps, run from the repository root after `. .device/env.sh`:
-#   bench/cuda/gpu_run.sh build cudatests bench torch ctest sanitizer parity nvalchemi
-# (any subset, in that order; default: all but parity/nvalchemi, which need the wheels of
+#   bench/cuda/gpu_run.sh build cudatests bench torch ctest sanitizer ncu parity nvalchemi
+# (any subset, in that order; default: all but ncu/parity/nvalchemi, the last two needing the wheels of
 # nvalchemi-toolkit-ops and warp-lang installed: see /work/shared/device/README.md).
 #   build      Release build for sm_90 in build-gpu
 #   cudatests  the CUDA tests (CTest label cuda: conformance_cuda among them) with SEGOPS_REQUIRE_CUDA=1
@@ -9,6 +9,9 @@
 #   torch      torch's best on the same idx files (bench/cuda/torch_compare.py)
 #   ctest      the whole suite with the CUDA backend required
 #   sanitizer  compute-sanitizer memcheck and racecheck on the quick conformance run
+#   ncu        Nsight Compute (--clock-control none) on warm calls of chosen rows: NCU_ROWS is
+#              "log2n layout function dtype" quadruples separated by ',' (layout by number as in
+#              bench_cuda --layouts); every kernel of one timed call is profiled
 #   parity     tests/cuda/test_nvalchemi_parity.py: segops (CUDA) vs nvalchemiops, every op and pass
 #   nvalchemi  nvalchemiops 0.5 itself on the same idx files (bench/cuda/nvalchemi_compare.py)
 # Logs go to /tmp/gpu-logs (kept while the machine stays warm, so later calls read the bench's
@@ -75,6 +78,22 @@ if has sanitizer; then
     $B/tests/core/segops_conformance --backend cuda >>"$L" 2>&1
   echo "racecheck conformance rc=$?" | tee -a "$L"
   grep -E "ERROR SUMMARY|RACECHECK SUMMARY|^conformance" "$L"
+fi
+if has ncu; then
+  step ncu
+  NCU_ROWS=${NCU_ROWS:-"25 1 mean/forward 32,25 2 sum/forward 32,25 3 sum/forward 32,25 0 mul/double_backward 64,12 1 matvec/double_backward 32"}
+  IFS=',' read -r -a NR <<<"$NCU_ROWS"
+  for row in "${NR[@]}"; do
+    read -r k lay fn dt <<<"$row"
+    f="$OUT/ncu_n${k}_l${lay}_${fn//\//_}_f$dt.txt"
+    # with --reps 1 bench_cuda makes 4 calls with the layout built in the call, then 4 with it
+    # warm (3 warm-ups and the timed one): the last kernels in each file are the timed warm call's
+    timeout 240 ncu --clock-control none -k 'regex:seg_kernel|gather_kernel' --section SpeedOfLight --section MemoryWorkloadAnalysis \
+      --section Occupancy --section LaunchStats --section SchedulerStats --section WarpStateStats \
+      $B/bench/cuda/bench_cuda --log2n "$k" --reps 1 --layouts "$lay" --only "$fn" --dtypes "$dt" \
+      --copy-mib 64 >"$f" 2>&1
+    echo "ncu 2^$k layout $lay $fn f$dt rc=$? $(grep -c 'Context 1, Stream' "$f") kernels"
+  done
 fi
 if has parity; then
   step parity

@@ -60,6 +60,12 @@
 #ifndef SEGOPS_COMBINE_ROWS
 #define SEGOPS_COMBINE_ROWS 4
 #endif
+/* Whether the tile role's warps come first in seg_kernel's grid (blocks start roughly in index
+ * order, so its serial chunk walks start early instead of forming the kernel's tail). Which warp
+ * reduces what changes no bit. */
+#ifndef SEGOPS_TILE_FIRST
+#define SEGOPS_TILE_FIRST 0
+#endif
 
 /* Device view of the segment layout (all device pointers). The persistent part (off, ticket,
  * keys and perm of an unsorted idx) depends only on (idx, S) and may be cached across calls;
@@ -83,6 +89,7 @@ typedef struct {
   int64_t n, s;
   int64_t seg_warps;     /* warps of the segment role in seg_kernel; the tile role follows */
   int tiles_per_warp;    /* tiles each warp of the tile role checks (1..32, one per lane) */
+  int64_t tile_warps;    /* warps of the tile role (0 without it) */
   int64_t gather_blocks; /* seg_kernel with an ELEM: its first blocks run the gather (small N) */
   segops_seg_layout L;
 } segops_kargs;
@@ -323,7 +330,8 @@ __device__ __forceinline__ void gather_rows(const segops_kargs *a, int64_t t, in
  *    the request). IP (LONG = 0 only): the group then writes the post pass of its segment's
  *    elements itself (same values, same formula as the post gather), so a function with a post
  *    pass is one launch.
- *  - The other warps (LONG = 1 only): a.tiles_per_warp tiles of positions each, one per lane to
+ *  - The other warps (LONG = 1 only; a.tile_warps of them, placed first with SEGOPS_TILE_FIRST):
+ *    a.tiles_per_warp tiles of positions each, one per lane to
  *    find the chunks of long segments that start there, then the whole warp reduces each chunk
  *    found (seg_long_chunk).
  * LONG = 0: the caller knows that no segment is longer than SEGOPS_CUDA_TILE (sorted idx, longest
@@ -350,9 +358,20 @@ __global__ void __launch_bounds__(SEGOPS_SEG_THREADS,
     blk -= a->gather_blocks;
   }
   const int lane = threadIdx.x & 31, sub = lane >> 3, sl = lane & 7;
-  const int64_t w = ((blk * blockDim.x) + threadIdx.x) >> 5;
-  if (LONG && w >= a->seg_warps) {
-    const int64_t t0 = (w - a->seg_warps) * a->tiles_per_warp;
+  int64_t w = ((blk * blockDim.x) + threadIdx.x) >> 5;
+  int64_t tw = -1; /* this warp's place in the tile role, -1: the segment role */
+  if (LONG) {
+    if (SEGOPS_TILE_FIRST) {
+      if (w < a->tile_warps)
+        tw = w;
+      else
+        w -= a->tile_warps;
+    } else if (w >= a->seg_warps) {
+      tw = w - a->seg_warps;
+    }
+  }
+  if (tw >= 0) {
+    const int64_t t0 = tw * a->tiles_per_warp;
     int64_t seg[2] = {-1, -1}, chunk[2] = {0, 0};
     if (lane < a->tiles_per_warp) tile_chunks(a, t0 + lane, seg, chunk);
 #pragma unroll
@@ -416,7 +435,7 @@ int segops_cuda_gather_grid(const segops_cuda_job *job);
 /* Blocks of seg_kernel: the segment role, and with long_role the tile role; fills the warps of
  * the segment role and the tiles per warp of the tile role. */
 int64_t segops_cuda_seg_blocks(int64_t n, int64_t s, int sm_count, int long_role, int64_t *seg_warps,
-                               int *tiles_per_warp);
+                               int *tiles_per_warp, int64_t *tile_warps);
 
 /* Functions of at most this many elements run as one launch where they can: the gather of a
  * function that also reduces runs in the segment kernel's first blocks, and the post pass of short
@@ -444,7 +463,8 @@ cudaError_t segops_run_red(const segops_cuda_job *job, const segops_kargs *a, cu
   const bool perm = segops_seg_perm(a), short_only = !segops_seg_tile_role(job, a);
   const bool ip = OP::POST && short_only && segops_one_launch(job);
   const int64_t blocks =
-      segops_cuda_seg_blocks(job->n, job->s, job->sm_count, !short_only, &k.seg_warps, &k.tiles_per_warp);
+      segops_cuda_seg_blocks(job->n, job->s, job->sm_count, !short_only, &k.seg_warps, &k.tiles_per_warp,
+                              &k.tile_warps);
   k.gather_blocks = std::is_void<ELEM>::value ? 0 : segops_cuda_gather_grid(job);
   const unsigned grid = (unsigned)(blocks + k.gather_blocks);
   if (perm)

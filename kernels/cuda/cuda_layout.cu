@@ -143,7 +143,7 @@ static int blocks_for(int64_t items, int threads, int cap) {
 }
 
 int64_t segops_cuda_seg_blocks(int64_t n, int64_t s, int sm_count, int long_role, int64_t *seg_warps,
-                               int *tiles_per_warp) {
+                               int *tiles_per_warp, int64_t *tile_warps) {
   /* Which warp reduces a segment or a chunk changes no bit: only how many warps there are. A
    * chunk of 256 elements spans 4 tiles: 4 tiles per warp give each warp about one chunk when
    * segments are long; past 2048 tiles per multiprocessor (N = 2^25 on the H200), 32 (one per
@@ -154,8 +154,8 @@ int64_t segops_cuda_seg_blocks(int64_t n, int64_t s, int sm_count, int long_role
 #if defined(SEGOPS_TILES_PER_WARP) && SEGOPS_TILES_PER_WARP > 0 /* bench/cuda/gpu_variants.sh */
   *tiles_per_warp = SEGOPS_TILES_PER_WARP;
 #endif
-  const int64_t tile_warps = long_role && n > SEGOPS_CUDA_TILE ? (tiles(n) + *tiles_per_warp - 1) / *tiles_per_warp : 0;
-  const int64_t warps = *seg_warps + tile_warps;
+  *tile_warps = long_role && n > SEGOPS_CUDA_TILE ? (tiles(n) + *tiles_per_warp - 1) / *tiles_per_warp : 0;
+  const int64_t warps = *seg_warps + *tile_warps;
   const int64_t per_block = SEGOPS_SEG_THREADS / 32;
   const int64_t b = (warps + per_block - 1) / per_block;
   return b < 1 ? 1 : b;
