@@ -334,8 +334,10 @@ __device__ __forceinline__ void gather_rows(const segops_kargs *a, int64_t t, in
  *    a.tiles_per_warp tiles of positions each, one per lane to
  *    find the chunks of long segments that start there, then the whole warp reduces each chunk
  *    found (seg_long_chunk).
- * LONG = 0: the caller knows that no segment is longer than SEGOPS_CUDA_TILE (sorted idx, longest
- * segment measured on the host), so there is no tile role and the kernel needs fewer registers.
+ * LONG = 0: no tile role, so the kernel needs fewer registers: either the caller knows that no
+ * segment is longer than SEGOPS_CUDA_TILE (sorted idx, longest segment measured on the host), or
+ * (past SEGOPS_CUDA_SPLIT_N) a second launch of LONG = 1 with no segment-role warps takes the
+ * longer ones.
  * OP provides:
  *   enum { K (accumulators), NSV (segment values for the post gather, >= 1), POST (0/1) };
  *   visit<T,W>(a, i, s, acc): add element i's terms (reads only: no stores in a reduction)
@@ -386,11 +388,11 @@ __global__ void __launch_bounds__(SEGOPS_SEG_THREADS,
     }
     return;
   }
+  if (w >= a->seg_warps) return; /* the whole warp: past the segments (seg_warps: S / 4 rounded up) */
   const int64_t s = w * SEGOPS_SEG_PER_WARP + sub;
-  if (w * SEGOPS_SEG_PER_WARP >= a->s) return; /* the whole warp */
   const bool valid = s < a->s;
   int64_t beg = valid ? __ldg(a->L.off + s) : 0, end = valid ? __ldg(a->L.off + s + 1) : 0;
-  const bool mine = valid && (!LONG || end - beg <= SEGOPS_CUDA_TILE); /* longer: the tile role */
+  const bool mine = valid && end - beg <= SEGOPS_CUDA_TILE; /* longer: the tile role's */
   if (!mine) beg = end = 0;
   double acc[OP::K];
 #pragma unroll
@@ -437,6 +439,19 @@ int segops_cuda_gather_grid(const segops_cuda_job *job);
 int64_t segops_cuda_seg_blocks(int64_t n, int64_t s, int sm_count, int long_role, int64_t *seg_warps,
                                int *tiles_per_warp, int64_t *tile_warps);
 
+/* Past this many elements, a reduction over a sorted idx that needs the tile role runs as two
+ * launches: the segment role in a kernel compiled without the tile role (LONG = 0: fewer
+ * registers, twice the resident warps, which its short, latency-bound walks need), leaving
+ * segments longer than a tile alone, then the tile role in a grid of its own (LONG = 1 with no
+ * segment-role warps). The same warps' code, so the same bits. On the H200 (bench/RESULTS.md,
+ * session 13) at 2^25 powerlaw float32 the reductions ran up to 1.44x faster (median 1.12x; seg32
+ * and S=1 level); at 2^20 the second launch cost more than it gained (powerlaw 0.94x, S=1 0.95x);
+ * between the two it is not measured. Unsorted idx (through the permutation) stays one launch:
+ * split, it was slower at both sizes (the LONG = 0 kernel with the permutation spills). */
+#ifndef SEGOPS_CUDA_SPLIT_N
+#define SEGOPS_CUDA_SPLIT_N ((int64_t)1 << 22)
+#endif
+
 /* Functions of at most this many elements run as one launch where they can: the gather of a
  * function that also reduces runs in the segment kernel's first blocks, and the post pass of short
  * sorted segments inside it (IP). Past it, separate kernels in element order, which the profile
@@ -467,6 +482,19 @@ cudaError_t segops_run_red(const segops_cuda_job *job, const segops_kargs *a, cu
                               &k.tile_warps);
   k.gather_blocks = std::is_void<ELEM>::value ? 0 : segops_cuda_gather_grid(job);
   const unsigned grid = (unsigned)(blocks + k.gather_blocks);
+  if constexpr (std::is_void<ELEM>::value) {
+    if (!short_only && !perm && job->n > SEGOPS_CUDA_SPLIT_N) {
+      const int64_t wpb = SEGOPS_SEG_THREADS / 32;
+      const int64_t sb = (k.seg_warps + wpb - 1) / wpb, tb = (k.tile_warps + wpb - 1) / wpb;
+      if (sb > 0) seg_kernel<T, W, OP, void, 0, 0, 0><<<(unsigned)sb, SEGOPS_SEG_THREADS, 0, st>>>(k);
+      segops_kargs t = k;
+      t.seg_warps = 0; /* every warp of this grid is the tile role's */
+      if (tb > 0) seg_kernel<T, W, OP, void, 0, 1, 0><<<(unsigned)tb, SEGOPS_SEG_THREADS, 0, st>>>(t);
+      if constexpr (OP::POST)
+        if (job->n > 0) gather_kernel<T, W, post_elem<OP>><<<segops_cuda_gather_grid(job), 256, 0, st>>>(k);
+      return cudaGetLastError();
+    }
+  }
   if (perm)
     seg_kernel<T, W, OP, ELEM, 1, 1, 0><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
   else if (!short_only)

@@ -2,7 +2,7 @@
  * bits alone as inside a batch (concatenated between other requests, idx offset), whether the
  * batch's idx is sorted or not. Every function, both dtypes; chunked long segments of each chunk
  * length up to 1024, and the one-launch shapes of small calls against the separate kernels of
- * large ones. */
+ * large ones (and against the two launches of the segment and tile roles past 2^22 elements). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,6 +171,10 @@ int main(void) {
   static const int short_a[] = {3, 0, 17, 64, 1, 40, 33, 0, 8, 64, 63, 2, 29, 5, 31, 50};
   fails += check_case(b, "one launch vs separate kernels", short_a, sizeof short_a / sizeof *short_a,
                       ((int64_t)1 << 20) + 4096, &checks);
+  /* Long segments alone (one launch) against a batch past 2^22 elements (SEGOPS_CUDA_SPLIT_N),
+   * where a sorted idx's segment role and tile role run as two launches. */
+  fails += check_case(b, "one launch vs the split roles", longer_a, sizeof longer_a / sizeof *longer_a,
+                      ((int64_t)1 << 22) + 4096, &checks);
   printf("cuda determinism: %d bitwise checks, %d failures\n", checks, fails);
   segops_backend_free(b);
   return fails ? 1 : 0;
