@@ -53,8 +53,11 @@ fi
 if has torch; then
   step torch
   for k in $SIZES; do
-    PYTHONUNBUFFERED=1 timeout 150 python3 bench/cuda/torch_compare.py "$OUT/bench_n$k.tsv" $IDX/n$k \
-      --reps 5 >"$OUT/torch_n$k.log" 2>&1
+    # 2^25 takes minutes (torch.segment_reduce on one long segment takes seconds per call): 83 of
+    # its 144 rows fit in 150 s (session 13), so it gets 420 s and fewer reps, best in a call of its own
+    PYTHONUNBUFFERED=1 timeout $(if [ "$k" -ge 25 ]; then echo 420; else echo 150; fi) \
+      python3 bench/cuda/torch_compare.py "$OUT/bench_n$k.tsv" $IDX/n$k \
+      --reps $(if [ "$k" -ge 25 ]; then echo 3; else echo 5; fi) >"$OUT/torch_n$k.log" 2>&1
     echo "torch 2^$k rc=$? $(tail -1 "$OUT/torch_n$k.log")"
   done
 fi
