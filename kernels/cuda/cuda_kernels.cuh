@@ -529,11 +529,17 @@ cudaError_t segops_run_gather(const segops_cuda_job *job, const segops_kargs *a,
  * outputs), else one after the other. Kept as two launches: the wide reductions (matvec's 9
  * accumulators) over a sorted idx with long segments, as before v8; the one H200 run that had them
  * fused was slower, but it also forced no unrolling on their partials (since undone), so whether
- * one launch helps them is not measured (bench/RESULTS.md, CUDA backend v8). */
+ * one launch helps them is not measured (bench/RESULTS.md, CUDA backend v8). ncu at 2^12 (session
+ * 13) showed matvec double backward on powerlaw as 7.7 + 4.4 µs in two kernels of 11-16 blocks
+ * each: fused, the longer of the two plus one launch. SEGOPS_FUSE_WIDE_LONG=1 builds that, to time. */
+#ifndef SEGOPS_FUSE_WIDE_LONG /* 1: fuse those too (a timing knob: bench/cuda/gpu_variants.sh) */
+#define SEGOPS_FUSE_WIDE_LONG 0
+#endif
 template <typename T, int W, typename RED, typename ELEM>
 cudaError_t segops_run_mixed(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
   const bool ew = ELEM::wanted(a), rw = RED::wanted(a);
-  const bool wide_long = RED::K > 3 && !segops_seg_perm(a) && segops_seg_tile_role(job, a);
+  const bool wide_long =
+      !SEGOPS_FUSE_WIDE_LONG && RED::K > 3 && !segops_seg_perm(a) && segops_seg_tile_role(job, a);
   if (ew && rw && job->n > 0 && segops_one_launch(job) && !wide_long)
     return segops_run_red<T, W, RED, ELEM>(job, a, st);
   cudaError_t e = cudaSuccess;
