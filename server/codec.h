@@ -4,6 +4,7 @@
 #define SEGOPS_CODEC_H
 
 #include <stddef.h>
+#include <string.h>
 #include <sys/uio.h>
 
 #include "prepare.h"
@@ -63,7 +64,13 @@ int segops_encode_msgpack(const segops_out_tensor *outs, int n, segops_encoded *
 int segops_encode_json(const segops_out_tensor *outs, int n, segops_encoded *enc);
 void segops_encoded_free(segops_encoded *enc); /* accepts NULL and a zeroed struct */
 
-/* Writes v in decimal at p (at most 20 characters, no terminator); returns the end. */
+/* Writers into a buffer the caller sized: each returns the end of what it wrote (no terminator).
+ * segops_put_u64: v in decimal (at most 20 characters); segops_put_lit: the string s. */
 char *segops_put_u64(char *p, uint64_t v);
+static inline char *segops_put_lit(char *p, const char *s) {
+  const size_t n = strlen(s);
+  memcpy(p, s, n);
+  return p + n;
+}
 
 #endif

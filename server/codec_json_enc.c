@@ -197,11 +197,6 @@ static char *put_str(char *p, const char *s) {
   return p;
 }
 
-static char *put_lit(char *p, const char *s) {
-  size_t n = strlen(s);
-  memcpy(p, s, n);
-  return p + n;
-}
 
 char *segops_codec_json_numbers(char *p, const segops_out_tensor *o) {
   size_t count = o->nbytes / segops_dtype_size(o->dtype);
@@ -267,26 +262,26 @@ int segops_encode_json(const segops_out_tensor *outs, int n, segops_encoded *enc
     const segops_out_tensor *o = &outs[i];
     if (i) *p++ = ',';
     p = put_str(p, o->name);
-    p = put_lit(p, ":{\"dtype\":");
+    p = segops_put_lit(p, ":{\"dtype\":");
     p = put_str(p, segops_dtype_name(o->dtype));
-    p = put_lit(p, ",\"shape\":[");
+    p = segops_put_lit(p, ",\"shape\":[");
     for (int d = 0; d < o->ndim; d++) {
       if (d) *p++ = ',';
       p = put_i64(p, o->shape[d]);
     }
     if (o->shm_region) {
-      p = put_lit(p, "],\"shm\":{\"region\":");
+      p = segops_put_lit(p, "],\"shm\":{\"region\":");
       p = put_str(p, o->shm_region);
-      p = put_lit(p, ",\"offset\":");
+      p = segops_put_lit(p, ",\"offset\":");
       p = segops_put_u64(p, o->shm_offset);
-      p = put_lit(p, ",\"byte_size\":");
+      p = segops_put_lit(p, ",\"byte_size\":");
       p = segops_put_u64(p, (uint64_t)o->nbytes);
-      p = put_lit(p, "}}");
+      p = segops_put_lit(p, "}}");
       continue;
     }
-    p = put_lit(p, "],\"data\":[");
+    p = segops_put_lit(p, "],\"data\":[");
     p = segops_codec_json_numbers(p, o);
-    p = put_lit(p, "]}");
+    p = segops_put_lit(p, "]}");
   }
   *p++ = '}';
   iov->iov_base = start;

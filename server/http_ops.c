@@ -253,7 +253,6 @@ static char *put_ms(char *o, double s) {
   *o++ = (char)('0' + us % 10);
   return o;
 }
-#define PUT_LIT(o, lit) (memcpy((o), (lit), sizeof(lit) - 1), (o) + sizeof(lit) - 1)
 
 static void free_payload(void *cls) {
   resp_payload *p = cls;
@@ -309,8 +308,8 @@ segops_http_outcome segops_http_op_respond(segops_http_req *r) {
   memset(&r->dec, 0, sizeof r->dec);
   release_body(r);
   char *timing = r->timing;
-  char *t = put_ms(PUT_LIT(timing, "queue;dur="), queue_s);
-  *put_ms(PUT_LIT(t, ", compute;dur="), compute_s) = '\0';
+  char *t = put_ms(segops_put_lit(timing, "queue;dur="), queue_s);
+  *put_ms(segops_put_lit(t, ", compute;dur="), compute_s) = '\0';
   if (j->status != SEGOPS_OK) {
     if (j->status == SEGOPS_E_INTERNAL || j->status == SEGOPS_E_DEVICE)
       SEGOPS_LOGE("%s/%s failed: %s", segops_op_name((segops_op)r->op), segops_pass_name((segops_pass)r->pass), j->err);
@@ -355,8 +354,8 @@ segops_http_outcome segops_http_op_respond(segops_http_req *r) {
   struct MHD_Response *resp = total <= FLAT_RESPONSE_BYTES ? flat_response(p) : iovec_response(p);
   if (!resp) return segops_http_error(r, SEGOPS_E_NOMEM, 0, "out of memory for the response", NULL, false);
   if (r->resp_enc == SEGOPS_ENC_OIP && json_len < total) {
-    char hl[32];
-    snprintf(hl, sizeof hl, "%zu", json_len);
+    char hl[24];
+    *segops_put_u64(hl, json_len) = '\0';
     MHD_add_response_header(resp, "Inference-Header-Content-Length", hl);
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/octet-stream");
   } else {

@@ -132,6 +132,28 @@ SEGOPS_CPU_INLINE int64_t segops_cpu_seg_end(const int32_t *idx, int64_t n, int6
   return j;
 }
 
+/* Visits elements [p, j) of a segment into its four lane sets, element p + q into lane q % 4 (p is
+ * a multiple of four past the segment's start), or all into lane 0 (one_lane: functions with enough
+ * accumulators to need no more chains), then combines the lanes into acc. The lane order of
+ * segops_cpu_reduce, so the bits are the same sorted or not. tail: the caller knows that at most 3
+ * elements are left (no loop over groups of four). */
+SEGOPS_CPU_INLINE void segops_cpu_lanes(const segops_cpu_job *J, const segops_cpu_hooks H, int64_t p, int64_t j,
+                                        const int w, const bool one_lane, const bool tail, double *l0, double *l1,
+                                        double *l2, double *l3, double *acc) {
+  if (one_lane)
+    for (; p < j; p++) H.visit(J, p, l0, w);
+  for (; !tail && p + SEGOPS_CPU_LANES <= j; p += SEGOPS_CPU_LANES) {
+    H.visit(J, p, l0, w);
+    H.visit(J, p + 1, l1, w);
+    H.visit(J, p + 2, l2, w);
+    H.visit(J, p + 3, l3, w);
+  }
+  if (p < j) H.visit(J, p++, l0, w);
+  if (p < j) H.visit(J, p++, l1, w);
+  if (p < j) H.visit(J, p, l2, w);
+  segops_cpu_combine(l0, l1, l2, l3, acc);
+}
+
 /* The reduction of a function that reduces in vectors (visit4), sorted idx: segment s starts at
  * element i (idx[i] == s); fills acc and returns the segment's end j, found by the reduction
  * itself. Each group of four compares its four ids with s before it is visited, and the group that
@@ -139,7 +161,7 @@ SEGOPS_CPU_INLINE int64_t segops_cpu_seg_end(const int32_t *idx, int64_t n, int6
  * always is. One loop and one exit per segment instead of a scan for the end and then a loop to it
  * (two exits that the branch predictor misses for segments of varying length). The groups through
  * visit4, in vectors; then the lanes as arrays, for the last 0-3 elements (visit) and the
- * combination. */
+ * combination (segops_cpu_lanes). */
 SEGOPS_CPU_INLINE int64_t segops_cpu_reduce4(const segops_cpu_job *J, const segops_cpu_hooks H, int32_t s, int64_t i,
                                              const int w, double *acc) {
   segops_v4d A[SEGOPS_CPU_MAX_ACC];
@@ -172,12 +194,7 @@ SEGOPS_CPU_INLINE int64_t segops_cpu_reduce4(const segops_cpu_job *J, const sego
       else if (q == 0)
         l[q][a] = A[a / 3][a % 3];
     }
-  if (H.acc_layout == SEGOPS_CPU_ACC_ROWS3)
-    for (; p < j; p++) H.visit(J, p, l[0], w);
-  if (p < j) H.visit(J, p++, l[0], w);
-  if (p < j) H.visit(J, p++, l[1], w);
-  if (p < j) H.visit(J, p, l[2], w);
-  segops_cpu_combine(l[0], l[1], l[2], l[3], acc);
+  segops_cpu_lanes(J, H, p, j, w, H.acc_layout == SEGOPS_CPU_ACC_ROWS3, true, l[0], l[1], l[2], l[3], acc);
   return j;
 }
 
@@ -187,19 +204,7 @@ SEGOPS_CPU_INLINE void segops_cpu_reduce1(const segops_cpu_job *J, const segops_
   /* Four separate arrays with constant indices: the compiler keeps them in registers. */
   double l0[SEGOPS_CPU_MAX_ACC] = {0}, l1[SEGOPS_CPU_MAX_ACC] = {0}, l2[SEGOPS_CPU_MAX_ACC] = {0},
          l3[SEGOPS_CPU_MAX_ACC] = {0};
-  int64_t p = i;
-  if (J->n_acc > SEGOPS_CPU_ONE_LANE_ACC) /* enough independent chains already: one lane */
-    for (; p < j; p++) H.visit(J, p, l0, w);
-  for (; p + SEGOPS_CPU_LANES <= j; p += SEGOPS_CPU_LANES) {
-    H.visit(J, p, l0, w);
-    H.visit(J, p + 1, l1, w);
-    H.visit(J, p + 2, l2, w);
-    H.visit(J, p + 3, l3, w);
-  }
-  if (p < j) H.visit(J, p++, l0, w);
-  if (p < j) H.visit(J, p++, l1, w);
-  if (p < j) H.visit(J, p, l2, w);
-  segops_cpu_combine(l0, l1, l2, l3, acc);
+  segops_cpu_lanes(J, H, i, j, w, J->n_acc > SEGOPS_CPU_ONE_LANE_ACC, false, l0, l1, l2, l3, acc);
 }
 
 /* The per-segment body (sorted idx): segment s starts at element i (idx[i] == s) and holds

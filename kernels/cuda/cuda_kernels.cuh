@@ -40,31 +40,22 @@
 #define SEGOPS_SEG_MINB_SHORT_WIDE 4
 #endif
 #define SEGOPS_FULL_MASK 0xffffffffu
-/* Long chunks (seg_long_chunk): whether a warp asks L2 for its whole chunk first, rows each lane
- * keeps in flight while walking it, and partial rows each lane keeps in flight while combining
- * (ops with at most 3 accumulators; the wider ops keep 2 and the compiler's unrolling). None of
- * them changes an addition's order, so none changes a bit; bench/cuda/gpu_variants.sh times them.
- * The prefetch is off: on the H200 the reductions over long chunks ran up to 27 % faster without it
- * at 2^12, 2^17 and 2^25 (powerlaw and S=1 float32, bench/RESULTS.md, CUDA backend v9); combining
- * 16 rows at a time was level at 2^25 and slower at 2^12 and 2^17 (single rows up to 17 %). */
-#ifndef SEGOPS_CHUNK_PREFETCH
-#define SEGOPS_CHUNK_PREFETCH 0
-#endif
-/* A long segment that is a single chunk (65-256 elements) finishes in the warp that walked it. */
-#ifndef SEGOPS_CHUNK_SOLO
-#define SEGOPS_CHUNK_SOLO 1
-#endif
+/* Long chunks (seg_long_chunk): rows each lane keeps in flight while walking a chunk, and partial
+ * rows each lane keeps in flight while combining (ops with at most 3 accumulators; the wider ops
+ * keep 2 and the compiler's unrolling). Neither changes an addition's order, so neither changes a
+ * bit; bench/cuda/gpu_variants.sh times them. Combining 16 rows at a time was level at 2^25 and
+ * slower at 2^12 and 2^17 (single rows up to 17 %); 8 rows in flight in the walk, 3-7 % slower at
+ * 2^12 and 2^17 (bench/RESULTS.md, CUDA backend v9). An L2 prefetch of each long chunk (v8) lost
+ * too, by up to 27 %, and is gone. */
 #ifndef SEGOPS_CHUNK_ROWS
 #define SEGOPS_CHUNK_ROWS 4
 #endif
 #ifndef SEGOPS_COMBINE_ROWS
 #define SEGOPS_COMBINE_ROWS 4
 #endif
-/* Whether the tile role's warps come first in seg_kernel's grid (blocks start roughly in index
- * order, so its serial chunk walks start early instead of forming the kernel's tail). Which warp
- * reduces what changes no bit. */
-#ifndef SEGOPS_TILE_FIRST
-#define SEGOPS_TILE_FIRST 0
+/* A long segment that is a single chunk (65-256 elements) finishes in the warp that walked it. */
+#ifndef SEGOPS_CHUNK_SOLO
+#define SEGOPS_CHUNK_SOLO 1
 #endif
 
 /* Device view of the segment layout (all device pointers). The persistent part (off, ticket,
@@ -84,7 +75,6 @@ typedef struct {
 typedef struct {
   const void *in[SEGOPS_MAX_INPUTS];
   void *out[SEGOPS_MAX_OUTPUTS];
-  int64_t in_row_bytes[SEGOPS_MAX_INPUTS]; /* bytes per element row of per-element inputs, else 0 */
   const int32_t *idx;
   int64_t n, s;
   int64_t seg_warps;     /* warps of the segment role in seg_kernel; the tile role follows */
@@ -138,29 +128,6 @@ struct dot_reduce {
     if (writer) st<T>(a->out[OUT], s, acc[0]);
   }
 };
-
-__device__ __forceinline__ void prefetch_l2(const void *p) { asm volatile("prefetch.global.L2 [%0];" ::"l"(p)); }
-
-/* Asks L2 for the rows of sorted positions [p0, p1) of every per-element input (or for the
- * permutation entries when unsorted), all lines at once, so the reductions that follow wait on
- * L2 rather than on DRAM once per segment. */
-__device__ __forceinline__ void prefetch_rows(const segops_kargs *a, int64_t p0, int64_t p1) {
-  const int lane = threadIdx.x & 31;
-  if (p1 <= p0) return;
-  if (a->L.perm32 || a->L.perm64) {
-    const int64_t es = a->L.perm32 ? 4 : 8;
-    const char *b = a->L.perm32 ? (const char *)(a->L.perm32 + p0) : (const char *)(a->L.perm64 + p0);
-    for (int64_t o = (int64_t)lane * 128; o < (p1 - p0) * es; o += 32 * 128) prefetch_l2(b + o);
-    return;
-  }
-#pragma unroll
-  for (int k = 0; k < SEGOPS_MAX_INPUTS; k++) {
-    const int64_t rb = a->in_row_bytes[k];
-    if (!rb || !a->in[k]) continue;
-    const char *b = (const char *)a->in[k] + p0 * rb;
-    for (int64_t o = (int64_t)lane * 128; o < (p1 - p0) * rb; o += 32 * 128) prefetch_l2(b + o);
-  }
-}
 
 template <int K>
 __device__ __forceinline__ void warp_sum(double *acc) {
@@ -260,7 +227,6 @@ __device__ __forceinline__ void seg_long_chunk(const segops_kargs *a, int64_t s,
   const int sh = chunk_shift(e - b);
   const int64_t cl = (int64_t)1 << sh, cb = b + (j << sh);
   const int64_t ce = e < cb + cl ? e : cb + cl;
-  if (SEGOPS_CHUNK_PREFETCH) prefetch_rows(a, cb, ce);
   double acc[OP::K];
 #pragma unroll
   for (int k = 0; k < OP::K; k++) acc[k] = 0.0;
@@ -330,8 +296,7 @@ __device__ __forceinline__ void gather_rows(const segops_kargs *a, int64_t t, in
  *    the request). IP (LONG = 0 only): the group then writes the post pass of its segment's
  *    elements itself (same values, same formula as the post gather), so a function with a post
  *    pass is one launch.
- *  - The other warps (LONG = 1 only; a.tile_warps of them, placed first with SEGOPS_TILE_FIRST):
- *    a.tiles_per_warp tiles of positions each, one per lane to
+ *  - The other warps (LONG = 1 only): a.tiles_per_warp tiles of positions each, one per lane to
  *    find the chunks of long segments that start there, then the whole warp reduces each chunk
  *    found (seg_long_chunk).
  * LONG = 0: no tile role, so the kernel needs fewer registers: either the caller knows that no
@@ -360,20 +325,9 @@ __global__ void __launch_bounds__(SEGOPS_SEG_THREADS,
     blk -= a->gather_blocks;
   }
   const int lane = threadIdx.x & 31, sub = lane >> 3, sl = lane & 7;
-  int64_t w = ((blk * blockDim.x) + threadIdx.x) >> 5;
-  int64_t tw = -1; /* this warp's place in the tile role, -1: the segment role */
-  if (LONG) {
-    if (SEGOPS_TILE_FIRST) {
-      if (w < a->tile_warps)
-        tw = w;
-      else
-        w -= a->tile_warps;
-    } else if (w >= a->seg_warps) {
-      tw = w - a->seg_warps;
-    }
-  }
-  if (tw >= 0) {
-    const int64_t t0 = tw * a->tiles_per_warp;
+  const int64_t w = ((blk * blockDim.x) + threadIdx.x) >> 5;
+  if (LONG && w >= a->seg_warps) {
+    const int64_t t0 = (w - a->seg_warps) * a->tiles_per_warp;
     int64_t seg[2] = {-1, -1}, chunk[2] = {0, 0};
     if (lane < a->tiles_per_warp) tile_chunks(a, t0 + lane, seg, chunk);
 #pragma unroll
@@ -481,23 +435,14 @@ cudaError_t segops_run_red(const segops_cuda_job *job, const segops_kargs *a, cu
       segops_cuda_seg_blocks(job->n, job->s, job->sm_count, !short_only, &k.seg_warps, &k.tiles_per_warp,
                               &k.tile_warps);
   k.gather_blocks = std::is_void<ELEM>::value ? 0 : segops_cuda_gather_grid(job);
-  const unsigned grid = (unsigned)(blocks + k.gather_blocks);
-  if constexpr (std::is_void<ELEM>::value) {
-    if (!short_only && !perm && job->n > SEGOPS_CUDA_SPLIT_N) {
-      const int64_t wpb = SEGOPS_SEG_THREADS / 32;
-      const int64_t sb = (k.seg_warps + wpb - 1) / wpb, tb = (k.tile_warps + wpb - 1) / wpb;
-      if (sb > 0) seg_kernel<T, W, OP, void, 0, 0, 0><<<(unsigned)sb, SEGOPS_SEG_THREADS, 0, st>>>(k);
-      segops_kargs t = k;
-      t.seg_warps = 0; /* every warp of this grid is the tile role's */
-      if (tb > 0) seg_kernel<T, W, OP, void, 0, 1, 0><<<(unsigned)tb, SEGOPS_SEG_THREADS, 0, st>>>(t);
-      if constexpr (OP::POST)
-        if (job->n > 0) gather_kernel<T, W, post_elem<OP>><<<segops_cuda_gather_grid(job), 256, 0, st>>>(k);
-      return cudaGetLastError();
-    }
-  }
+  /* Split (SEGOPS_CUDA_SPLIT_N): the segment role's blocks alone in the first launch, compiled
+   * without the tile role; the tile role follows as a grid of its own. */
+  const bool split = !short_only && !perm && job->n > SEGOPS_CUDA_SPLIT_N;
+  const int64_t wpb = SEGOPS_SEG_THREADS / 32, sb = (k.seg_warps + wpb - 1) / wpb;
+  const unsigned grid = (unsigned)((split ? (sb > 0 ? sb : 1) : blocks) + k.gather_blocks);
   if (perm)
     seg_kernel<T, W, OP, ELEM, 1, 1, 0><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
-  else if (!short_only)
+  else if (!short_only && !split)
     seg_kernel<T, W, OP, ELEM, 0, 1, 0><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
   else if constexpr (OP::POST) {
     if (ip)
@@ -506,6 +451,12 @@ cudaError_t segops_run_red(const segops_cuda_job *job, const segops_kargs *a, cu
       seg_kernel<T, W, OP, ELEM, 0, 0, 0><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
   } else
     seg_kernel<T, W, OP, ELEM, 0, 0, 0><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
+  if (split && k.tile_warps > 0) {
+    segops_kargs t = k;
+    t.seg_warps = 0; /* every warp of this grid is the tile role's */
+    t.gather_blocks = 0;
+    seg_kernel<T, W, OP, ELEM, 0, 1, 0><<<(unsigned)((k.tile_warps + wpb - 1) / wpb), SEGOPS_SEG_THREADS, 0, st>>>(t);
+  }
   if constexpr (OP::POST)
     if (!ip && job->n > 0) gather_kernel<T, W, post_elem<OP>><<<segops_cuda_gather_grid(job), 256, 0, st>>>(k);
   return cudaGetLastError();

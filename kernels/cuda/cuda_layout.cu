@@ -254,12 +254,6 @@ extern "C" int segops_cuda_launch(const segops_cuda_job *job, cudaStream_t st) {
   memset(&a, 0, sizeof a);
   for (int k = 0; k < SEGOPS_MAX_INPUTS; k++) a.in[k] = job->in[k];
   for (int k = 0; k < SEGOPS_MAX_OUTPUTS; k++) a.out[k] = job->out[k];
-  const size_t isz = job->dtype == SEGOPS_F64 ? 8 : 4;
-  for (int k = 0; k < job->fn->n_in; k++) {
-    segops_shape_kind sh = job->fn->in[k].shape;
-    if (sh == SEGOPS_SH_ELEM) a.in_row_bytes[k] = (int64_t)(isz * job->width);
-    if (sh == SEGOPS_SH_ELEM3) a.in_row_bytes[k] = (int64_t)(isz * 3);
-  }
   a.idx = job->idx;
   a.n = job->n;
   a.s = job->s;
