@@ -477,22 +477,14 @@ cudaError_t segops_run_gather(const segops_cuda_job *job, const segops_kargs *a,
 /* A function with per-element outputs (ELEM, a gather) and segment outputs (RED, a reduction):
  * each runs only when one of its outputs was requested (ELEM::wanted, RED::wanted); both in one
  * launch up to SEGOPS_CUDA_FUSE_N elements (they read the same inputs and write different
- * outputs), else one after the other. Kept as two launches: the wide reductions (matvec's 9
- * accumulators) over a sorted idx with long segments, as before v8; the one H200 run that had them
- * fused was slower, but it also forced no unrolling on their partials (since undone), so whether
- * one launch helps them is not measured (bench/RESULTS.md, CUDA backend v8). ncu at 2^12 (session
- * 13) showed matvec double backward on powerlaw as 7.7 + 4.4 µs in two kernels of 11-16 blocks
- * each: fused, the longer of the two plus one launch. SEGOPS_FUSE_WIDE_LONG=1 builds that, to time. */
-#ifndef SEGOPS_FUSE_WIDE_LONG /* 1: fuse those too (a timing knob: bench/cuda/gpu_variants.sh) */
-#define SEGOPS_FUSE_WIDE_LONG 0
-#endif
+ * outputs), else one after the other. The wide reductions (matvec's 9 accumulators) over long
+ * segments were kept as two launches until session 14, when fusing them too measured 1.29-1.47x
+ * faster on matvec backward and double backward at 2^12 (powerlaw, S=1) and 1.11-1.24x at 2^17,
+ * bits unchanged (bench/RESULTS.md, session 14). */
 template <typename T, int W, typename RED, typename ELEM>
 cudaError_t segops_run_mixed(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
   const bool ew = ELEM::wanted(a), rw = RED::wanted(a);
-  const bool wide_long =
-      !SEGOPS_FUSE_WIDE_LONG && RED::K > 3 && !segops_seg_perm(a) && segops_seg_tile_role(job, a);
-  if (ew && rw && job->n > 0 && segops_one_launch(job) && !wide_long)
-    return segops_run_red<T, W, RED, ELEM>(job, a, st);
+  if (ew && rw && job->n > 0 && segops_one_launch(job)) return segops_run_red<T, W, RED, ELEM>(job, a, st);
   cudaError_t e = cudaSuccess;
   if (ew) e = segops_run_gather<T, W, ELEM>(job, a, st);
   if (e == cudaSuccess && rw) e = segops_run_seg<T, W, RED>(job, a, st);
