@@ -6,6 +6,8 @@ typedef dot_reduce<0, 1, 0> dot_forward;
 
 /* backward: in g_out, x, y; grad_x[i] = g_out[s]*y[i], grad_y[i] = g_out[s]*x[i]. */
 struct dot_backward {
+  static unsigned rows_in(const segops_kargs *) { return 2u | 4u; } /* staged gather: x, y */
+  static unsigned rows_out(const segops_kargs *) { return 1u | 2u; }
   template <typename T, int W>
   __device__ static void elem(const segops_kargs *a, int64_t i, int64_t s) {
     /* every load before the first store: the compiler cannot tell outputs from inputs */
@@ -44,6 +46,10 @@ struct dot_double_backward_red {
   }
 };
 struct dot_double_backward_elem {
+  static unsigned rows_in(const segops_kargs *a) {
+    return (a->out[2] ? 1u : 0u) | (a->out[1] ? 2u : 0u);
+  } /* staged: gg_x, gg_y */
+  static unsigned rows_out(const segops_kargs *) { return 2u | 4u; }
   static bool wanted(const segops_kargs *a) { return a->out[1] || a->out[2]; }
   template <typename T, int W>
   __device__ static void elem(const segops_kargs *a, int64_t i, int64_t s) {

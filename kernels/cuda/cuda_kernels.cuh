@@ -93,15 +93,38 @@ __device__ __forceinline__ int64_t elem_at(const segops_seg_layout *L, int64_t p
   return __ldg(L->perm64 + p);
 }
 
+/* How element values are read and written: for T = float or double through global addresses,
+ * loads on the read-only path (__ldg); for gen<T> (the staged gather, which runs the same elem
+ * code on rows it copied into shared memory) through generic addresses, global (segment rows) or
+ * shared (the staged element rows). Segment rows through __ldg there (a test of __isGlobal per
+ * load) measured slower on the H200 (bench/RESULTS.md, session 14). */
+template <typename T>
+struct gen {};
+template <typename T>
+struct mem {
+  __device__ static __forceinline__ double ld(const void *p, int64_t k) {
+    return p ? (double)__ldg((const T *)p + k) : 0.0;
+  }
+  __device__ static __forceinline__ void st(void *p, int64_t k, double v) {
+    if (p) ((T *)p)[k] = (T)v;
+  }
+};
+template <typename T>
+struct mem<gen<T>> {
+  __device__ static __forceinline__ double ld(const void *p, int64_t k) { return p ? (double)((const T *)p)[k] : 0.0; }
+  __device__ static __forceinline__ void st(void *p, int64_t k, double v) {
+    if (p) ((T *)p)[k] = (T)v;
+  }
+};
 /* Loads element k of input p as double; an omitted input (NULL) reads as zero. */
 template <typename T>
 __device__ __forceinline__ double ld(const void *p, int64_t k) {
-  return p ? (double)__ldg((const T *)p + k) : 0.0;
+  return mem<T>::ld(p, k);
 }
 /* Stores v (rounded to T) at element k of output p unless the output was not requested. */
 template <typename T>
 __device__ __forceinline__ void st(void *p, int64_t k, double v) {
-  if (p) ((T *)p)[k] = (T)v;
+  mem<T>::st(p, k, v);
 }
 
 /* dot(x[i], y[i]) of two per-element inputs of width W, summed in component order. */
@@ -386,6 +409,71 @@ struct post_elem {
   }
 };
 
+/* Staged gather: a block takes SEGOPS_STAGE_ROWS consecutive elements at a time; it copies the
+ * rows of every per-element input its elem reads into shared memory with 16-byte loads, runs elem
+ * on them (element i of the tile is row i there), and copies the per-element outputs out with
+ * 16-byte stores: whole sectors in both directions, where elem's own accesses are W scalars at a
+ * stride of W values. The arithmetic is elem's own, so the bits are the same. An elem struct that
+ * defines rows_in and rows_out (bit k: in[k] read, out[k] written at element rows; host functions
+ * of the call's kargs) runs staged in float64 from SEGOPS_STAGE_MIN_N elements. Measured on the
+ * H200 (bench/RESULTS.md, session 14), every gather staged against none, 2 rounds: float64 dot
+ * backward 1.6x at 2^25 and 1.45x at 2^20 and 2^17, dot and mul double backward 1.3x (2^25),
+ * mean and sum backward up to 1.4x (2^20); float32, and the gathers that read a matrix or one input
+ * row (mul forward and backward, matvec, rms_norm's post), 0.6-0.95x; every gather at 2^12 0.85-0.93x.
+ * Those are the ones that stay unstaged. SEGOPS_GATHER_STAGE=0 turns it off (a timing knob). */
+#ifndef SEGOPS_GATHER_STAGE
+#define SEGOPS_GATHER_STAGE 1
+#endif
+#ifndef SEGOPS_STAGE_MIN_N
+#define SEGOPS_STAGE_MIN_N ((int64_t)1 << 17)
+#endif
+#define SEGOPS_STAGE_ROWS 256
+__device__ __forceinline__ void stage_copy_in(char *dst, const char *src, int bytes) {
+  const int nv = bytes >> 4;
+  for (int j = threadIdx.x; j < nv; j += blockDim.x) ((uint4 *)dst)[j] = __ldg((const uint4 *)src + j);
+  for (int j = (nv << 4) + threadIdx.x * 4; j < bytes; j += blockDim.x * 4)
+    *(uint32_t *)(dst + j) = __ldg((const uint32_t *)(src + j));
+}
+__device__ __forceinline__ void stage_copy_out(char *dst, const char *src, int bytes) {
+  const int nv = bytes >> 4;
+  for (int j = threadIdx.x; j < nv; j += blockDim.x) ((uint4 *)dst)[j] = ((const uint4 *)src)[j];
+  for (int j = (nv << 4) + threadIdx.x * 4; j < bytes; j += blockDim.x * 4)
+    *(uint32_t *)(dst + j) = *(const uint32_t *)(src + j);
+}
+template <typename T, int W, typename OP>
+__global__ void __launch_bounds__(SEGOPS_STAGE_ROWS)
+    gather_staged_kernel(segops_kargs ka, unsigned in_rows, unsigned out_rows) {
+  extern __shared__ uint4 segops_stage_sm[];
+  const int rb = W * (int)sizeof(T), E = SEGOPS_STAGE_ROWS;
+  segops_kargs b = ka;
+  char *slot = (char *)segops_stage_sm;
+#pragma unroll
+  for (int k = 0; k < SEGOPS_MAX_INPUTS; k++)
+    if (in_rows >> k & 1) {
+      b.in[k] = slot;
+      slot += E * rb;
+    }
+#pragma unroll
+  for (int k = 0; k < SEGOPS_MAX_OUTPUTS; k++)
+    if (out_rows >> k & 1) {
+      b.out[k] = slot;
+      slot += E * rb;
+    }
+  for (int64_t i0 = (int64_t)blockIdx.x * E; i0 < ka.n; i0 += (int64_t)gridDim.x * E) {
+    const int cnt = ka.n - i0 < E ? (int)(ka.n - i0) : E;
+#pragma unroll
+    for (int k = 0; k < SEGOPS_MAX_INPUTS; k++)
+      if (in_rows >> k & 1) stage_copy_in((char *)b.in[k], (const char *)ka.in[k] + i0 * rb, cnt * rb);
+    __syncthreads();
+    if ((int)threadIdx.x < cnt)
+      OP::template elem<gen<T>, W>(&b, (int64_t)threadIdx.x, (int64_t)__ldg(ka.idx + i0 + threadIdx.x));
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < SEGOPS_MAX_OUTPUTS; k++)
+      if (out_rows >> k & 1) stage_copy_out((char *)ka.out[k] + i0 * rb, (const char *)b.out[k], cnt * rb);
+  }
+}
+
 /* Grid sizes (cuda_layout.cu). */
 int segops_cuda_gather_grid(const segops_cuda_job *job);
 /* Blocks of seg_kernel: the segment role, and with long_role the tile role; fills the warps of
@@ -422,6 +510,15 @@ static inline bool segops_seg_tile_role(const segops_cuda_job *job, const segops
   return segops_seg_perm(a) || !(job->longest > 0 && job->longest <= SEGOPS_CUDA_TILE);
 }
 
+/* Whether a gather struct runs staged (it defines rows_in and rows_out). */
+template <typename OP, typename = void>
+struct segops_staged : std::false_type {};
+template <typename OP>
+struct segops_staged<OP, std::void_t<decltype(&OP::rows_in)>> : std::true_type {};
+
+template <typename T, int W, typename OP>
+cudaError_t segops_run_gather(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st);
+
 /* Runs a reduction: the segment kernel (compiled without the permutation when idx is sorted, and
  * without the tile role when the job says its longest segment is short), then, for ops with a
  * post pass, the post gather unless the segment kernel wrote it (IP). ELEM, when not void: the
@@ -431,9 +528,8 @@ cudaError_t segops_run_red(const segops_cuda_job *job, const segops_kargs *a, cu
   segops_kargs k = *a;
   const bool perm = segops_seg_perm(a), short_only = !segops_seg_tile_role(job, a);
   const bool ip = OP::POST && short_only && segops_one_launch(job);
-  const int64_t blocks =
-      segops_cuda_seg_blocks(job->n, job->s, job->sm_count, !short_only, &k.seg_warps, &k.tiles_per_warp,
-                              &k.tile_warps);
+  const int64_t blocks = segops_cuda_seg_blocks(job->n, job->s, job->sm_count, !short_only, &k.seg_warps,
+                                                &k.tiles_per_warp, &k.tile_warps);
   k.gather_blocks = std::is_void<ELEM>::value ? 0 : segops_cuda_gather_grid(job);
   /* Split (SEGOPS_CUDA_SPLIT_N): the segment role's blocks alone in the first launch, compiled
    * without the tile role; the tile role follows as a grid of its own. */
@@ -458,7 +554,7 @@ cudaError_t segops_run_red(const segops_cuda_job *job, const segops_kargs *a, cu
     seg_kernel<T, W, OP, ELEM, 0, 1, 0><<<(unsigned)((k.tile_warps + wpb - 1) / wpb), SEGOPS_SEG_THREADS, 0, st>>>(t);
   }
   if constexpr (OP::POST)
-    if (!ip && job->n > 0) gather_kernel<T, W, post_elem<OP>><<<segops_cuda_gather_grid(job), 256, 0, st>>>(k);
+    if (!ip && job->n > 0) return segops_run_gather<T, W, post_elem<OP>>(job, &k, st);
   return cudaGetLastError();
 }
 
@@ -470,6 +566,29 @@ cudaError_t segops_run_seg(const segops_cuda_job *job, const segops_kargs *a, cu
 template <typename T, int W, typename OP>
 cudaError_t segops_run_gather(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
   if (job->n == 0) return cudaSuccess;
+  if constexpr (SEGOPS_GATHER_STAGE && segops_staged<OP>::value && sizeof(T) == 8) {
+    if (job->n >= SEGOPS_STAGE_MIN_N) {
+      unsigned in_rows = OP::rows_in(a), out_rows = OP::rows_out(a), arrays = 0;
+      uintptr_t align = 0;
+      for (int k = 0; k < SEGOPS_MAX_INPUTS; k++)
+        if (in_rows >> k & 1) {
+          if (!a->in[k]) in_rows &= ~(1u << k);
+          align |= (uintptr_t)a->in[k];
+        }
+      for (int k = 0; k < SEGOPS_MAX_OUTPUTS; k++)
+        if (out_rows >> k & 1) {
+          if (!a->out[k]) out_rows &= ~(1u << k);
+          align |= (uintptr_t)a->out[k];
+        }
+      for (unsigned m = in_rows | out_rows << SEGOPS_MAX_INPUTS; m; m &= m - 1) arrays++;
+      if (arrays > 0 && (align & 15) == 0) {
+        const size_t sm = (size_t)arrays * SEGOPS_STAGE_ROWS * W * sizeof(T);
+        gather_staged_kernel<T, W, OP>
+            <<<segops_cuda_gather_grid(job), SEGOPS_STAGE_ROWS, sm, st>>>(*a, in_rows, out_rows);
+        return cudaGetLastError();
+      }
+    }
+  }
   gather_kernel<T, W, OP><<<segops_cuda_gather_grid(job), 256, 0, st>>>(*a);
   return cudaGetLastError();
 }

@@ -30,6 +30,8 @@ struct mean_backward {
   }
 };
 struct mean_backward_q {
+  static unsigned rows_in(const segops_kargs *) { return 0u; } /* staged gather: the quotients are segment rows */
+  static unsigned rows_out(const segops_kargs *) { return 1u; }
   template <typename T, int W>
   __device__ static void elem(const segops_kargs *a, int64_t i, int64_t s) {
     double q[W];
@@ -52,8 +54,7 @@ __global__ void __launch_bounds__(256) mean_quotient_kernel(segops_kargs ka) {
 }
 
 extern "C" int segops_cuda_mean_quotients(const segops_cuda_job *job) {
-  return job->fn->op == SEGOPS_OP_MEAN && job->fn->pass == SEGOPS_PASS_BACKWARD && job->n >= (1 << 16) &&
-         job->s > 0;
+  return job->fn->op == SEGOPS_OP_MEAN && job->fn->pass == SEGOPS_PASS_BACKWARD && job->n >= (1 << 16) && job->s > 0;
 }
 
 template <typename T, int W>

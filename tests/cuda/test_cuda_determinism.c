@@ -2,7 +2,8 @@
  * bits alone as inside a batch (concatenated between other requests, idx offset), whether the
  * batch's idx is sorted or not. Every function, both dtypes; chunked long segments of each chunk
  * length up to 1024, and the one-launch shapes of small calls against the separate kernels of
- * large ones (and against the two launches of the segment and tile roles past 2^22 elements). */
+ * large ones (and against the two launches of the segment and tile roles past 2^22 elements, and
+ * the staged float64 gathers past SEGOPS_STAGE_MIN_N elements against the unstaged ones). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
