@@ -375,11 +375,6 @@ static void cuda_destroy(void *vctx) {
 /* SEGOPS_LAYOUT_CACHE_BYTES: bytes per worker; unset: the default. */
 static size_t layout_cache_cap(void) { return segops_env_bytes("SEGOPS_LAYOUT_CACHE_BYTES", LAYOUT_CACHE_DEFAULT); }
 
-/* How a worker waits for its GPU (SEGOPS_CUDA_SYNC): auto (CUDA's choice: spinning while the
- * process has no more contexts than cores), spin, yield or block (sleep until the GPU signals:
- * frees the core for the client processes on the same node, at a wake-up's latency). */
-static unsigned sync_flag = cudaDeviceScheduleAuto;
-
 /* Creates one device's warm state; returns a cudaError_t. */
 static cudaError_t dev_init(cuda_dev *d, int ordinal) {
   cudaDeviceProp prop;
@@ -392,11 +387,6 @@ static cudaError_t dev_init(cuda_dev *d, int ordinal) {
   d->sm_count = prop.multiProcessorCount;
   d->pool_cap = prop.totalGlobalMem / 2 / (size_t)lanes_per_gpu;
   segops_layout_cache_init(&d->cache, layout_cache_cap());
-  if (sync_flag != cudaDeviceScheduleAuto) {
-    /* before the context exists (the device's first lane); later lanes share that context */
-    (void)cudaSetDeviceFlags(sync_flag);
-    (void)cudaGetLastError();
-  }
   if ((e = cudaFree(NULL)) != cudaSuccess) return e; /* creates the context now, not on the first request */
   {
     /* Cache entries come from the stream-ordered pool: keep freed memory there for reuse. */
@@ -434,20 +424,6 @@ extern "C" segops_backend *segops_cuda_backend_new(const int *devices, int n_dev
   {
     const char *v = getenv("SEGOPS_CUDA_DIRECT_COPIES");
     direct_copies = !(v && strcmp(v, "0") == 0); /* before any worker runs */
-    v = getenv("SEGOPS_CUDA_SYNC");
-    if (!v || !*v || strcmp(v, "auto") == 0)
-      sync_flag = cudaDeviceScheduleAuto;
-    else if (strcmp(v, "spin") == 0)
-      sync_flag = cudaDeviceScheduleSpin;
-    else if (strcmp(v, "yield") == 0)
-      sync_flag = cudaDeviceScheduleYield;
-    else if (strcmp(v, "block") == 0)
-      sync_flag = cudaDeviceScheduleBlockingSync;
-    else {
-      segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
-                  "SEGOPS_CUDA_SYNC must be auto, spin, yield or block, not '%.32s'", v);
-      return NULL;
-    }
     v = getenv("SEGOPS_CUDA_LANES");
     if (v && *v) {
       char *end = NULL;
