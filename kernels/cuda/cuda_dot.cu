@@ -6,7 +6,8 @@ typedef dot_reduce<0, 1, 0> dot_forward;
 
 /* backward: in g_out, x, y; grad_x[i] = g_out[s]*y[i], grad_y[i] = g_out[s]*x[i]. */
 struct dot_backward {
-  static unsigned rows_in(const segops_kargs *) { return 2u | 4u; } /* staged gather: x, y */
+  /* staged gather (cuda_kernels.cuh): reads x and y rows */
+  static unsigned rows_in(const segops_kargs *) { return 2u | 4u; }
   static unsigned rows_out(const segops_kargs *) { return 1u | 2u; }
   template <typename T, int W>
   __device__ static void elem(const segops_kargs *a, int64_t i, int64_t s) {
@@ -46,9 +47,8 @@ struct dot_double_backward_red {
   }
 };
 struct dot_double_backward_elem {
-  static unsigned rows_in(const segops_kargs *a) {
-    return (a->out[2] ? 1u : 0u) | (a->out[1] ? 2u : 0u);
-  } /* staged: gg_x, gg_y */
+  /* staged gather: reads gg_x rows for grad_y, gg_y rows for grad_x */
+  static unsigned rows_in(const segops_kargs *a) { return (a->out[2] ? 1u : 0u) | (a->out[1] ? 2u : 0u); }
   static unsigned rows_out(const segops_kargs *) { return 2u | 4u; }
   static bool wanted(const segops_kargs *a) { return a->out[1] || a->out[2]; }
   template <typename T, int W>

@@ -30,7 +30,8 @@ struct mean_backward {
   }
 };
 struct mean_backward_q {
-  static unsigned rows_in(const segops_kargs *) { return 0u; } /* staged gather: the quotients are segment rows */
+  /* staged gather: writes grad_x rows; the quotients are segment rows */
+  static unsigned rows_in(const segops_kargs *) { return 0u; }
   static unsigned rows_out(const segops_kargs *) { return 1u; }
   template <typename T, int W>
   __device__ static void elem(const segops_kargs *a, int64_t i, int64_t s) {

@@ -30,9 +30,8 @@ struct mul_backward_elem {
  * grad_y[s] = sum dot(gg_x[i], g_out[i]). */
 typedef dot_reduce<0, 2, 2> mul_double_backward_red;
 struct mul_double_backward_elem {
-  static unsigned rows_in(const segops_kargs *a) {
-    return (a->out[0] ? 1u | 8u : 0u) | (a->out[1] ? 4u : 0u);
-  } /* staged: gg_x, x; g_out */
+  /* staged gather: reads gg_x and x rows for grad_g_out, g_out rows for grad_x */
+  static unsigned rows_in(const segops_kargs *a) { return (a->out[0] ? 1u | 8u : 0u) | (a->out[1] ? 4u : 0u); }
   static unsigned rows_out(const segops_kargs *) { return 1u | 2u; }
   static bool wanted(const segops_kargs *a) { return a->out[0] || a->out[1]; }
   template <typename T, int W>

@@ -19,9 +19,8 @@ struct sum_reduce {
 
 /* backward: grad_x[i] = g_out[s]. */
 struct sum_backward {
-  static unsigned rows_in(const segops_kargs *) {
-    return 0u;
-  } /* staged gather (cuda_kernels.cuh): g_out is a segment row */
+  /* staged gather (cuda_kernels.cuh): writes grad_x rows; g_out is a segment row */
+  static unsigned rows_in(const segops_kargs *) { return 0u; }
   static unsigned rows_out(const segops_kargs *) { return 1u; }
   template <typename T, int W>
   __device__ static void elem(const segops_kargs *a, int64_t i, int64_t s) {
