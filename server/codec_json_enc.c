@@ -197,7 +197,6 @@ static char *put_str(char *p, const char *s) {
   return p;
 }
 
-
 char *segops_codec_json_numbers(char *p, const segops_out_tensor *o) {
   size_t count = o->nbytes / segops_dtype_size(o->dtype);
   const unsigned char *src = o->data;

@@ -9,12 +9,6 @@
 #include "codec_v2.h"
 #include "errors.h"
 
-static char *lit(char *p, const char *s) {
-  size_t n = strlen(s);
-  memcpy(p, s, n);
-  return p + n;
-}
-
 int segops_encode_oip(segops_op op, segops_pass pass, const char *id, const segops_out_tensor *outs,
                       const bool *out_binary, int n, segops_encoded *enc) {
   memset(enc, 0, sizeof *enc);
@@ -42,51 +36,51 @@ int segops_encode_oip(segops_op op, segops_pass pass, const char *id, const sego
   if (!block) return SEGOPS_E_NOMEM;
   struct iovec *iov = (struct iovec *)(void *)block;
   char *start = block + iov_bytes, *p = start;
-  p = lit(p, "{\"model_name\":");
+  p = segops_put_lit(p, "{\"model_name\":");
   p = segops_codec_json_str(p, model);
-  p = lit(p, ",\"model_version\":\"1\"");
+  p = segops_put_lit(p, ",\"model_version\":\"1\"");
   if (id) {
-    p = lit(p, ",\"id\":");
+    p = segops_put_lit(p, ",\"id\":");
     p = segops_codec_json_str(p, id);
   }
-  p = lit(p, ",\"outputs\":[");
+  p = segops_put_lit(p, ",\"outputs\":[");
   int k = 1;
   size_t total = 0;
   for (int i = 0; i < n; i++) {
     const segops_out_tensor *o = &outs[i];
     if (i) *p++ = ',';
-    p = lit(p, "{\"name\":");
+    p = segops_put_lit(p, "{\"name\":");
     p = segops_codec_json_str(p, o->name);
-    p = lit(p, ",\"datatype\":");
+    p = segops_put_lit(p, ",\"datatype\":");
     p = segops_codec_json_str(p, segops_oip_datatype(o->dtype));
-    p = lit(p, ",\"shape\":[");
+    p = segops_put_lit(p, ",\"shape\":[");
     for (int d = 0; d < o->ndim; d++) {
       if (d) *p++ = ',';
       p = segops_codec_json_i64(p, o->shape[d]);
     }
     if (o->shm_region) { /* in a region: its parameters, no data */
-      p = lit(p, "],\"parameters\":{\"shared_memory_region\":");
+      p = segops_put_lit(p, "],\"parameters\":{\"shared_memory_region\":");
       p = segops_codec_json_str(p, o->shm_region);
-      p = lit(p, ",\"shared_memory_offset\":");
+      p = segops_put_lit(p, ",\"shared_memory_offset\":");
       p = segops_codec_json_i64(p, (int64_t)o->shm_offset);
-      p = lit(p, ",\"shared_memory_byte_size\":");
+      p = segops_put_lit(p, ",\"shared_memory_byte_size\":");
       p = segops_codec_json_i64(p, (int64_t)o->nbytes);
-      p = lit(p, "}}");
+      p = segops_put_lit(p, "}}");
     } else if (out_binary[i]) {
-      p = lit(p, "],\"parameters\":{\"binary_data_size\":");
+      p = segops_put_lit(p, "],\"parameters\":{\"binary_data_size\":");
       p = segops_codec_json_i64(p, (int64_t)o->nbytes);
-      p = lit(p, "}}");
+      p = segops_put_lit(p, "}}");
       iov[k].iov_base = (void *)o->data;
       iov[k].iov_len = o->nbytes;
       total += o->nbytes;
       k++;
     } else {
-      p = lit(p, "],\"data\":[");
+      p = segops_put_lit(p, "],\"data\":[");
       p = segops_codec_json_numbers(p, o);
-      p = lit(p, "]}");
+      p = segops_put_lit(p, "]}");
     }
   }
-  p = lit(p, "]}");
+  p = segops_put_lit(p, "]}");
   iov[0].iov_base = start;
   iov[0].iov_len = (size_t)(p - start);
   enc->iov = iov;

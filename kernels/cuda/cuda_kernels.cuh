@@ -79,7 +79,6 @@ typedef struct {
   int64_t n, s;
   int64_t seg_warps;     /* warps of the segment role in seg_kernel; the tile role follows */
   int tiles_per_warp;    /* tiles each warp of the tile role checks (1..32, one per lane) */
-  int64_t tile_warps;    /* warps of the tile role (0 without it) */
   int64_t gather_blocks; /* seg_kernel with an ELEM: its first blocks run the gather (small N) */
   segops_seg_layout L;
 } segops_kargs;
@@ -93,38 +92,36 @@ __device__ __forceinline__ int64_t elem_at(const segops_seg_layout *L, int64_t p
   return __ldg(L->perm64 + p);
 }
 
-/* How element values are read and written: for T = float or double through global addresses,
- * loads on the read-only path (__ldg); for gen<T> (the staged gather, which runs the same elem
- * code on rows it copied into shared memory) through generic addresses, global (segment rows) or
- * shared (the staged element rows). Segment rows through __ldg there (a test of __isGlobal per
- * load) measured slower on the H200 (bench/RESULTS.md, session 14). */
+/* Element values: T = float or double through global addresses, loads on the read-only path
+ * (__ldg); gen<T> (the staged gather, which runs the same elem code on rows it copied into shared
+ * memory) through generic addresses, global (segment rows) or shared (the staged element rows).
+ * Segment rows through __ldg there (a test of __isGlobal per load) measured slower on the H200
+ * (bench/RESULTS.md, session 14). val<T>::type is the stored type, val<T>::ro the load path. */
 template <typename T>
 struct gen {};
 template <typename T>
-struct mem {
-  __device__ static __forceinline__ double ld(const void *p, int64_t k) {
-    return p ? (double)__ldg((const T *)p + k) : 0.0;
-  }
-  __device__ static __forceinline__ void st(void *p, int64_t k, double v) {
-    if (p) ((T *)p)[k] = (T)v;
-  }
+struct val {
+  typedef T type;
+  static constexpr bool ro = true;
 };
 template <typename T>
-struct mem<gen<T>> {
-  __device__ static __forceinline__ double ld(const void *p, int64_t k) { return p ? (double)((const T *)p)[k] : 0.0; }
-  __device__ static __forceinline__ void st(void *p, int64_t k, double v) {
-    if (p) ((T *)p)[k] = (T)v;
-  }
+struct val<gen<T>> {
+  typedef T type;
+  static constexpr bool ro = false;
 };
 /* Loads element k of input p as double; an omitted input (NULL) reads as zero. */
 template <typename T>
 __device__ __forceinline__ double ld(const void *p, int64_t k) {
-  return mem<T>::ld(p, k);
+  typedef typename val<T>::type V;
+  if (!p) return 0.0;
+  if constexpr (val<T>::ro) return (double)__ldg((const V *)p + k);
+  return (double)((const V *)p)[k];
 }
 /* Stores v (rounded to T) at element k of output p unless the output was not requested. */
 template <typename T>
 __device__ __forceinline__ void st(void *p, int64_t k, double v) {
-  mem<T>::st(p, k, v);
+  typedef typename val<T>::type V;
+  if (p) ((V *)p)[k] = (V)v;
 }
 
 /* dot(x[i], y[i]) of two per-element inputs of width W, summed in component order. */
@@ -428,17 +425,19 @@ struct post_elem {
 #define SEGOPS_STAGE_MIN_N ((int64_t)1 << 17)
 #endif
 #define SEGOPS_STAGE_ROWS 256
-__device__ __forceinline__ void stage_copy_in(char *dst, const char *src, int bytes) {
+/* Copies bytes (a multiple of 4, both addresses 16-byte aligned) with the whole block: 16 bytes
+ * per thread at a time, then the 4-byte tail; RO: loads on the read-only path (from global). */
+template <bool RO>
+__device__ __forceinline__ void stage_copy(char *dst, const char *src, int bytes) {
   const int nv = bytes >> 4;
-  for (int j = threadIdx.x; j < nv; j += blockDim.x) ((uint4 *)dst)[j] = __ldg((const uint4 *)src + j);
-  for (int j = (nv << 4) + threadIdx.x * 4; j < bytes; j += blockDim.x * 4)
-    *(uint32_t *)(dst + j) = __ldg((const uint32_t *)(src + j));
-}
-__device__ __forceinline__ void stage_copy_out(char *dst, const char *src, int bytes) {
-  const int nv = bytes >> 4;
-  for (int j = threadIdx.x; j < nv; j += blockDim.x) ((uint4 *)dst)[j] = ((const uint4 *)src)[j];
-  for (int j = (nv << 4) + threadIdx.x * 4; j < bytes; j += blockDim.x * 4)
-    *(uint32_t *)(dst + j) = *(const uint32_t *)(src + j);
+  for (int j = threadIdx.x; j < nv; j += blockDim.x) {
+    const uint4 *q = (const uint4 *)src + j;
+    ((uint4 *)dst)[j] = RO ? __ldg(q) : *q;
+  }
+  for (int j = (nv << 4) + threadIdx.x * 4; j < bytes; j += blockDim.x * 4) {
+    const uint32_t *q = (const uint32_t *)(src + j);
+    *(uint32_t *)(dst + j) = RO ? __ldg(q) : *q;
+  }
 }
 template <typename T, int W, typename OP>
 __global__ void __launch_bounds__(SEGOPS_STAGE_ROWS)
@@ -463,14 +462,14 @@ __global__ void __launch_bounds__(SEGOPS_STAGE_ROWS)
     const int cnt = ka.n - i0 < E ? (int)(ka.n - i0) : E;
 #pragma unroll
     for (int k = 0; k < SEGOPS_MAX_INPUTS; k++)
-      if (in_rows >> k & 1) stage_copy_in((char *)b.in[k], (const char *)ka.in[k] + i0 * rb, cnt * rb);
+      if (in_rows >> k & 1) stage_copy<true>((char *)b.in[k], (const char *)ka.in[k] + i0 * rb, cnt * rb);
     __syncthreads();
     if ((int)threadIdx.x < cnt)
       OP::template elem<gen<T>, W>(&b, (int64_t)threadIdx.x, (int64_t)__ldg(ka.idx + i0 + threadIdx.x));
     __syncthreads();
 #pragma unroll
     for (int k = 0; k < SEGOPS_MAX_OUTPUTS; k++)
-      if (out_rows >> k & 1) stage_copy_out((char *)ka.out[k] + i0 * rb, (const char *)b.out[k], cnt * rb);
+      if (out_rows >> k & 1) stage_copy<false>((char *)ka.out[k] + i0 * rb, (const char *)b.out[k], cnt * rb);
   }
 }
 
@@ -528,8 +527,9 @@ cudaError_t segops_run_red(const segops_cuda_job *job, const segops_kargs *a, cu
   segops_kargs k = *a;
   const bool perm = segops_seg_perm(a), short_only = !segops_seg_tile_role(job, a);
   const bool ip = OP::POST && short_only && segops_one_launch(job);
-  const int64_t blocks = segops_cuda_seg_blocks(job->n, job->s, job->sm_count, !short_only, &k.seg_warps,
-                                                &k.tiles_per_warp, &k.tile_warps);
+  int64_t tile_warps = 0; /* host only: the split's second grid */
+  const int64_t blocks =
+      segops_cuda_seg_blocks(job->n, job->s, job->sm_count, !short_only, &k.seg_warps, &k.tiles_per_warp, &tile_warps);
   k.gather_blocks = std::is_void<ELEM>::value ? 0 : segops_cuda_gather_grid(job);
   /* Split (SEGOPS_CUDA_SPLIT_N): the segment role's blocks alone in the first launch, compiled
    * without the tile role; the tile role follows as a grid of its own. */
@@ -547,11 +547,11 @@ cudaError_t segops_run_red(const segops_cuda_job *job, const segops_kargs *a, cu
       seg_kernel<T, W, OP, ELEM, 0, 0, 0><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
   } else
     seg_kernel<T, W, OP, ELEM, 0, 0, 0><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
-  if (split && k.tile_warps > 0) {
+  if (split && tile_warps > 0) {
     segops_kargs t = k;
     t.seg_warps = 0; /* every warp of this grid is the tile role's */
     t.gather_blocks = 0;
-    seg_kernel<T, W, OP, ELEM, 0, 1, 0><<<(unsigned)((k.tile_warps + wpb - 1) / wpb), SEGOPS_SEG_THREADS, 0, st>>>(t);
+    seg_kernel<T, W, OP, ELEM, 0, 1, 0><<<(unsigned)((tile_warps + wpb - 1) / wpb), SEGOPS_SEG_THREADS, 0, st>>>(t);
   }
   if constexpr (OP::POST)
     if (!ip && job->n > 0) return segops_run_gather<T, W, post_elem<OP>>(job, &k, st);
@@ -568,19 +568,15 @@ cudaError_t segops_run_gather(const segops_cuda_job *job, const segops_kargs *a,
   if (job->n == 0) return cudaSuccess;
   if constexpr (SEGOPS_GATHER_STAGE && segops_staged<OP>::value && sizeof(T) == 8) {
     if (job->n >= SEGOPS_STAGE_MIN_N) {
-      unsigned in_rows = OP::rows_in(a), out_rows = OP::rows_out(a), arrays = 0;
+      /* the rows it reads and writes, less the omitted inputs and the outputs not asked for */
+      const unsigned want_in = OP::rows_in(a), want_out = OP::rows_out(a);
+      unsigned in_rows = 0, out_rows = 0;
       uintptr_t align = 0;
       for (int k = 0; k < SEGOPS_MAX_INPUTS; k++)
-        if (in_rows >> k & 1) {
-          if (!a->in[k]) in_rows &= ~(1u << k);
-          align |= (uintptr_t)a->in[k];
-        }
+        if ((want_in >> k & 1) && a->in[k]) in_rows |= 1u << k, align |= (uintptr_t)a->in[k];
       for (int k = 0; k < SEGOPS_MAX_OUTPUTS; k++)
-        if (out_rows >> k & 1) {
-          if (!a->out[k]) out_rows &= ~(1u << k);
-          align |= (uintptr_t)a->out[k];
-        }
-      for (unsigned m = in_rows | out_rows << SEGOPS_MAX_INPUTS; m; m &= m - 1) arrays++;
+        if ((want_out >> k & 1) && a->out[k]) out_rows |= 1u << k, align |= (uintptr_t)a->out[k];
+      const int arrays = __builtin_popcount(in_rows) + __builtin_popcount(out_rows);
       if (arrays > 0 && (align & 15) == 0) {
         const size_t sm = (size_t)arrays * SEGOPS_STAGE_ROWS * W * sizeof(T);
         gather_staged_kernel<T, W, OP>
