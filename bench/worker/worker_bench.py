@@ -18,6 +18,8 @@ usage: worker_bench.py (--segopsd PATH [--backend cpu|cuda] | --url URL)
                        [--workers W] [--window S] [--warmup S] [--min-steps K] [--json PATH] [--smoke]
                        [--daemon-arg=--FLAG=VALUE ...]   (extra flags for the daemon it starts)
                        [--daemon-env=NAME=VALUE ...]     (environment for the daemon it starts)
+                       [--worker-env=NAME=VALUE ...]     (environment for every worker process, local and
+                                                          remote alike, e.g. GLIBC_TUNABLES)
 Prints one markdown table per transport (ratios remote/local: above 1 means the daemon wins)
 and writes every measurement to --json. Beside the rates it reports where the cores went during
 the W-worker windows: CPU microseconds per step in one client process (median over the workers,
@@ -359,6 +361,10 @@ def main():
     ap.add_argument("--daemon-env", action="append", default=[], metavar="NAME=VALUE",
                     help="an environment variable for the daemon this bench starts (repeatable; the daemon "
                     "otherwise sees no SEGOPS_* variables), e.g. --daemon-env=SEGOPS_CUDA_LANES=4")
+    ap.add_argument("--worker-env", action="append", default=[], metavar="NAME=VALUE",
+                    help="an environment variable for every worker process (repeatable; the same processes run the "
+                    "local and the remote steps, so both sides see it), e.g. "
+                    "--worker-env=GLIBC_TUNABLES=glibc.malloc.trim_threshold=1073741824")
     ap.add_argument("--smoke", action="store_true", help="tiny windows, for the CTest smoke test")
     a = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the daemon and workers too
@@ -373,6 +379,12 @@ def main():
         if o not in OPS:
             raise SystemExit(f"worker_bench: unknown op {o!r}")
     sizes = tuple(int(x) for x in a.sizes.split(","))
+    wenv = {}
+    for kv in a.worker_env:
+        k, sep, v = kv.partition("=")
+        if not sep or not k:
+            raise SystemExit(f"worker_bench: --worker-env wants NAME=VALUE, not {kv!r}")
+        wenv[k] = v
     w = max(a.workers, 1)
     sys.path.insert(0, SRC)
     try:
@@ -425,7 +437,18 @@ def main():
     print(f"worker_bench: daemon {url} backend {backend}; {cores} cores here; W = {w}; "
           f"window {a.window} s after {a.warmup} s warm-up; ops {len(ops)} x sizes {len(sizes)} x transports {len(transports)}; "
           f"remote idx {a.idx_dtype}")
-    pool = Pool(w, url, a.idx_dtype)
+    saved = {k: os.environ.get(k) for k in wenv}
+    os.environ.update(wenv)  # the workers are spawned (a fresh interpreter each): they start with it
+    try:
+        pool = Pool(w, url, a.idx_dtype)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    if wenv:
+        print("worker_bench: every worker process runs with " + " ".join(f"{k}={v}" for k, v in wenv.items()))
     rows = []
     t_start = time.time()
     try:
@@ -487,7 +510,7 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"backend": backend, "workers": w, "cores": cores, "window_s": a.window,
-                       "warmup_s": a.warmup, "idx_dtype": a.idx_dtype, "rows": rows}, f, indent=1)
+                       "warmup_s": a.warmup, "idx_dtype": a.idx_dtype, "worker_env": wenv, "rows": rows}, f, indent=1)
         print(f"\nworker_bench: wrote {a.json}")
 
 
