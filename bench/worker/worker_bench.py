@@ -338,6 +338,17 @@ def table(rows, transport, w, backend):
     return "\n".join(lines)
 
 
+def env_pairs(pairs, flag):
+    """{NAME: VALUE} from flag's NAME=VALUE arguments."""
+    env = {}
+    for kv in pairs:
+        k, sep, v = kv.partition("=")
+        if not sep or not k:
+            raise SystemExit(f"worker_bench: {flag} wants NAME=VALUE, not {kv!r}")
+        env[k] = v
+    return env
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     g = ap.add_mutually_exclusive_group(required=True)
@@ -379,12 +390,7 @@ def main():
         if o not in OPS:
             raise SystemExit(f"worker_bench: unknown op {o!r}")
     sizes = tuple(int(x) for x in a.sizes.split(","))
-    wenv = {}
-    for kv in a.worker_env:
-        k, sep, v = kv.partition("=")
-        if not sep or not k:
-            raise SystemExit(f"worker_bench: --worker-env wants NAME=VALUE, not {kv!r}")
-        wenv[k] = v
+    wenv, denv = env_pairs(a.worker_env, "--worker-env"), env_pairs(a.daemon_env, "--daemon-env")
     w = max(a.workers, 1)
     sys.path.insert(0, SRC)
     try:
@@ -409,12 +415,6 @@ def main():
                 sock = os.path.join(tmpdir, "segopsd.sock")
             elif "unix" in transports:
                 print("worker_bench: this segopsd has no unix listener; the unix rows use what the client falls back to")
-        denv = {}
-        for kv in a.daemon_env:
-            k, sep, v = kv.partition("=")
-            if not sep or not k:
-                raise SystemExit(f"worker_bench: --daemon-env wants NAME=VALUE, not {kv!r}")
-            denv[k] = v
         daemon, url = start_daemon(a.segopsd, a.backend, sock, a.daemon_arg, denv)
         daemon_pid = daemon.proc.pid
     usable = []
