@@ -126,19 +126,19 @@ def main():
         if cg:
             callgrind("-i")  # instrumentation on (started with --instr-atstart=no)
             callgrind("-z")
-        r0, w0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter(), time.process_time()
+        r0, w0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
         for _ in range(a.steps):
             wb.step(fn, inputs)
-        t1, w1, r1 = time.process_time(), time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
+        w1, r1 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
         if cg:
             callgrind("-d")
         if a.profile:
             prof.disable()
             pstats.Stats(prof).sort_stats("tottime").print_stats(40)
+        user, sys_, per = r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime, 1e6 / a.steps
         print(f"{op} 2^{a.log2n} {a.transport}{' fake' if a.fake else ''}{' fake-http' if a.fake_http else ''}{' local' if a.local else ''}: {a.steps} steps, "
-              f"{(t1 - t0) / a.steps * 1e6:.0f} us CPU per step")
-        per = 1e6 / a.steps
-        print(f"  per step: user {(r1.ru_utime - r0.ru_utime) * per:.0f} us, sys {(r1.ru_stime - r0.ru_stime) * per:.0f} us, "
+              f"{(user + sys_) * per:.0f} us CPU per step")
+        print(f"  per step: user {user * per:.0f} us, sys {sys_ * per:.0f} us, "
               f"wall {(w1 - w0) * per:.0f} us, context switches {(r1.ru_nvcsw - r0.ru_nvcsw) / a.steps:.1f} voluntary / "
               f"{(r1.ru_nivcsw - r0.ru_nivcsw) / a.steps:.1f} involuntary, "
               f"page faults {(r1.ru_minflt - r0.ru_minflt) / a.steps:.1f}")

@@ -437,16 +437,10 @@ def main():
     print(f"worker_bench: daemon {url} backend {backend}; {cores} cores here; W = {w}; "
           f"window {a.window} s after {a.warmup} s warm-up; ops {len(ops)} x sizes {len(sizes)} x transports {len(transports)}; "
           f"remote idx {a.idx_dtype}")
-    saved = {k: os.environ.get(k) for k in wenv}
-    os.environ.update(wenv)  # the workers are spawned (a fresh interpreter each): they start with it
-    try:
-        pool = Pool(w, url, a.idx_dtype)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    # The workers are spawned (a fresh interpreter each) and start with this environment; this
+    # process only reads it at its own start, and the daemon was started before.
+    os.environ.update(wenv)
+    pool = Pool(w, url, a.idx_dtype)
     if wenv:
         print("worker_bench: every worker process runs with " + " ".join(f"{k}={v}" for k, v in wenv.items()))
     rows = []
