@@ -220,7 +220,7 @@ segops_http_outcome segops_http_op_complete(segops_http_req *r) {
   r->job.done = on_job_done;
   r->job.user = r;
   segops_http_busy(r);
-  /* A small CPU call runs right here when a worker is free: no hand-off, no suspend/resume. */
+  /* A small call runs right here when a device is free: no hand-off, no suspend/resume. */
   if (segops_sched_run_inline(srv->sched, &r->job)) return segops_http_op_respond(r);
   /* Suspend before submitting: a worker may finish and resume the connection before this
    * callback returns, and resuming a connection that is not suspended is undefined. */

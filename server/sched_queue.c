@@ -45,10 +45,13 @@ struct segops_sched {
   pthread_t reaper_thread;
   bool reaper_started;
   int64_t inline_max_work; /* segops_sched_run_inline's bound on n + s; 0 = never inline */
+  bool *dev_busy;          /* device d is running a call (its worker's or one run inline) */
+  int inline_running;      /* calls running inline now */
 };
 
-/* A CPU call this small costs less to compute than to hand to a worker and back (a wake-up and a
- * resume, tens of microseconds), so it runs on the submitting thread when a worker is free. */
+/* A call this small costs less to compute than to hand to a worker and back (a wake-up and a
+ * resume, tens of microseconds), so it runs on the submitting thread when a device is free.
+ * SEGOPS_INLINE_MAX_WORK (environment) overrides the bound on n + s; 0 turns inlining off. */
 #define INLINE_MAX_WORK ((int64_t)1 << 15)
 
 double segops_now(void) {
@@ -115,9 +118,10 @@ int segops_sched_submit(segops_sched *s, segops_job *job) {
   s->tail = job;
   s->depth++;
   atomic_store_explicit(&s->depth_hint, s->depth, memory_order_relaxed);
-  /* Broadcast: a worker filling a batch (max-queue-delay) also waits on `work`. */
+  /* Broadcast: a worker filling a batch (max-queue-delay) also waits on `work`, and while a call
+   * runs inline the worker that one signal would wake may be the one whose device it holds. */
   /* A spinning worker takes the job without being woken. */
-  if (s->opts.max_queue_delay_us > 0)
+  if (s->opts.max_queue_delay_us > 0 || s->inline_running > 0)
     pthread_cond_broadcast(&s->work);
   else if (!atomic_load(&s->spinning))
     pthread_cond_signal(&s->work);
@@ -130,12 +134,18 @@ bool segops_sched_run_inline(segops_sched *s, segops_job *job) {
   if (s->inline_max_work <= 0 || c->n + c->s > s->inline_max_work || segops_test_hook_slow_backend()) return false;
   pthread_mutex_lock(&s->mu);
   /* Only where a worker would start it at once: nothing waits (FIFO and batching untouched) and
-   * a worker is free (at most n_workers calls run, as without inlining). */
-  if (s->closed || s->head || s->running >= s->n_workers) {
+   * a device is free (its worker idle); the call holds that device as its worker would. */
+  int device = -1;
+  if (!s->closed && !s->head)
+    for (int d = 0; d < s->n_workers && device < 0; d++)
+      if (!s->dev_busy[d]) device = d;
+  if (device < 0) {
     pthread_mutex_unlock(&s->mu);
     return false;
   }
-  int device = s->running++;
+  s->dev_busy[device] = true;
+  s->inline_running++;
+  s->running++;
   pthread_mutex_unlock(&s->mu);
   job->next = NULL;
   job->err[0] = 0;
@@ -150,7 +160,11 @@ bool segops_sched_run_inline(segops_sched *s, segops_job *job) {
   segops_metrics_batch(1, c->n);
   job->status = rc;
   pthread_mutex_lock(&s->mu);
+  s->dev_busy[device] = false;
+  s->inline_running--;
   s->running--;
+  /* A job queued meanwhile may be waiting for this very device's worker. */
+  if (s->head || s->stopping) pthread_cond_broadcast(&s->work);
   if (!s->head && s->running == 0) pthread_cond_broadcast(&s->idle);
   pthread_mutex_unlock(&s->mu);
   return true;
@@ -274,10 +288,13 @@ static void *worker_main(void *argp) {
   pthread_mutex_lock(&s->mu);
   for (;;) {
     if (!s->head && !s->stopping && s->opts.spin_us > 0) spin_for_work(s);
-    while (!s->head && !s->stopping) pthread_cond_wait(&s->work, &s->mu);
+    while ((!s->head || s->dev_busy[device]) && !s->stopping) pthread_cond_wait(&s->work, &s->mu);
+    /* Stopping: a call running inline on this device finishes first. */
+    while (s->dev_busy[device]) pthread_cond_wait(&s->work, &s->mu);
     if (!s->head) break; /* stopping and nothing left */
     jobs[0] = s->head;
     unlink_job(s, NULL, jobs[0]);
+    s->dev_busy[device] = true;
     s->running++;
     int n = collect_batch(s, jobs);
     s->running += n - 1;
@@ -286,6 +303,7 @@ static void *worker_main(void *argp) {
     pthread_mutex_unlock(&s->mu);
     run_jobs(s, device, jobs, n);
     pthread_mutex_lock(&s->mu);
+    s->dev_busy[device] = false;
     s->running -= n;
     if (!s->head && s->running == 0) pthread_cond_broadcast(&s->idle);
   }
@@ -360,10 +378,22 @@ segops_sched *segops_sched_new(segops_backend *backend, const segops_sched_opts 
   cond_init_mono(&s->reaper);
   s->n_workers = backend->n_devices > 0 ? backend->n_devices : 1;
   /* Not with a batching window (--max-queue-delay-us): a worker would wait for company there. */
-  s->inline_max_work =
-      backend->name && strcmp(backend->name, "cpu") == 0 && s->opts.max_queue_delay_us <= 0 ? INLINE_MAX_WORK : 0;
+  s->inline_max_work = s->opts.max_queue_delay_us <= 0 ? INLINE_MAX_WORK : 0;
+  const char *im = getenv("SEGOPS_INLINE_MAX_WORK");
+  if (im && *im && s->inline_max_work > 0) {
+    char *end;
+    long long v = strtoll(im, &end, 10);
+    if (*end == 0 && v >= 0)
+      s->inline_max_work = (int64_t)v;
+    else
+      SEGOPS_LOGW("SEGOPS_INLINE_MAX_WORK=%s is not a count of elements; using %lld", im, (long long)INLINE_MAX_WORK);
+  }
   s->workers = calloc((size_t)s->n_workers, sizeof *s->workers);
-  if (!s->workers) goto fail;
+  s->dev_busy = calloc((size_t)s->n_workers, sizeof *s->dev_busy);
+  if (!s->workers || !s->dev_busy) {
+    s->n_workers = 0; /* none started: nothing to join */
+    goto fail;
+  }
   if (pthread_create(&s->reaper_thread, NULL, reaper_main, s) != 0) goto fail;
   s->reaper_started = true;
   for (int d = 0; d < s->n_workers; d++) {
@@ -420,5 +450,6 @@ void segops_sched_free(segops_sched *s) {
   pthread_cond_destroy(&s->reaper);
   pthread_mutex_destroy(&s->mu);
   free(s->workers);
+  free(s->dev_busy);
   free(s);
 }

@@ -54,9 +54,11 @@ segops_sched *segops_sched_new(segops_backend *backend, const segops_sched_opts 
  * SEGOPS_E_UNAVAILABLE after segops_sched_close: then done is NOT called. */
 int segops_sched_submit(segops_sched *s, segops_job *job);
 
-/* Runs a small job on the calling thread, now, when that is what a worker would do anyway (the
- * CPU backend, nothing queued, a worker free): true with status, err and the times set, and done
- * NOT called. False: nothing happened; submit it. Saves the hand-off to a worker and back. */
+/* Runs a small job on the calling thread, now, when that is what a worker would do anyway
+ * (nothing queued, a device free, no batching window): true with status, err and the times set,
+ * and done NOT called. False: nothing happened; submit it. Saves the hand-off to a worker and
+ * back. The call holds its device as a worker would, so each device still runs one call at a
+ * time. Any backend; SEGOPS_INLINE_MAX_WORK bounds n + s (default 2^15, 0: never). */
 bool segops_sched_run_inline(segops_sched *s, segops_job *job);
 
 /* Jobs waiting now (for /metrics). */
