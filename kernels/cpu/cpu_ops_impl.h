@@ -478,31 +478,34 @@ SEGOPS_CPU_INLINE void FN(outer_visit)(const segops_cpu_job *J, int64_t i, doubl
   LDROW(IN(bk), i, 3, b);
   segops_outer_add(acc, a, b);
 }
-/* Four elements into the one lane, in order: acc[3j+k] += a[j]*b[k] as segops_outer_add, row j
- * of the accumulator in A[j] (SEGOPS_CPU_ACC_ROWS3), b as a vector. Each a[j] is broadcast from
- * memory (a load), not taken from a lane of a register: twelve such lane broadcasts per four
- * elements queued on the one shuffle port and bound the loop. float32 values are converted to
- * double first and put on the stack; the empty asm keeps the compiler from turning the loads back
- * into lane broadcasts. */
+/* Four elements into the accumulators of the 3x3 outer product, acc[3j+k] += a[j]*b[k] per
+ * element as segops_outer_add, in one of two layouts (SEGOPS_CPU_ACC_OUTER), each the faster for
+ * its dtype on one thread in cache (bench/RESULTS.md, session 16):
+ * - float32, SEGOPS_CPU_ACC_LANES: element i+q into lane q, accumulator 3j+k in A[3j+k], a and b
+ *   by component as ld4 loads them: nine chains of one add per four elements, no broadcasts. Lanes
+ *   from m on: a and b kept at +0.0 first (a row past the segment may hold an inf, and 0*inf is a
+ *   NaN), so their products add +0.0.
+ * - float64, SEGOPS_CPU_ACC_ROWS3: every element into the one lane, in order, row j of the
+ *   accumulator in A[j], b as a vector; each a[j] broadcast from memory (a load, not a lane
+ *   broadcast on the shuffle port), which costs less than float64's transpositions. */
 SEGOPS_CPU_INLINE void FN(outer_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, int m, int ak, int bk) {
-  segops_v4d b[3];
   if (!IN(ak)) return;
-  FN(ld4flat)(IN(bk), i, 3, b);
-  /* row q of b as {b0 b1 b2 _}: its values sit at 3q .. 3q+2 of the flat F */
-  const segops_v4d br[4] = {b[0], SEGOPS_CPU_SHUF(b[0], b[1], 3, 4, 5, 5), SEGOPS_CPU_SHUF(b[1], b[2], 2, 3, 4, 4),
-                            SEGOPS_CPU_SHUF(b[2], b[2], 1, 2, 3, 3)};
   if (sizeof(T) == 8) {
+    segops_v4d b[3];
+    FN(ld4flat)(IN(bk), i, 3, b);
+    /* row q of b as {b0 b1 b2 _}: its values sit at 3q .. 3q+2 of the flat F */
+    const segops_v4d br[4] = {b[0], SEGOPS_CPU_SHUF(b[0], b[1], 3, 4, 5, 5), SEGOPS_CPU_SHUF(b[1], b[2], 2, 3, 4, 4),
+                              SEGOPS_CPU_SHUF(b[2], b[2], 1, 2, 3, 3)};
     for (int q = 0; q < m; q++)
       for (int j = 0; j < 3; j++) A[j] += FN(ld)(IN(ak), 3 * (i + q) + j) * br[q];
   } else {
-    segops_v4d a[3];
-    FN(ld4flat)(IN(ak), i, 3, a);
-    __asm__("" : "+m"(a));
-    for (int q = 0; q < m; q++)
-      for (int j = 0; j < 3; j++) {
-        const int k = 3 * q + j;
-        A[j] += ((const double *)a)[k] * br[q];
-      }
+    segops_v4d a[3], b[3];
+    FN(ld4)(IN(ak), i, 3, a);
+    FN(ld4)(IN(bk), i, 3, b);
+    if (m < SEGOPS_CPU_LANES)
+      for (int j = 0; j < 3; j++) segops_cpu_keep(&a[j], m), segops_cpu_keep(&b[j], m);
+    for (int j = 0; j < 3; j++)
+      for (int k = 0; k < 3; k++) A[3 * j + k] += a[j] * b[k];
   }
 }
 HOOK FN(matvec_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int w) {
@@ -602,6 +605,8 @@ HOOK FN(matvec_double_backward_gather)(const segops_cpu_job *J, int64_t i, int64
  * DEF(name, row, visit, visit4, layout, finish, post, gather): 0 for a hook it lacks; layout is
  * how its visit4 keeps the accumulators (segops_cpu_acc_layout, without the prefix). How many accumulators and
  * segment values it keeps is its row's n_acc and n_segval (ops.c), carried by the job. */
+/* matvec's outer products: one layout per dtype (FN(outer_visit4)). */
+#define SEGOPS_CPU_ACC_OUTER (sizeof(T) == 8 ? SEGOPS_CPU_ACC_ROWS3 : SEGOPS_CPU_ACC_LANES)
 #define HOOKS(row, visit, visit4, layout, finish, post, gather) \
   ((segops_cpu_hooks){row, visit, visit4, SEGOPS_CPU_ACC_##layout, finish, post, gather})
 #define TASK(name, driver, H)                             \
@@ -640,10 +645,10 @@ DEF(rms_norm_backward, 0, FN(rms_norm_backward_visit), FN(rms_norm_backward_visi
 DEF(rms_norm_double_backward, 0, FN(rms_norm_double_backward_visit), FN(rms_norm_double_backward_visit4), LANES,
     FN(rms_norm_double_backward_finish), FN(rms_norm_double_backward_post), 0)
 DEF(matvec_forward, FN(matvec_forward_row), 0, 0, LANES, 0, 0, FN(matvec_forward_gather))
-DEF(matvec_backward, FN(matvec_backward_row), FN(matvec_backward_visit), FN(matvec_backward_visit4), ROWS3,
+DEF(matvec_backward, FN(matvec_backward_row), FN(matvec_backward_visit), FN(matvec_backward_visit4), OUTER,
     FN(matvec_backward_finish), 0, FN(matvec_backward_gather))
 DEF(matvec_double_backward, FN(matvec_double_backward_row), FN(matvec_double_backward_visit),
-    FN(matvec_double_backward_visit4), ROWS3, FN(matvec_double_backward_finish), 0, FN(matvec_double_backward_gather))
+    FN(matvec_double_backward_visit4), OUTER, FN(matvec_double_backward_finish), 0, FN(matvec_double_backward_gather))
 // clang-format on
 
 #undef DEF

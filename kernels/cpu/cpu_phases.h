@@ -84,7 +84,7 @@ typedef void (*segops_cpu_gather_fn)(const segops_cpu_job *J, int64_t i, int64_t
 typedef enum {
   SEGOPS_CPU_ACC_LANES, /* A[a][q]: one vector per accumulator, its lanes side by side */
   SEGOPS_CPU_ACC_FLAT,  /* A[k / 4][k % 4], k = q*w + a: w accumulators, lane by lane (as rows load) */
-  SEGOPS_CPU_ACC_ROWS3, /* one-lane functions: acc[a] = A[a / 3][a % 3] (lane 3 of each vector unused) */
+  SEGOPS_CPU_ACC_ROWS3, /* one lane (every element into lane 0): acc[a] = A[a / 3][a % 3], lane 3 unused */
 } segops_cpu_acc_layout;
 
 typedef struct {
@@ -100,9 +100,9 @@ typedef struct {
 /* A segment's visits go round-robin to SEGOPS_CPU_LANES sets of accumulators by position in the
  * segment (element p of the segment into lane p % LANES), combined as (l0 + l1) + (l2 + l3):
  * independent add chains, and an order that depends only on the segment's own elements, the
- * same in walk and reduce. Functions with more than SEGOPS_CPU_ONE_LANE_ACC accumulators (matvec's
- * 9) have enough chains: they use lane 0 alone (fewer registers). */
-#define SEGOPS_CPU_ONE_LANE_ACC 3
+ * same in walk and reduce. A function whose visit4 keeps SEGOPS_CPU_ACC_ROWS3 (matvec's nine
+ * accumulators in float64: nine chains already) uses lane 0 alone, in walk and reduce alike. */
+SEGOPS_CPU_INLINE bool segops_cpu_one_lane(const segops_cpu_hooks H) { return H.acc_layout == SEGOPS_CPU_ACC_ROWS3; }
 SEGOPS_CPU_INLINE void segops_cpu_combine(const double *l0, const double *l1, const double *l2, const double *l3,
                                           double *acc) {
   for (int a = 0; a < SEGOPS_CPU_MAX_ACC; a++) acc[a] = (l0[a] + l1[a]) + (l2[a] + l3[a]);
@@ -133,14 +133,14 @@ SEGOPS_CPU_INLINE int64_t segops_cpu_seg_end(const int32_t *idx, int64_t n, int6
 }
 
 /* Visits elements [p, j) of a segment into its four lane sets, element p + q into lane q % 4 (p is
- * a multiple of four past the segment's start), or all into lane 0 (one_lane: functions with enough
- * accumulators to need no more chains), then combines the lanes into acc. The lane order of
- * segops_cpu_reduce, so the bits are the same sorted or not. tail: the caller knows that at most 3
+ * a multiple of four past the segment's start), or all into lane 0 (segops_cpu_one_lane), then
+ * combines the lanes into acc. The lane order of segops_cpu_reduce, so the bits are the same
+ * sorted or not. tail: the caller knows that at most 3
  * elements are left (no loop over groups of four). */
 SEGOPS_CPU_INLINE void segops_cpu_lanes(const segops_cpu_job *J, const segops_cpu_hooks H, int64_t p, int64_t j,
-                                        const int w, const bool one_lane, const bool tail, double *l0, double *l1,
-                                        double *l2, double *l3, double *acc) {
-  if (one_lane)
+                                        const int w, const bool tail, double *l0, double *l1, double *l2, double *l3,
+                                        double *acc) {
+  if (segops_cpu_one_lane(H))
     for (; p < j; p++) H.visit(J, p, l0, w);
   for (; !tail && p + SEGOPS_CPU_LANES <= j; p += SEGOPS_CPU_LANES) {
     H.visit(J, p, l0, w);
@@ -194,7 +194,7 @@ SEGOPS_CPU_INLINE int64_t segops_cpu_reduce4(const segops_cpu_job *J, const sego
       else if (q == 0)
         l[q][a] = A[a / 3][a % 3];
     }
-  segops_cpu_lanes(J, H, p, j, w, H.acc_layout == SEGOPS_CPU_ACC_ROWS3, true, l[0], l[1], l[2], l[3], acc);
+  segops_cpu_lanes(J, H, p, j, w, true, l[0], l[1], l[2], l[3], acc);
   return j;
 }
 
@@ -204,7 +204,7 @@ SEGOPS_CPU_INLINE void segops_cpu_reduce1(const segops_cpu_job *J, const segops_
   /* Four separate arrays with constant indices: the compiler keeps them in registers. */
   double l0[SEGOPS_CPU_MAX_ACC] = {0}, l1[SEGOPS_CPU_MAX_ACC] = {0}, l2[SEGOPS_CPU_MAX_ACC] = {0},
          l3[SEGOPS_CPU_MAX_ACC] = {0};
-  segops_cpu_lanes(J, H, i, j, w, J->n_acc > SEGOPS_CPU_ONE_LANE_ACC, false, l0, l1, l2, l3, acc);
+  segops_cpu_lanes(J, H, i, j, w, false, l0, l1, l2, l3, acc);
 }
 
 /* The per-segment body (sorted idx): segment s starts at element i (idx[i] == s) and holds
@@ -273,7 +273,7 @@ SEGOPS_CPU_INLINE void segops_cpu_reduce(const segops_cpu_job *J, const segops_c
   for (int64_t i = 0; i < n; i++) {
     const int64_t s = J->idx[i];
     if ((uint64_t)(s - s0) >= span) continue;
-    const int64_t lane = k > SEGOPS_CPU_ONE_LANE_ACC ? (cnt[s]++, 0) : cnt[s]++ % SEGOPS_CPU_LANES;
+    const int64_t lane = segops_cpu_one_lane(H) ? (cnt[s]++, 0) : cnt[s]++ % SEGOPS_CPU_LANES;
     if (H.visit) H.visit(J, i, acc + s * stride + lane * k, w);
   }
   if (!H.finish || !J->plan.reduce) return;

@@ -1,6 +1,7 @@
 /* test_threads.c: the CPU backend gives the same bits whatever its thread count (1, 2, 3, 8),
  * for every function, dtype and width, on layouts big enough to take the parallel path
- * (sorted, unsorted, many empty segments, one segment holding most elements). Also runs calls
+ * (sorted, unsorted, many empty segments, one segment holding most elements), and the same bits
+ * for sorted idx whether it is declared sorted (the walk) or not (the reduction over all of idx). Also runs calls
  * from several threads at once on one backend (contention for its pool) and compares again. */
 #include <pthread.h>
 #include <stdio.h>
@@ -64,6 +65,26 @@ static void check_layout(const tu_layout *L, tu_rng *rng) {
               TU_CHECK(memcmp(first[o].data, outs[o].data, outs[o].nbytes) == 0,
                        "[%s] %s/%s %s w=%d: %s with %d threads differs from 1 thread", L->name, segops_op_name(fn->op),
                        segops_pass_name(fn->pass), segops_dtype_name(dt), w, fn->out[o].name, THREADS[b]);
+              tu_buf_free(&outs[o]);
+            }
+          }
+          /* Sorted idx through the unsorted path (idx_sorted false): a segment's reduction order
+           * depends only on its own elements, so the bits are the same. */
+          if (L->sorted) {
+            segops_call u = call;
+            u.idx_sorted = false;
+            tu_buf outs[SEGOPS_MAX_OUTPUTS] = {0};
+            for (int o = 0; o < fn->n_out; o++) {
+              outs[o] = tu_output(dt, segops_shape_count(fn->out[o].shape, w, L->n, L->s));
+              u.out[o] = outs[o].data;
+            }
+            char err[256];
+            TU_CHECK(backends[1]->run(backends[1]->ctx, 0, &u, err, sizeof err) == SEGOPS_OK, "%s: run failed: %s",
+                     L->name, err);
+            for (int o = 0; o < fn->n_out; o++) {
+              TU_CHECK(memcmp(first[o].data, outs[o].data, outs[o].nbytes) == 0,
+                       "[%s] %s/%s %s w=%d: %s through the unsorted path differs from the sorted one", L->name,
+                       segops_op_name(fn->op), segops_pass_name(fn->pass), segops_dtype_name(dt), w, fn->out[o].name);
               tu_buf_free(&outs[o]);
             }
           }
