@@ -101,7 +101,8 @@ typedef struct {
  * segment (element p of the segment into lane p % LANES), combined as (l0 + l1) + (l2 + l3):
  * independent add chains, and an order that depends only on the segment's own elements, the
  * same in walk and reduce. A function whose visit4 keeps SEGOPS_CPU_ACC_ROWS3 (matvec's nine
- * accumulators in float64: nine chains already) uses lane 0 alone, in walk and reduce alike. */
+ * accumulators in float64, three vectors of three: enough chains) uses lane 0 alone, in walk and
+ * reduce alike. */
 SEGOPS_CPU_INLINE bool segops_cpu_one_lane(const segops_cpu_hooks H) { return H.acc_layout == SEGOPS_CPU_ACC_ROWS3; }
 SEGOPS_CPU_INLINE void segops_cpu_combine(const double *l0, const double *l1, const double *l2, const double *l3,
                                           double *acc) {
@@ -135,8 +136,8 @@ SEGOPS_CPU_INLINE int64_t segops_cpu_seg_end(const int32_t *idx, int64_t n, int6
 /* Visits elements [p, j) of a segment into its four lane sets, element p + q into lane q % 4 (p is
  * a multiple of four past the segment's start), or all into lane 0 (segops_cpu_one_lane), then
  * combines the lanes into acc. The lane order of segops_cpu_reduce, so the bits are the same
- * sorted or not. tail: the caller knows that at most 3
- * elements are left (no loop over groups of four). */
+ * sorted or not. tail: the caller knows that at most 3 elements are left (no loop over groups of
+ * four). */
 SEGOPS_CPU_INLINE void segops_cpu_lanes(const segops_cpu_job *J, const segops_cpu_hooks H, int64_t p, int64_t j,
                                         const int w, const bool tail, double *l0, double *l1, double *l2, double *l3,
                                         double *acc) {
