@@ -12,19 +12,13 @@
 
 #include "errors.h"
 #include "scheduler.h"
+#include "test_util.h"
 
 #define DEVICES 3
 #define THREADS 8
 #define CALLS 1500
 
-static int failures;
-#define CHECK(cond)                                                            \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-      failures++;                                                              \
-    }                                                                          \
-  } while (0)
+#define CHECK(cond) TU_CHECK(cond, "%s:%d: %s", __FILE__, __LINE__, #cond)
 
 static atomic_int in_use[DEVICES];
 static atomic_long runs[DEVICES];
@@ -163,9 +157,5 @@ int main(void) {
   run_round(NULL, true);
   run_round("0", false);
   run_round("32", false); /* every call here has n + s > 32 */
-  if (failures)
-    fprintf(stderr, "%d check(s) failed\n", failures);
-  else
-    printf("scheduler: ok\n");
-  return failures ? 1 : 0;
+  return tu_summary("scheduler");
 }
