@@ -51,7 +51,8 @@ struct segops_sched {
 
 /* A call this small costs less to compute than to hand to a worker and back (a wake-up and a
  * resume, tens of microseconds), so it runs on the submitting thread when a device is free.
- * SEGOPS_INLINE_MAX_WORK (environment) overrides the bound on n + s; 0 turns inlining off. */
+ * SEGOPS_INLINE_MAX_WORK (environment, k/M suffixes) overrides the bound on n + s; 0 turns
+ * inlining off. */
 #define INLINE_MAX_WORK ((int64_t)1 << 15)
 
 double segops_now(void) {
@@ -288,9 +289,8 @@ static void *worker_main(void *argp) {
   pthread_mutex_lock(&s->mu);
   for (;;) {
     if (!s->head && !s->stopping && s->opts.spin_us > 0) spin_for_work(s);
-    while ((!s->head || s->dev_busy[device]) && !s->stopping) pthread_cond_wait(&s->work, &s->mu);
-    /* Stopping: a call running inline on this device finishes first. */
-    while (s->dev_busy[device]) pthread_cond_wait(&s->work, &s->mu);
+    /* A call running inline on this device finishes first, stopping or not. */
+    while (s->dev_busy[device] || (!s->head && !s->stopping)) pthread_cond_wait(&s->work, &s->mu);
     if (!s->head) break; /* stopping and nothing left */
     jobs[0] = s->head;
     unlink_job(s, NULL, jobs[0]);
@@ -378,16 +378,8 @@ segops_sched *segops_sched_new(segops_backend *backend, const segops_sched_opts 
   cond_init_mono(&s->reaper);
   s->n_workers = backend->n_devices > 0 ? backend->n_devices : 1;
   /* Not with a batching window (--max-queue-delay-us): a worker would wait for company there. */
-  s->inline_max_work = s->opts.max_queue_delay_us <= 0 ? INLINE_MAX_WORK : 0;
-  const char *im = getenv("SEGOPS_INLINE_MAX_WORK");
-  if (im && *im && s->inline_max_work > 0) {
-    char *end;
-    long long v = strtoll(im, &end, 10);
-    if (*end == 0 && v >= 0)
-      s->inline_max_work = (int64_t)v;
-    else
-      SEGOPS_LOGW("SEGOPS_INLINE_MAX_WORK=%s is not a count of elements; using %lld", im, (long long)INLINE_MAX_WORK);
-  }
+  s->inline_max_work =
+      s->opts.max_queue_delay_us <= 0 ? (int64_t)segops_env_bytes("SEGOPS_INLINE_MAX_WORK", INLINE_MAX_WORK) : 0;
   s->workers = calloc((size_t)s->n_workers, sizeof *s->workers);
   s->dev_busy = calloc((size_t)s->n_workers, sizeof *s->dev_busy);
   if (!s->workers || !s->dev_busy) {

@@ -29,6 +29,15 @@ static void *run_job(void *vp) {
   return NULL;
 }
 
+/* Fresh output buffers for call (of fn at width w on L), pointed to by call->out. */
+static void alloc_outs(segops_call *call, const tu_layout *L, tu_buf *outs) {
+  const segops_fn_desc *fn = call->fn;
+  for (int o = 0; o < fn->n_out; o++) {
+    outs[o] = tu_output(call->dtype, segops_shape_count(fn->out[o].shape, call->width, L->n, L->s));
+    call->out[o] = outs[o].data;
+  }
+}
+
 static void check_layout(const tu_layout *L, tu_rng *rng) {
   for (int op = 0; op < SEGOPS_OP_COUNT; op++)
     for (int pass = 0; pass < SEGOPS_PASS_COUNT; pass++) {
@@ -50,10 +59,7 @@ static void check_layout(const tu_layout *L, tu_rng *rng) {
           tu_buf first[SEGOPS_MAX_OUTPUTS] = {0};
           for (int b = 0; b < NB; b++) {
             tu_buf outs[SEGOPS_MAX_OUTPUTS] = {0};
-            for (int o = 0; o < fn->n_out; o++) {
-              outs[o] = tu_output(dt, segops_shape_count(fn->out[o].shape, w, L->n, L->s));
-              call.out[o] = outs[o].data;
-            }
+            alloc_outs(&call, L, outs);
             char err[256];
             int rc = backends[b]->run(backends[b]->ctx, 0, &call, err, sizeof err);
             TU_CHECK(rc == SEGOPS_OK, "%s: run failed: %s", L->name, err);
@@ -74,10 +80,7 @@ static void check_layout(const tu_layout *L, tu_rng *rng) {
             segops_call u = call;
             u.idx_sorted = false;
             tu_buf outs[SEGOPS_MAX_OUTPUTS] = {0};
-            for (int o = 0; o < fn->n_out; o++) {
-              outs[o] = tu_output(dt, segops_shape_count(fn->out[o].shape, w, L->n, L->s));
-              u.out[o] = outs[o].data;
-            }
+            alloc_outs(&u, L, outs);
             char err[256];
             TU_CHECK(backends[1]->run(backends[1]->ctx, 0, &u, err, sizeof err) == SEGOPS_OK, "%s: run failed: %s",
                      L->name, err);
@@ -94,10 +97,7 @@ static void check_layout(const tu_layout *L, tu_rng *rng) {
           pthread_t th[3];
           for (int t = 0; t < 3; t++) {
             jobs[t].call = call;
-            for (int o = 0; o < fn->n_out; o++) {
-              jobs[t].outs[o] = tu_output(dt, segops_shape_count(fn->out[o].shape, w, L->n, L->s));
-              jobs[t].call.out[o] = jobs[t].outs[o].data;
-            }
+            alloc_outs(&jobs[t].call, L, jobs[t].outs);
             pthread_create(&th[t], NULL, run_job, &jobs[t]);
           }
           for (int t = 0; t < 3; t++) {
