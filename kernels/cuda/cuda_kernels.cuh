@@ -53,6 +53,16 @@
 #ifndef SEGOPS_COMBINE_ROWS
 #define SEGOPS_COMBINE_ROWS 4
 #endif
+/* Block order of a fused mixed function (seg_kernel with an ELEM): 1, the gather role's blocks
+ * after the reduction's, so the reduction's chain of dependent loads (offsets, chunk walk, ticket,
+ * combine) starts in the first wave instead of after the gather's blocks were dispatched; 0, the
+ * gather first (before session 17). Measured on the H200 (bench/RESULTS.md, session 17), 2
+ * rounds, every layout, both dtypes: at 2^17 the 144 rows 1.210 -> 1.147 ms, dot double backward
+ * float32 powerlaw 14.8 -> 11.2 µs, unsorted 17.4 -> 13.6 µs; at 2^12 dot double backward float32
+ * powerlaw 11.2 -> 8.7 µs; no row slower beyond the rounds' spread; bits identical. */
+#ifndef SEGOPS_GATHER_LAST
+#define SEGOPS_GATHER_LAST 1
+#endif
 /* A long segment that is a single chunk (65-256 elements) finishes in the warp that walked it. */
 #ifndef SEGOPS_CHUNK_SOLO
 #define SEGOPS_CHUNK_SOLO 1
@@ -79,7 +89,7 @@ typedef struct {
   int64_t n, s;
   int64_t seg_warps;     /* warps of the segment role in seg_kernel; the tile role follows */
   int tiles_per_warp;    /* tiles each warp of the tile role checks (1..32, one per lane) */
-  int64_t gather_blocks; /* seg_kernel with an ELEM: its first blocks run the gather (small N) */
+  int64_t gather_blocks; /* seg_kernel with an ELEM: its last blocks run the gather (small N) */
   segops_seg_layout L;
 } segops_kargs;
 
@@ -306,8 +316,8 @@ __device__ __forceinline__ void gather_rows(const segops_kargs *a, int64_t t, in
 }
 
 /* Segment kernel, up to three roles by block and warp.
- *  - ELEM (not void; small N): blocks below a.gather_blocks run the gather of a function that
- *    also reduces (its per-element outputs do not depend on the reduction), so the function is
+ *  - ELEM (not void; small N): a.gather_blocks blocks (the last ones of the grid, or the first
+ *    with SEGOPS_GATHER_LAST 0) run the gather of a function that also reduces (its per-element outputs do not depend on the reduction), so the function is
  *    one launch.
  *  - Warps below a.seg_warps: SEGOPS_SEG_PER_WARP consecutive segments of at most
  *    SEGOPS_CUDA_TILE elements, one per group of 8 lanes, each group on its own (no rounds across
@@ -338,11 +348,20 @@ __global__ void __launch_bounds__(SEGOPS_SEG_THREADS,
   const segops_kargs *a = &ka;
   int64_t blk = blockIdx.x;
   if constexpr (!std::is_void<ELEM>::value) {
-    if (blk < a->gather_blocks) {
-      gather_rows<T, W, ELEM>(a, blk * blockDim.x + threadIdx.x, a->gather_blocks * blockDim.x);
-      return;
+    if (SEGOPS_GATHER_LAST) {
+      /* the reduction's blocks first, so its dependent chain starts in the first wave */
+      const int64_t rb = (int64_t)gridDim.x - a->gather_blocks;
+      if (blk >= rb) {
+        gather_rows<T, W, ELEM>(a, (blk - rb) * blockDim.x + threadIdx.x, a->gather_blocks * blockDim.x);
+        return;
+      }
+    } else {
+      if (blk < a->gather_blocks) {
+        gather_rows<T, W, ELEM>(a, blk * blockDim.x + threadIdx.x, a->gather_blocks * blockDim.x);
+        return;
+      }
+      blk -= a->gather_blocks;
     }
-    blk -= a->gather_blocks;
   }
   const int lane = threadIdx.x & 31, sub = lane >> 3, sl = lane & 7;
   const int64_t w = ((blk * blockDim.x) + threadIdx.x) >> 5;
@@ -500,7 +519,15 @@ int64_t segops_cuda_seg_blocks(int64_t n, int64_t s, int sm_count, int long_role
 #ifndef SEGOPS_CUDA_FUSE_N
 #define SEGOPS_CUDA_FUSE_N ((int64_t)1 << 18)
 #endif
-static inline bool segops_one_launch(const segops_cuda_job *job) { return job->n <= SEGOPS_CUDA_FUSE_N; }
+/* The same bound for an unsorted idx (through the permutation): a timing knob. Two launches from
+ * 2^16 (-DSEGOPS_CUDA_FUSE_N_PERM=65536) measured level to slower in session 17 (matvec double
+ * backward 0.87-0.91x at 2^17), against session 6's 14.6 vs 18.7 µs for dot double backward. */
+#ifndef SEGOPS_CUDA_FUSE_N_PERM
+#define SEGOPS_CUDA_FUSE_N_PERM SEGOPS_CUDA_FUSE_N
+#endif
+static inline bool segops_one_launch(const segops_cuda_job *job) {
+  return job->n <= (job->idx_sorted ? SEGOPS_CUDA_FUSE_N : SEGOPS_CUDA_FUSE_N_PERM);
+}
 
 /* Whether idx goes through the sort permutation, and whether seg_kernel needs its tile role (an
  * unsorted idx, or a sorted one whose longest segment is unknown or longer than a tile). */

@@ -91,3 +91,92 @@ def test_errors_are_the_same_over_unix(unix_daemon):
         with pytest.raises(segops.InvalidArgument) as ei:
             c.segmented_mul(np.ones(4), np.ones(3), np.zeros(4, np.int32), 4)
         assert "segmented_mul" in ei.value.message and "num_segments" in ei.value.message
+
+
+# ---- polling for the answer (spin_us): same answers, no descriptor left behind, local only ----
+
+
+def _open_fds():
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.parametrize("transport", ["unix", "shm", "http"])
+def test_spin_gives_the_same_answers_and_closes_its_twin(unix_daemon, transport):
+    url = "unix://" + unix_daemon.sock_path if transport == "unix" else unix_daemon.url
+    before = _open_fds()
+    x, idx = _sum_args()
+    for spin in (0, 1, 100000):  # off; always outlasted (then sleeps); always caught
+        with segops.Client(url, transport=transport, spin_us=spin) as c:
+            for _ in range(20):
+                np.testing.assert_array_equal(c.segmented_sum(x, idx, 3), [3, 12, 6])
+            conns = list(c._idle)
+            assert conns, "the keep-alive connection is back in the pool"
+            # the polling reads go through a non-blocking twin of the socket, made on first use
+            assert all((conn._nb is not None) == (spin > 0) for conn in conns)
+        assert all(conn._nb is None for conn in conns)  # closed with the connection
+    assert _open_fds() <= before  # neither twins nor sockets left open
+
+
+def test_spin_after_reconnect_follows_the_new_socket(unix_daemon):
+    with segops.Client("unix://" + unix_daemon.sock_path, transport="unix", spin_us=100000) as c:
+        x, idx = _sum_args()
+        np.testing.assert_array_equal(c.segmented_sum(x, idx, 3), [3, 12, 6])
+        conn = c._idle[0]
+        old = conn.sock
+        conn.sock.close()  # as if the server had closed it: the client reconnects
+        conn.sock = None
+        np.testing.assert_array_equal(c.segmented_sum(x, idx, 3), [3, 12, 6])
+        conn = c._idle[0]
+        assert conn.sock is not old and conn._nb_of is conn.sock
+
+
+def test_spin_only_for_this_host():
+    assert segops.Client("http://127.0.0.1:1", spin_us=50)._spin_s == pytest.approx(50e-6)
+    assert segops.Client("http://localhost:1", spin_us=50)._spin_s > 0
+    assert segops.Client("http://[::1]:1", spin_us=50)._spin_s > 0
+    assert segops.Client("unix:///tmp/none.sock", spin_us=50)._spin_s > 0
+    assert segops.Client("http://192.0.2.1:1", spin_us=50)._spin_s == 0  # another host: sleep
+    assert segops.Client("https://127.0.0.1:1", spin_us=50)._spin_s == 0  # TLS bytes: never polled raw
+    assert segops.Client("http://127.0.0.1:1").spin_us == segops.client.DEFAULT_SPIN_US
+
+
+def test_spin_us_is_checked(monkeypatch):
+    for bad in (-1, 100001, float("nan"), "fast"):
+        with pytest.raises(ValueError, match="spin_us must be a number of microseconds from 0 to 100000"):
+            segops.Client("http://127.0.0.1:1", spin_us=bad)
+    monkeypatch.setenv("SEGOPS_CLIENT_SPIN_US", "soon")
+    with pytest.raises(ValueError, match="SEGOPS_CLIENT_SPIN_US must be"):
+        segops.Client("http://127.0.0.1:1")
+    monkeypatch.setenv("SEGOPS_CLIENT_SPIN_US", "0")
+    assert segops.Client("http://127.0.0.1:1").spin_us == 0
+
+
+def test_spin_outlasted_sleeps_for_the_next_calls():
+    # spin_wait on a socket pair: an answer that comes after the poll makes the next 8 reads
+    # sleep at once; an answer already there is caught by the poll
+    import socket
+    import threading
+    import types
+
+    from segops import _transport
+
+    a, b = socket.socketpair()
+    a.settimeout(5.0)
+    conn = types.SimpleNamespace(spin_s=1e-6, _spin_skip=0, _nb=None, _nb_of=None)
+    try:
+        late = threading.Timer(0.05, b.sendall, (b"late",))
+        late.start()
+        assert _transport.spin_wait(conn, a) == b"late"  # the poll gave up, the blocking read got it
+        late.join()
+        seen = [conn._spin_skip]
+        for k in range(9):
+            b.sendall(b"x%d" % k)
+            assert _transport.spin_wait(conn, a) == b"x%d" % k
+            seen.append(conn._spin_skip)
+        assert seen == [8, 7, 6, 5, 4, 3, 2, 1, 0, 0]  # the 9th read polled again and caught it
+        assert conn._nb is not None and conn._nb_of is a
+    finally:
+        if conn._nb is not None:
+            conn._nb.close()
+        a.close()
+        b.close()

@@ -12,7 +12,9 @@ Shared memory lives in _shm.py.
 """
 
 import http.client
+import os
 import socket
+import time
 
 TRANSPORTS = ("auto", "shm", "unix", "http")
 
@@ -25,6 +27,16 @@ class _BodyMixin:
     server per call), and a large body piece by piece from the arrays' buffers."""
 
     pending_body = None  # set just before request(); consumed by the header block's send
+    spin_s = 0.0  # how long read_response polls for an answer before sleeping (spin_wait)
+    _nb = None  # the non-blocking twin of sock that the polling reads through
+    _nb_of = None  # the sock it twins
+    _spin_skip = 0  # calls left that sleep at once (after an answer outlasted the poll)
+
+    def close(self):
+        nb, self._nb, self._nb_of = self._nb, None, None
+        if nb is not None:
+            nb.close()
+        super().close()
 
     def send(self, data):
         body, self.pending_body = self.pending_body, None
@@ -188,6 +200,37 @@ class FastResponse:
         return bytes(out)
 
 
+def spin_wait(conn, sock):
+    """The first bytes of the answer: polled for up to conn.spin_s with non-blocking reads, then
+    read blocking. A call to a daemon on this host is answered in tens of microseconds, and
+    sleeping in recv until then costs the caller more than that: the scheduler's sleep and
+    wake-up (a voluntary context switch, and in a VM the idle vCPU's exit), then caches cold
+    after it. CPython polls a socket that has a timeout before every read, so the polling reads
+    go through a twin socket object on a duplicate of the descriptor that has none (the two
+    share the descriptor's O_NONBLOCK, which a socket with a timeout has set anyway). An answer
+    that outlasts the poll makes the next 8 calls on this connection sleep at once, so long
+    calls lose at most one poll in 9."""
+    if conn._spin_skip > 0:
+        conn._spin_skip -= 1
+        return sock.recv(_RECV)
+    nb = conn._nb
+    if nb is None or conn._nb_of is not sock:
+        if nb is not None:
+            nb.close()
+        nb = conn._nb = socket.socket(fileno=os.dup(sock.fileno()))
+        nb.setblocking(False)
+        conn._nb_of = sock
+    clock = time.perf_counter
+    end = clock() + conn.spin_s
+    while True:
+        try:
+            return nb.recv(_RECV)
+        except BlockingIOError:
+            if clock() > end:
+                conn._spin_skip = 8
+                return sock.recv(_RECV)
+
+
 def read_response(conn):
     """The response to what request_prebuilt sent on conn (a FastResponse); leaves conn ready for
     its next request once the body is read. Raises what http.client would: RemoteDisconnected
@@ -202,7 +245,7 @@ def read_response(conn):
                 break
             if len(buf) > _HEAD_MAX:
                 raise http.client.HTTPException("segops: the response head is too long")
-            chunk = sock.recv(_RECV)
+            chunk = spin_wait(conn, sock) if conn.spin_s > 0 and not buf else sock.recv(_RECV)
             if not chunk:
                 if not buf:
                     raise http.client.RemoteDisconnected("Remote end closed connection without response")

@@ -2,6 +2,7 @@
 pool of keep-alive HTTP connections, msgpack bodies, typed errors, one method per op x pass."""
 
 import http.client
+import ipaddress
 import json
 import os
 import socket
@@ -21,6 +22,33 @@ _USER_AGENT = "segops-python/0.1"
 # Failures that mean a reused keep-alive connection was closed by the server while idle:
 # the request is sent again once on a fresh connection (every segops call is idempotent).
 _STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
+# How long a call to a daemon on this host polls for its answer before sleeping (microseconds;
+# Client(spin_us=...), else $SEGOPS_CLIENT_SPIN_US, else this). bench/RESULTS.md, session 17.
+DEFAULT_SPIN_US = 0
+
+
+def _spin_us(v):
+    src = "spin_us"
+    if v is None:
+        v, src = os.environ.get("SEGOPS_CLIENT_SPIN_US"), "SEGOPS_CLIENT_SPIN_US"
+        if v is None or v.strip() == "":
+            return DEFAULT_SPIN_US
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        raise ValueError(f"segops: {src} must be a number of microseconds from 0 to 100000, not {v!r}") from None
+    if not 0 <= f <= 100000:  # also refuses nan
+        raise ValueError(f"segops: {src} must be a number of microseconds from 0 to 100000, not {v!r}")
+    return f
+
+
+def _is_loopback(host):
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class Client:
@@ -44,7 +72,7 @@ class Client:
     results are copied out of the region, never views of it). Arrays made by `empty()` are
     sent by reference when shared memory is in use, without a copy."""
 
-    def __init__(self, url=None, *, token=None, timeout=60.0, max_idle=64, transport="auto"):
+    def __init__(self, url=None, *, token=None, timeout=60.0, max_idle=64, transport="auto", spin_us=None):
         if transport not in _transport.TRANSPORTS:
             raise ValueError(f"segops: transport must be one of {', '.join(_transport.TRANSPORTS)}, not {transport!r}")
         urls = _endpoints.split_urls(url or os.environ.get("SEGOPS_URL") or DEFAULT_URL)
@@ -53,7 +81,10 @@ class Client:
         self._used = None  # the transport in use, once resolved (first call)
         self._shm = None  # _shm.ShmSession while shared memory is in use
         if len(urls) > 1:
-            clients = [Client(u, token=token, timeout=timeout, max_idle=max_idle, transport=transport) for u in urls]
+            clients = [
+                Client(u, token=token, timeout=timeout, max_idle=max_idle, transport=transport, spin_us=spin_us)
+                for u in urls
+            ]
             self._endpoints = _endpoints.EndpointSet(clients, budget=timeout)
             self.url, self.timeout = ",".join(c.url for c in clients), timeout
             return
@@ -77,6 +108,11 @@ class Client:
             token = os.environ.get("SEGOPS_TOKEN") or None
         self.timeout = timeout
         self._max_idle = max_idle
+        self.spin_us = _spin_us(spin_us)
+        # Polling for the answer (_transport.spin_wait) pays only on this host: a unix socket or a
+        # loopback address, in plain HTTP (a TLS socket's bytes are not the answer's).
+        local = self._unix is not None or (not self._https and _is_loopback(self._host))
+        self._spin_s = self.spin_us * 1e-6 if local else 0.0
         self._headers = {"Content-Type": _MSGPACK, "Accept": _MSGPACK, "User-Agent": _USER_AGENT}
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
@@ -201,9 +237,13 @@ class Client:
                 return self._idle.pop(), True
             self.connections_opened += 1
         if self._unix is not None:
-            return _transport.UnixHTTPConnection(self._unix, timeout=self.timeout), False
+            conn = _transport.UnixHTTPConnection(self._unix, timeout=self.timeout)
+            conn.spin_s = self.spin_us * 1e-6
+            return conn, False
         cls = _transport.HTTPSConnection if self._https else _transport.HTTPConnection
-        return cls(self._host, self._port, timeout=self.timeout), False
+        conn = cls(self._host, self._port, timeout=self.timeout)
+        conn.spin_s = self._spin_s
+        return conn, False
 
     def _release(self, conn):
         with self._lock:
