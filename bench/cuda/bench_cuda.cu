@@ -230,6 +230,7 @@ int main(int argc, char **argv) {
           job.idx_sorted = lay != 3;
           job.longest = longest;
           job.sm_count = prop.multiProcessorCount;
+          job.sm_major = prop.major;
           const size_t isz = dt ? 8 : 4;
           double bytes = (double)n * 4; /* idx */
           for (int k = 0; k < fn->n_in; k++) {

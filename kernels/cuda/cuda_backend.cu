@@ -27,6 +27,7 @@ typedef struct {
   char name[128];
   size_t mem_total;
   int sm_count;
+  int sm_major;
   size_t pool_cap; /* the pool never grows past this; bigger requests borrow a one-off buffer */
   cudaStream_t stream;
   void *stage[2]; /* pinned host memory, STAGE_BYTES each, used alternately */
@@ -197,6 +198,7 @@ static int cuda_run(void *vctx, int device, const segops_call *call, char *err, 
   job.s = call->s;
   job.idx_sorted = call->idx_sorted;
   job.sm_count = d->sm_count;
+  job.sm_major = d->sm_major;
 
   /* Device layout: idx, the inputs the formula reads, the requested outputs, then scratch. */
   size_t idx_bytes = (size_t)call->n * 4;
@@ -385,6 +387,7 @@ static cudaError_t dev_init(cuda_dev *d, int ordinal) {
   snprintf(d->name, sizeof d->name, "%.127s", prop.name);
   d->mem_total = prop.totalGlobalMem;
   d->sm_count = prop.multiProcessorCount;
+  d->sm_major = prop.major;
   d->pool_cap = prop.totalGlobalMem / 2 / (size_t)lanes_per_gpu;
   segops_layout_cache_init(&d->cache, layout_cache_cap());
   if ((e = cudaFree(NULL)) != cudaSuccess) return e; /* creates the context now, not on the first request */

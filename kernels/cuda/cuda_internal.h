@@ -42,6 +42,7 @@ typedef struct {
   void *scratch;
   size_t scratch_bytes;
   int sm_count; /* multiprocessors of the device, to size persistent grids */
+  int sm_major; /* compute capability's major number (9: programmatic dependent launch) */
 } segops_cuda_job;
 
 /* Bytes of scratch the job needs (partials, and the layout and its build when job->layout is

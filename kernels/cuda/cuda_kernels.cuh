@@ -308,6 +308,25 @@ __device__ __forceinline__ void seg_long_chunk(const segops_kargs *a, int64_t s,
   }
 }
 
+/* Programmatic dependent launch (sm_90): the post gather that follows a segment kernel is
+ * launched with the stream's programmatic serialization, so the GPU schedules its blocks while
+ * the segment kernel still runs (every segment-kernel block lets it, at its start) and the gather
+ * waits in griddepcontrol.wait for the segment kernel to finish and its stores to be visible.
+ * Without the launch attribute both instructions do nothing. SEGOPS_PDL 0: plain launches. */
+#ifndef SEGOPS_PDL
+#define SEGOPS_PDL 1
+#endif
+__device__ __forceinline__ void pdl_allow_dependents() {
+#if SEGOPS_PDL && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait_primary() {
+#if SEGOPS_PDL && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 /* Per-element outputs of a gather struct OP (elem<T,W>(a, i, s)), threads t, t + stride, ...
  * in element order: the body of gather_kernel and of seg_kernel's gather role. */
 template <typename T, int W, typename OP>
@@ -346,6 +365,7 @@ __global__ void __launch_bounds__(SEGOPS_SEG_THREADS,
     seg_kernel(segops_kargs ka) {
   static_assert(!IP || (OP::POST && !LONG), "inline post: ops with a post pass, short segments only");
   const segops_kargs *a = &ka;
+  if constexpr (OP::POST) pdl_allow_dependents(); /* the post gather may be scheduled now */
   int64_t blk = blockIdx.x;
   if constexpr (!std::is_void<ELEM>::value) {
     if (SEGOPS_GATHER_LAST) {
@@ -409,6 +429,7 @@ __global__ void __launch_bounds__(SEGOPS_SEG_THREADS,
 /* Gather kernel: OP provides elem<T,W>(a, i, s). One thread per element, grid-stride. */
 template <typename T, int W, typename OP>
 __global__ void __launch_bounds__(256) gather_kernel(segops_kargs ka) {
+  pdl_wait_primary(); /* launched as a dependent (the post gather): the segment kernel's values */
   gather_rows<T, W, OP>(&ka, (int64_t)blockIdx.x * blockDim.x + threadIdx.x, (int64_t)gridDim.x * blockDim.x);
 }
 
@@ -581,7 +602,24 @@ cudaError_t segops_run_red(const segops_cuda_job *job, const segops_kargs *a, cu
     seg_kernel<T, W, OP, ELEM, 0, 1, 0><<<(unsigned)((tile_warps + wpb - 1) / wpb), SEGOPS_SEG_THREADS, 0, st>>>(t);
   }
   if constexpr (OP::POST)
-    if (!ip && job->n > 0) return segops_run_gather<T, W, post_elem<OP>>(job, &k, st);
+    if (!ip && job->n > 0) {
+#if SEGOPS_PDL
+      if (job->sm_major >= 9) {
+        cudaLaunchConfig_t cfg = {};
+        cudaLaunchAttribute at[1] = {};
+        at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.gridDim = dim3((unsigned)segops_cuda_gather_grid(job));
+        cfg.blockDim = dim3(256);
+        cfg.dynamicSmemBytes = 0;
+        cfg.stream = st;
+        cfg.attrs = at;
+        cfg.numAttrs = 1;
+        return cudaLaunchKernelEx(&cfg, gather_kernel<T, W, post_elem<OP>>, k);
+      }
+#endif
+      return segops_run_gather<T, W, post_elem<OP>>(job, &k, st);
+    }
   return cudaGetLastError();
 }
 
