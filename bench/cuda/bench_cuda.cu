@@ -10,7 +10,8 @@
  * --only keeps the functions whose "op/pass" name contains SUBSTR, --layouts the layouts by number
  * (0 seg32, 1 powerlaw, 2 S=1, 3 seg32-unsorted), --dtypes float32 and/or float64: for profiling
  * one kernel (ncu) without timing every row; --digest writes a hash of every output of each row's
- * last call, so that two builds can be compared bit for bit. */
+ * last call, so that two builds can be compared bit for bit; SEGOPS_BENCH_PLAIN_LAUNCH=1 in the
+ * environment launches without programmatic dependent launches (the same build, compared). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -230,7 +231,8 @@ int main(int argc, char **argv) {
           job.idx_sorted = lay != 3;
           job.longest = longest;
           job.sm_count = prop.multiProcessorCount;
-          job.sm_major = prop.major;
+          /* SEGOPS_BENCH_PLAIN_LAUNCH=1: no programmatic dependent launches (bit comparisons) */
+          job.sm_major = getenv("SEGOPS_BENCH_PLAIN_LAUNCH") ? 0 : prop.major;
           const size_t isz = dt ? 8 : 4;
           double bytes = (double)n * 4; /* idx */
           for (int k = 0; k < fn->n_in; k++) {

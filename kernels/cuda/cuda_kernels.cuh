@@ -604,7 +604,9 @@ cudaError_t segops_run_red(const segops_cuda_job *job, const segops_kargs *a, cu
   if constexpr (OP::POST)
     if (!ip && job->n > 0) {
 #if SEGOPS_PDL
-      if (job->sm_major >= 9) {
+      /* not after the split's second launch (past SEGOPS_CUDA_SPLIT_N): there the launch gap is
+       * negligible, and that chain was not compared bit for bit on the GPU */
+      if (job->sm_major >= 9 && !split) {
         cudaLaunchConfig_t cfg = {};
         cudaLaunchAttribute at[1] = {};
         at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
