@@ -238,6 +238,7 @@ class Client:
             self.connections_opened += 1
         if self._unix is not None:
             conn = _transport.UnixHTTPConnection(self._unix, timeout=self.timeout)
+            # always this host; _spin_s was set for the URL, before a unix listener may be found
             conn.spin_s = self.spin_us * 1e-6
             return conn, False
         cls = _transport.HTTPSConnection if self._https else _transport.HTTPConnection
