@@ -144,6 +144,8 @@ int main(int argc, char **argv) {
   CK(cudaSetDevice(0));
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
+  /* SEGOPS_BENCH_PLAIN_LAUNCH=1: no programmatic dependent launches (bit comparisons) */
+  const int sm_major = getenv("SEGOPS_BENCH_PLAIN_LAUNCH") ? 0 : prop.major;
   if (reps < 1 || reps > 4096) reps = 20;
   const int64_t n = (int64_t)1 << log2n;
   cudaStream_t st;
@@ -231,8 +233,7 @@ int main(int argc, char **argv) {
           job.idx_sorted = lay != 3;
           job.longest = longest;
           job.sm_count = prop.multiProcessorCount;
-          /* SEGOPS_BENCH_PLAIN_LAUNCH=1: no programmatic dependent launches (bit comparisons) */
-          job.sm_major = getenv("SEGOPS_BENCH_PLAIN_LAUNCH") ? 0 : prop.major;
+          job.sm_major = sm_major;
           const size_t isz = dt ? 8 : 4;
           double bytes = (double)n * 4; /* idx */
           for (int k = 0; k < fn->n_in; k++) {

@@ -368,20 +368,13 @@ __global__ void __launch_bounds__(SEGOPS_SEG_THREADS,
   if constexpr (OP::POST) pdl_allow_dependents(); /* the post gather may be scheduled now */
   int64_t blk = blockIdx.x;
   if constexpr (!std::is_void<ELEM>::value) {
-    if (SEGOPS_GATHER_LAST) {
-      /* the reduction's blocks first, so its dependent chain starts in the first wave */
-      const int64_t rb = (int64_t)gridDim.x - a->gather_blocks;
-      if (blk >= rb) {
-        gather_rows<T, W, ELEM>(a, (blk - rb) * blockDim.x + threadIdx.x, a->gather_blocks * blockDim.x);
-        return;
-      }
-    } else {
-      if (blk < a->gather_blocks) {
-        gather_rows<T, W, ELEM>(a, blk * blockDim.x + threadIdx.x, a->gather_blocks * blockDim.x);
-        return;
-      }
-      blk -= a->gather_blocks;
+    /* the gather role's blocks: [g0, g0 + gather_blocks), the grid's last ones (SEGOPS_GATHER_LAST) */
+    const int64_t g0 = SEGOPS_GATHER_LAST ? (int64_t)gridDim.x - a->gather_blocks : 0;
+    if (blk >= g0 && blk - g0 < a->gather_blocks) {
+      gather_rows<T, W, ELEM>(a, (blk - g0) * blockDim.x + threadIdx.x, a->gather_blocks * blockDim.x);
+      return;
     }
+    if (!SEGOPS_GATHER_LAST) blk -= a->gather_blocks;
   }
   const int lane = threadIdx.x & 31, sub = lane >> 3, sl = lane & 7;
   const int64_t w = ((blk * blockDim.x) + threadIdx.x) >> 5;
@@ -534,21 +527,14 @@ int64_t segops_cuda_seg_blocks(int64_t n, int64_t s, int sm_count, int long_role
 #endif
 
 /* Functions of at most this many elements run as one launch where they can: the gather of a
- * function that also reduces runs in the segment kernel's first blocks, and the post pass of short
+ * function that also reduces runs in the segment kernel's last blocks, and the post pass of short
  * sorted segments inside it (IP). Past it, separate kernels in element order, which the profile
- * at N = 2^25 showed to be faster (bench/cuda/NOTES.md). */
+ * at N = 2^25 showed to be faster (bench/cuda/NOTES.md). Unsorted idx as two launches from 2^16
+ * measured level to slower (matvec double backward 0.90x at 2^17; bench/RESULTS.md, session 17). */
 #ifndef SEGOPS_CUDA_FUSE_N
 #define SEGOPS_CUDA_FUSE_N ((int64_t)1 << 18)
 #endif
-/* The same bound for an unsorted idx (through the permutation): a timing knob. Two launches from
- * 2^16 (-DSEGOPS_CUDA_FUSE_N_PERM=65536) measured level to slower in session 17 (matvec double
- * backward 0.87-0.91x at 2^17), against session 6's 14.6 vs 18.7 µs for dot double backward. */
-#ifndef SEGOPS_CUDA_FUSE_N_PERM
-#define SEGOPS_CUDA_FUSE_N_PERM SEGOPS_CUDA_FUSE_N
-#endif
-static inline bool segops_one_launch(const segops_cuda_job *job) {
-  return job->n <= (job->idx_sorted ? SEGOPS_CUDA_FUSE_N : SEGOPS_CUDA_FUSE_N_PERM);
-}
+static inline bool segops_one_launch(const segops_cuda_job *job) { return job->n <= SEGOPS_CUDA_FUSE_N; }
 
 /* Whether idx goes through the sort permutation, and whether seg_kernel needs its tile role (an
  * unsorted idx, or a sorted one whose longest segment is unknown or longer than a tile). */
@@ -564,7 +550,8 @@ template <typename OP>
 struct segops_staged<OP, std::void_t<decltype(&OP::rows_in)>> : std::true_type {};
 
 template <typename T, int W, typename OP>
-cudaError_t segops_run_gather(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st);
+cudaError_t segops_run_gather(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st,
+                              bool dependent = false);
 
 /* Runs a reduction: the segment kernel (compiled without the permutation when idx is sorted, and
  * without the tile role when the job says its longest segment is short), then, for ops with a
@@ -601,27 +588,11 @@ cudaError_t segops_run_red(const segops_cuda_job *job, const segops_kargs *a, cu
     t.gather_blocks = 0;
     seg_kernel<T, W, OP, ELEM, 0, 1, 0><<<(unsigned)((tile_warps + wpb - 1) / wpb), SEGOPS_SEG_THREADS, 0, st>>>(t);
   }
+  /* The post gather, a dependent of the segment kernel (not after the split's second launch, past
+   * SEGOPS_CUDA_SPLIT_N: the launch gap is negligible there, and that chain was not compared bit
+   * for bit on the GPU). */
   if constexpr (OP::POST)
-    if (!ip && job->n > 0) {
-#if SEGOPS_PDL
-      /* not after the split's second launch (past SEGOPS_CUDA_SPLIT_N): there the launch gap is
-       * negligible, and that chain was not compared bit for bit on the GPU */
-      if (job->sm_major >= 9 && !split) {
-        cudaLaunchConfig_t cfg = {};
-        cudaLaunchAttribute at[1] = {};
-        at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        at[0].val.programmaticStreamSerializationAllowed = 1;
-        cfg.gridDim = dim3((unsigned)segops_cuda_gather_grid(job));
-        cfg.blockDim = dim3(256);
-        cfg.dynamicSmemBytes = 0;
-        cfg.stream = st;
-        cfg.attrs = at;
-        cfg.numAttrs = 1;
-        return cudaLaunchKernelEx(&cfg, gather_kernel<T, W, post_elem<OP>>, k);
-      }
-#endif
-      return segops_run_gather<T, W, post_elem<OP>>(job, &k, st);
-    }
+    if (!ip && job->n > 0) return segops_run_gather<T, W, post_elem<OP>>(job, &k, st, !split);
   return cudaGetLastError();
 }
 
@@ -630,8 +601,10 @@ cudaError_t segops_run_seg(const segops_cuda_job *job, const segops_kargs *a, cu
   return segops_run_red<T, W, OP, void>(job, a, st);
 }
 
+/* Runs a gather; dependent: it reads what the kernel before it on st wrote, and on sm_90 is
+ * launched as that kernel's programmatic dependent (SEGOPS_PDL). */
 template <typename T, int W, typename OP>
-cudaError_t segops_run_gather(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
+cudaError_t segops_run_gather(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st, bool dependent) {
   if (job->n == 0) return cudaSuccess;
   if constexpr (SEGOPS_GATHER_STAGE && segops_staged<OP>::value && sizeof(T) == 8) {
     if (job->n >= SEGOPS_STAGE_MIN_N) {
@@ -651,6 +624,18 @@ cudaError_t segops_run_gather(const segops_cuda_job *job, const segops_kargs *a,
         return cudaGetLastError();
       }
     }
+  }
+  if (SEGOPS_PDL && dependent && job->sm_major >= 9) {
+    cudaLaunchAttribute at = {};
+    at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)segops_cuda_gather_grid(job));
+    cfg.blockDim = dim3(256);
+    cfg.stream = st;
+    cfg.attrs = &at;
+    cfg.numAttrs = 1;
+    return cudaLaunchKernelEx(&cfg, gather_kernel<T, W, OP>, *a);
   }
   gather_kernel<T, W, OP><<<segops_cuda_gather_grid(job), 256, 0, st>>>(*a);
   return cudaGetLastError();

@@ -36,8 +36,8 @@ def _spin_us(v):
     try:
         f = float(v)
     except (TypeError, ValueError):
-        raise ValueError(f"segops: {src} must be a number of microseconds from 0 to 100000, not {v!r}") from None
-    if not 0 <= f <= 100000:  # also refuses nan
+        f = None
+    if f is None or not 0 <= f <= 100000:  # the comparison also refuses nan
         raise ValueError(f"segops: {src} must be a number of microseconds from 0 to 100000, not {v!r}")
     return f
 
