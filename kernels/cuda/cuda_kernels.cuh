@@ -4,11 +4,13 @@
  *  - segment: 8 lanes per short segment (elements in segment order, through the sort permutation
  *    when idx is unsorted); a fixed-shape reduction, then the segment's outputs. Long segments are
  *    split in chunks whose partials the warp finishing the last chunk combines in chunk order: the
- *    bits depend only on the segment. The segment kernel only reduces: per-element outputs of a
- *    function that also reduces are written by a gather in element order (coalesced), which the
- *    profile showed to be faster than storing them from inside the reduction.
+ *    bits depend only on the segment. The segment kernel's walks only reduce: per-element outputs
+ *    of a function that also reduces are written by a gather in element order (coalesced), which
+ *    the profile showed to be faster than storing them from inside the reduction loop; for the
+ *    functions where it measured faster, from a second loop of the walk over a sorted idx (IE).
  * Up to SEGOPS_CUDA_FUSE_N elements a function is one launch where it can (gather role and
- * inline post pass in the segment kernel).
+ * inline post pass in the segment kernel); the inline post pass of short sorted segments at
+ * any size.
  * An op's reduction is a struct of __device__ functions (see cuda_sum.cu for the smallest); its
  * per-element outputs are another (elem). */
 #ifndef SEGOPS_CUDA_KERNELS_CUH
@@ -177,6 +179,18 @@ __device__ __forceinline__ void sub8_sum(double *acc) {
     for (int o = 4; o > 0; o >>= 1) acc[k] += __shfl_xor_sync(SEGOPS_FULL_MASK, acc[k], o, 8);
 }
 
+/* Inline element outputs (IE, sorted idx only: sorted position = element index): after a walk
+ * has reduced sorted positions p0, p0 + step, ... < end of segment s, the same lanes write those
+ * elements' outputs of a mixed function's gather struct IEL (void: none), re-reading the rows
+ * the walk just loaded. A second loop, not stores inside the walk: the walk's loads stay ahead of
+ * any store (the compiler cannot tell outputs from inputs). Same elem code, so the same bits as
+ * the separate gather. */
+template <typename IEL, typename T, int W>
+__device__ __forceinline__ void elem_inline(const segops_kargs *a, int64_t p0, int64_t end, int step, int64_t s) {
+  if constexpr (!std::is_void<IEL>::value)
+    for (int64_t p = p0; p < end; p += step) IEL::template elem<T, W>(a, p, s);
+}
+
 /* log2 of the chunk length of a long segment of c elements (a multiple of the tile, depending
  * only on c): 256 up to 2^16 elements, then about sqrt(c), 512 up to 2^18, 1024 up to 2^20, 2048
  * up to 2^22, 4096 beyond; one warp walks a chunk and one warp walks the chunks' partials, so the
@@ -250,7 +264,7 @@ __device__ __forceinline__ void finish_long(const segops_kargs *a, int64_t s, in
  * ticket, no float atomics) combines the partials in chunk order (lane l: chunks l, l+32, ...,
  * then a butterfly), whichever warp that is: the bits depend only on the segment. Ops with a post
  * pass get the segment's values in L.segval. */
-template <typename T, int W, typename OP, int PK>
+template <typename T, int W, typename OP, int PK, typename IEL>
 __device__ __forceinline__ void seg_long_chunk(const segops_kargs *a, int64_t s, int64_t j, int64_t row) {
   const int lane = threadIdx.x & 31;
   const int64_t b = __ldg(a->L.off + s), e = __ldg(a->L.off + s + 1);
@@ -264,6 +278,10 @@ __device__ __forceinline__ void seg_long_chunk(const segops_kargs *a, int64_t s,
 #pragma unroll UV
   for (int64_t q = cb + lane; q < ce; q += 32) OP::template visit<T, W>(a, elem_at<PK>(&a->L, q), s, acc);
   warp_sum<OP::K>(acc);
+  /* IE: the chunk's element outputs in a second walk. Each group of UV rows' outputs right after
+   * its visits instead (rows still in L1) measured slower for float32 at 2^20 (mul backward S=1
+   * 22.7 -> 31.2 µs), as the stores hold back the next group's loads (bench/RESULTS.md, v13). */
+  elem_inline<IEL, T, W>(a, cb + lane, ce, 32, s);
   if (SEGOPS_CHUNK_SOLO && e - b <= cl) {
     /* The segment is this one chunk: no partial row, fence or ticket. The combine below would
      * leave lane 0 with 0.0 + acc plus zeros from the other lanes, so acc + 0.0 gives the same bits
@@ -358,16 +376,18 @@ __device__ __forceinline__ void gather_rows(const segops_kargs *a, int64_t t, in
  *   finish<T,W>(a, s, count, acc, sv, writer): segment outputs (writer lane only), fill sv
  *   and, with POST, post<T,W>(a, i, s, sv): element outputs from the segment's values, run by
  *   the post gather (post_elem) after this kernel left them in L.segval, or inline with IP. */
-template <typename T, int W, typename OP, typename ELEM, int PK, int LONG, int IP>
+template <typename T, int W, typename OP, typename ELEM, int PK, int LONG, int IP, int IE>
 __global__ void __launch_bounds__(SEGOPS_SEG_THREADS,
                                   LONG ? (OP::K > 3 ? SEGOPS_SEG_MINB_WIDE : SEGOPS_SEG_MINB)
                                        : (OP::K > 3 || IP ? SEGOPS_SEG_MINB_SHORT_WIDE : SEGOPS_SEG_MINB_SHORT))
     seg_kernel(segops_kargs ka) {
   static_assert(!IP || (OP::POST && !LONG), "inline post: ops with a post pass, short segments only");
+  static_assert(!IE || (PK == 0 && !std::is_void<ELEM>::value), "inline element outputs: sorted idx, a gather struct");
+  typedef std::conditional_t<IE != 0, ELEM, void> IEL; /* the walks' inline element outputs */
   const segops_kargs *a = &ka;
   if constexpr (OP::POST) pdl_allow_dependents(); /* the post gather may be scheduled now */
   int64_t blk = blockIdx.x;
-  if constexpr (!std::is_void<ELEM>::value) {
+  if constexpr (!std::is_void<ELEM>::value && !IE) {
     /* the gather role's blocks: [g0, g0 + gather_blocks), the grid's last ones (SEGOPS_GATHER_LAST) */
     const int64_t g0 = SEGOPS_GATHER_LAST ? (int64_t)gridDim.x - a->gather_blocks : 0;
     if (blk >= g0 && blk - g0 < a->gather_blocks) {
@@ -389,7 +409,7 @@ __global__ void __launch_bounds__(SEGOPS_SEG_THREADS,
         const int l = __ffs(m) - 1;
         m &= m - 1;
         const int64_t s = __shfl_sync(SEGOPS_FULL_MASK, seg[c], l), j = __shfl_sync(SEGOPS_FULL_MASK, chunk[c], l);
-        seg_long_chunk<T, W, OP, PK>(a, s, j, 2 * (t0 + l) + c);
+        seg_long_chunk<T, W, OP, PK, IEL>(a, s, j, 2 * (t0 + l) + c);
       }
     }
     return;
@@ -417,6 +437,7 @@ __global__ void __launch_bounds__(SEGOPS_SEG_THREADS,
         for (int k = 0; k < OP::NSV; k++) a->L.segval[s * OP::NSV + k] = sv[k];
     }
   }
+  elem_inline<IEL, T, W>(a, beg + sl, end, 8, s); /* IE (beg = end unless mine) */
 }
 
 /* Gather kernel: OP provides elem<T,W>(a, i, s). One thread per element, grid-stride. */
@@ -535,6 +556,23 @@ int64_t segops_cuda_seg_blocks(int64_t n, int64_t s, int sm_count, int long_role
 #define SEGOPS_CUDA_FUSE_N ((int64_t)1 << 18)
 #endif
 static inline bool segops_one_launch(const segops_cuda_job *job) { return job->n <= SEGOPS_CUDA_FUSE_N; }
+/* Past SEGOPS_CUDA_FUSE_N, from SEGOPS_CUDA_IE_N elements, a mixed function over a sorted idx whose
+ * gather struct says so (walk_inline) writes its per-element outputs from the segment walks
+ * (elem_inline, IE) instead of a separate gather that reads the inputs both share a second time.
+ * Up to SEGOPS_CUDA_IP_N elements (default: any), an op with a post pass over short sorted
+ * segments runs it inside the segment kernel (IP) instead of a post gather. Measured on the H200
+ * (bench/RESULTS.md, CUDA backend v13), 2^20 and 2^25, sorted layouts, 2 rounds, bits identical:
+ * IE 1.07-1.35x for mul backward (float64 S=1 excepted: 0.85x at 2^25, hence its walk_inline)
+ * and 1.13-1.27x for matvec backward over short segments, but 0.4-0.95x for the double backwards
+ * (more outputs: the second walk spills) and for matvec backward with the tile role; IP
+ * 1.21-1.52x for rms_norm's backward and double backward at 2^25 and 1.07-1.29x for its double
+ * backward at 2^20 (backward float32 at 2^20: 0.88x, 13.0 -> 14.8 µs). */
+#ifndef SEGOPS_CUDA_IE_N
+#define SEGOPS_CUDA_IE_N ((int64_t)1 << 19)
+#endif
+#ifndef SEGOPS_CUDA_IP_N
+#define SEGOPS_CUDA_IP_N INT64_MAX
+#endif
 
 /* Whether idx goes through the sort permutation, and whether seg_kernel needs its tile role (an
  * unsorted idx, or a sorted one whose longest segment is unknown or longer than a tile). */
@@ -542,6 +580,13 @@ static inline bool segops_seg_perm(const segops_kargs *a) { return a->L.perm32 |
 static inline bool segops_seg_tile_role(const segops_cuda_job *job, const segops_kargs *a) {
   return segops_seg_perm(a) || !(job->longest > 0 && job->longest <= SEGOPS_CUDA_TILE);
 }
+
+/* Whether a gather struct may run inside the segment walks (it defines walk_inline(job,
+ * short_only): short_only, the sorted idx's longest segment is known to fit the segment role). */
+template <typename OP, typename = void>
+struct segops_walk_inline : std::false_type {};
+template <typename OP>
+struct segops_walk_inline<OP, std::void_t<decltype(&OP::walk_inline)>> : std::true_type {};
 
 /* Whether a gather struct runs staged (it defines rows_in and rows_out). */
 template <typename OP, typename = void>
@@ -556,37 +601,39 @@ cudaError_t segops_run_gather(const segops_cuda_job *job, const segops_kargs *a,
 /* Runs a reduction: the segment kernel (compiled without the permutation when idx is sorted, and
  * without the tile role when the job says its longest segment is short), then, for ops with a
  * post pass, the post gather unless the segment kernel wrote it (IP). ELEM, when not void: the
- * gather of a mixed function, run by the same launch (small N, n > 0: the caller checks). */
-template <typename T, int W, typename OP, typename ELEM>
+ * gather of a mixed function, run by the same launch (n > 0: the caller checks), as the grid's
+ * gather role (IE 0, small N) or from the segment walks themselves (IE 1, sorted idx). */
+template <typename T, int W, typename OP, typename ELEM, int IE>
 cudaError_t segops_run_red(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
   segops_kargs k = *a;
   const bool perm = segops_seg_perm(a), short_only = !segops_seg_tile_role(job, a);
-  const bool ip = OP::POST && short_only && segops_one_launch(job);
+  const bool ip = OP::POST && short_only && job->n <= SEGOPS_CUDA_IP_N;
   int64_t tile_warps = 0; /* host only: the split's second grid */
   const int64_t blocks =
       segops_cuda_seg_blocks(job->n, job->s, job->sm_count, !short_only, &k.seg_warps, &k.tiles_per_warp, &tile_warps);
-  k.gather_blocks = std::is_void<ELEM>::value ? 0 : segops_cuda_gather_grid(job);
+  k.gather_blocks = std::is_void<ELEM>::value || IE ? 0 : segops_cuda_gather_grid(job);
   /* Split (SEGOPS_CUDA_SPLIT_N): the segment role's blocks alone in the first launch, compiled
    * without the tile role; the tile role follows as a grid of its own. */
   const bool split = !short_only && !perm && job->n > SEGOPS_CUDA_SPLIT_N;
   const int64_t wpb = SEGOPS_SEG_THREADS / 32, sb = (k.seg_warps + wpb - 1) / wpb;
   const unsigned grid = (unsigned)((split ? (sb > 0 ? sb : 1) : blocks) + k.gather_blocks);
-  if (perm)
-    seg_kernel<T, W, OP, ELEM, 1, 1, 0><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
-  else if (!short_only && !split)
-    seg_kernel<T, W, OP, ELEM, 0, 1, 0><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
+  if (perm) {
+    /* IE: the caller never asks for it with a permutation (element outputs would scatter) */
+    if constexpr (!IE) seg_kernel<T, W, OP, ELEM, 1, 1, 0, 0><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
+  } else if (!short_only && !split)
+    seg_kernel<T, W, OP, ELEM, 0, 1, 0, IE><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
   else if constexpr (OP::POST) {
     if (ip)
-      seg_kernel<T, W, OP, ELEM, 0, 0, 1><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
+      seg_kernel<T, W, OP, ELEM, 0, 0, 1, IE><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
     else
-      seg_kernel<T, W, OP, ELEM, 0, 0, 0><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
+      seg_kernel<T, W, OP, ELEM, 0, 0, 0, IE><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
   } else
-    seg_kernel<T, W, OP, ELEM, 0, 0, 0><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
+    seg_kernel<T, W, OP, ELEM, 0, 0, 0, IE><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
   if (split && tile_warps > 0) {
     segops_kargs t = k;
     t.seg_warps = 0; /* every warp of this grid is the tile role's */
     t.gather_blocks = 0;
-    seg_kernel<T, W, OP, ELEM, 0, 1, 0><<<(unsigned)((tile_warps + wpb - 1) / wpb), SEGOPS_SEG_THREADS, 0, st>>>(t);
+    seg_kernel<T, W, OP, ELEM, 0, 1, 0, IE><<<(unsigned)((tile_warps + wpb - 1) / wpb), SEGOPS_SEG_THREADS, 0, st>>>(t);
   }
   /* The post gather, a dependent of the segment kernel (not after the split's second launch, past
    * SEGOPS_CUDA_SPLIT_N: the launch gap is negligible there, and that chain was not compared bit
@@ -598,7 +645,7 @@ cudaError_t segops_run_red(const segops_cuda_job *job, const segops_kargs *a, cu
 
 template <typename T, int W, typename OP>
 cudaError_t segops_run_seg(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
-  return segops_run_red<T, W, OP, void>(job, a, st);
+  return segops_run_red<T, W, OP, void, 0>(job, a, st);
 }
 
 /* Runs a gather; dependent: it reads what the kernel before it on st wrote, and on sm_90 is
@@ -651,7 +698,12 @@ cudaError_t segops_run_gather(const segops_cuda_job *job, const segops_kargs *a,
 template <typename T, int W, typename RED, typename ELEM>
 cudaError_t segops_run_mixed(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
   const bool ew = ELEM::wanted(a), rw = RED::wanted(a);
-  if (ew && rw && job->n > 0 && segops_one_launch(job)) return segops_run_red<T, W, RED, ELEM>(job, a, st);
+  if (ew && rw && job->n > 0) {
+    if (segops_one_launch(job)) return segops_run_red<T, W, RED, ELEM, 0>(job, a, st);
+    if constexpr (segops_walk_inline<ELEM>::value)
+      if (!segops_seg_perm(a) && job->n >= SEGOPS_CUDA_IE_N && ELEM::walk_inline(job, !segops_seg_tile_role(job, a)))
+        return segops_run_red<T, W, RED, ELEM, 1>(job, a, st);
+  }
   cudaError_t e = cudaSuccess;
   if (ew) e = segops_run_gather<T, W, ELEM>(job, a, st);
   if (e == cudaSuccess && rw) e = segops_run_seg<T, W, RED>(job, a, st);

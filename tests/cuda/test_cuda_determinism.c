@@ -73,9 +73,12 @@ static int concat(tu_call *out, tu_call *parts[], int np) {
 }
 
 /* One request A (segments of the given sizes, sorted and shuffled), every function and dtype:
- * repeated runs, and alone vs between neighbours B (5000 elements) and C (c_n elements). */
+ * repeated runs, and alone vs between neighbours B (5000 elements) and C (c_n elements).
+ * sorted_nb 0: B is unsorted next to the sorted A, so every batch goes through the sort
+ * permutation; 1: B and C are sorted with short segments (16 elements on average), so the batch
+ * of the sorted A is sorted and its segments are as long as A's longest. */
 static int check_case(segops_backend *b, const char *name, const int *sizes_a, int64_t sa, int64_t c_n,
-                      int *checks_out) {
+                      int sorted_nb, int *checks_out) {
   int64_t na = 0;
   for (int64_t g = 0; g < sa; g++) na += sizes_a[g];
   int32_t *idx_sorted = malloc((size_t)na * 4), *idx_shuffled = malloc((size_t)na * 4);
@@ -102,9 +105,11 @@ static int check_case(segops_backend *b, const char *name, const int *sizes_a, i
           tu_call a, bb, cc, cat;
           tu_make_idx(&a, fn, (segops_dtype)dt, w, na, sa, shuffled ? idx_shuffled : idx_sorted, 0xff, all_out,
                       100 + op * 7 + pass);
-          /* neighbours: the sorted A goes next to an unsorted B, the shuffled one next to sorted ones */
-          tu_make(&bb, fn, (segops_dtype)dt, w, 5000, 300, shuffled ? TU_SORTED : TU_UNSORTED, 0xff, all_out, 7);
-          tu_make(&cc, fn, (segops_dtype)dt, w, c_n, c_n / 60 + 1, TU_SORTED, 0xff, all_out, 8);
+          /* neighbours: the sorted A goes next to an unsorted B (unless sorted_nb), the shuffled one
+           * next to sorted ones */
+          tu_make(&bb, fn, (segops_dtype)dt, w, 5000, 300, shuffled || sorted_nb ? TU_SORTED : TU_UNSORTED, 0xff,
+                  all_out, 7);
+          tu_make(&cc, fn, (segops_dtype)dt, w, c_n, c_n / (sorted_nb ? 16 : 60) + 1, TU_SORTED, 0xff, all_out, 8);
           int rc = b->run(b->ctx, 0, &a.call, err, sizeof err);
           if (rc != SEGOPS_OK || tu_check(&a, "alone", NULL)) {
             printf("FAIL %s %s/%s: run alone: %d %s\n", name, segops_op_name(fn->op), segops_pass_name(fn->pass), rc,
@@ -162,20 +167,28 @@ int main(void) {
   int checks = 0, fails = 0;
   /* A: a long segment (several chunks of 256), empty ones, short ones. */
   static const int long_a[] = {3, 9000, 0, 40, 1, 100, 0, 33, 2047, 2049, 7};
-  fails += check_case(b, "chunks of 256", long_a, sizeof long_a / sizeof *long_a, 3000, &checks);
+  fails += check_case(b, "chunks of 256", long_a, sizeof long_a / sizeof *long_a, 3000, 0, &checks);
   /* Segments past 2^16 and 2^18 elements: chunks of 512 and 1024. */
   static const int longer_a[] = {5, 70001, 0, 12, 300007, 64, 1};
-  fails += check_case(b, "chunks of 512 and 1024", longer_a, sizeof longer_a / sizeof *longer_a, 3000, &checks);
+  fails += check_case(b, "chunks of 512 and 1024", longer_a, sizeof longer_a / sizeof *longer_a, 3000, 0, &checks);
   /* Short segments only (at most 64: no tile role; alone, the post pass runs inside the segment
    * kernel and a mixed function's gather in the same launch) next to a neighbour that takes the
    * batch past 2^20 elements (past SEGOPS_CUDA_FUSE_N), where every function runs as separate kernels. */
   static const int short_a[] = {3, 0, 17, 64, 1, 40, 33, 0, 8, 64, 63, 2, 29, 5, 31, 50};
   fails += check_case(b, "one launch vs separate kernels", short_a, sizeof short_a / sizeof *short_a,
-                      ((int64_t)1 << 20) + 4096, &checks);
-  /* Long segments alone (one launch) against a batch past 2^22 elements (SEGOPS_CUDA_SPLIT_N),
-   * where a sorted idx's segment role and tile role run as two launches. */
+                      ((int64_t)1 << 20) + 4096, 0, &checks);
+  /* The same in a sorted batch of short segments past SEGOPS_CUDA_IE_N: the post pass inside the
+   * segment kernel, and the element outputs of mixed functions from the segment walks (IE). */
+  fails += check_case(b, "one launch vs inline outputs, sorted", short_a, sizeof short_a / sizeof *short_a,
+                      ((int64_t)1 << 20) + 4096, 1, &checks);
+  /* Long segments alone (one launch) against a batch past 2^22 elements (SEGOPS_CUDA_SPLIT_N);
+   * this batch goes through the permutation, so both roles share one launch. */
   fails += check_case(b, "one launch vs the split roles", longer_a, sizeof longer_a / sizeof *longer_a,
-                      ((int64_t)1 << 22) + 4096, &checks);
+                      ((int64_t)1 << 22) + 4096, 0, &checks);
+  /* The same in a sorted batch: the split's two launches (with IE in both, for the functions that
+   * use it), which a batch through the permutation never reaches. */
+  fails += check_case(b, "one launch vs the split roles, sorted", longer_a, sizeof longer_a / sizeof *longer_a,
+                      ((int64_t)1 << 22) + 4096, 1, &checks);
   printf("cuda determinism: %d bitwise checks, %d failures\n", checks, fails);
   segops_backend_free(b);
   return fails ? 1 : 0;
