@@ -41,6 +41,15 @@
 #ifndef SEGOPS_SEG_MINB_SHORT_WIDE
 #define SEGOPS_SEG_MINB_SHORT_WIDE 4
 #endif
+/* The same for the kernel without the tile role that writes a mixed function's element outputs
+ * from its walks (IE 2): compiled for 4 blocks (up to 64 registers) instead of 8 (32), mul
+ * backward seg32 ran 1.32x (2^20) and 1.36x (2^25) faster in float64, 1.04x in float32
+ * (bench/RESULTS.md, v13).
+ * The split's segment launch (IE 1, past 2^22) keeps SEGOPS_SEG_MINB_SHORT: there 4 lost
+ * (powerlaw 0.92-0.95x). */
+#ifndef SEGOPS_SEG_MINB_IE
+#define SEGOPS_SEG_MINB_IE 4
+#endif
 #define SEGOPS_FULL_MASK 0xffffffffu
 /* Long chunks (seg_long_chunk): rows each lane keeps in flight while walking a chunk, and partial
  * rows each lane keeps in flight while combining (ops with at most 3 accumulators; the wider ops
@@ -379,7 +388,8 @@ __device__ __forceinline__ void gather_rows(const segops_kargs *a, int64_t t, in
 template <typename T, int W, typename OP, typename ELEM, int PK, int LONG, int IP, int IE>
 __global__ void __launch_bounds__(SEGOPS_SEG_THREADS,
                                   LONG ? (OP::K > 3 ? SEGOPS_SEG_MINB_WIDE : SEGOPS_SEG_MINB)
-                                       : (OP::K > 3 || IP ? SEGOPS_SEG_MINB_SHORT_WIDE : SEGOPS_SEG_MINB_SHORT))
+                                       : (OP::K > 3 || IP ? SEGOPS_SEG_MINB_SHORT_WIDE
+                                                          : (IE == 2 ? SEGOPS_SEG_MINB_IE : SEGOPS_SEG_MINB_SHORT)))
     seg_kernel(segops_kargs ka) {
   static_assert(!IP || (OP::POST && !LONG), "inline post: ops with a post pass, short segments only");
   static_assert(!IE || (PK == 0 && !std::is_void<ELEM>::value), "inline element outputs: sorted idx, a gather struct");
@@ -602,7 +612,8 @@ cudaError_t segops_run_gather(const segops_cuda_job *job, const segops_kargs *a,
  * without the tile role when the job says its longest segment is short), then, for ops with a
  * post pass, the post gather unless the segment kernel wrote it (IP). ELEM, when not void: the
  * gather of a mixed function, run by the same launch (n > 0: the caller checks), as the grid's
- * gather role (IE 0, small N) or from the segment walks themselves (IE 1, sorted idx). */
+ * gather role (IE 0, small N) or from the segment walks themselves (IE 1, sorted idx; the
+ * kernel without the tile role then runs as IE 2, see SEGOPS_SEG_MINB_IE). */
 template <typename T, int W, typename OP, typename ELEM, int IE>
 cudaError_t segops_run_red(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
   segops_kargs k = *a;
@@ -627,7 +638,9 @@ cudaError_t segops_run_red(const segops_cuda_job *job, const segops_kargs *a, cu
       seg_kernel<T, W, OP, ELEM, 0, 0, 1, IE><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
     else
       seg_kernel<T, W, OP, ELEM, 0, 0, 0, IE><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
-  } else
+  } else if (IE && short_only) /* IE 2: the register budget of SEGOPS_SEG_MINB_IE */
+    seg_kernel<T, W, OP, ELEM, 0, 0, 0, IE ? 2 : 0><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
+  else
     seg_kernel<T, W, OP, ELEM, 0, 0, 0, IE><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
   if (split && tile_warps > 0) {
     segops_kargs t = k;
