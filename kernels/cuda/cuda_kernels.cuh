@@ -573,8 +573,9 @@ static inline bool segops_one_launch(const segops_cuda_job *job) { return job->n
  * segments runs it inside the segment kernel (IP) instead of a post gather. Measured on the H200
  * (bench/RESULTS.md, CUDA backend v13), 2^20 and 2^25, sorted layouts, 2 rounds, bits identical:
  * IE 1.07-1.35x for mul backward (float64 S=1 excepted: 0.85x at 2^25, hence its walk_inline)
- * and 1.13-1.27x for matvec backward over short segments, but 0.4-0.95x for the double backwards
- * (more outputs: the second walk spills) and for matvec backward with the tile role; IP
+ * and 1.13-1.27x for matvec backward over short segments, but 0.4-0.97x for most rows of the
+ * double backwards (two or three outputs; at 32 or 64 registers alike) and for matvec backward
+ * with the tile role; IP
  * 1.21-1.52x for rms_norm's backward and double backward at 2^25 and 1.07-1.29x for its double
  * backward at 2^20 (backward float32 at 2^20: 0.88x, 13.0 -> 14.8 µs). */
 #ifndef SEGOPS_CUDA_IE_N
@@ -704,8 +705,9 @@ cudaError_t segops_run_gather(const segops_cuda_job *job, const segops_kargs *a,
 /* A function with per-element outputs (ELEM, a gather) and segment outputs (RED, a reduction):
  * each runs only when one of its outputs was requested (ELEM::wanted, RED::wanted); both in one
  * launch up to SEGOPS_CUDA_FUSE_N elements (they read the same inputs and write different
- * outputs), else one after the other. The wide reductions (matvec's 9 accumulators) over long
- * segments were kept as two launches until session 14, when fusing them too measured 1.29-1.47x
+ * outputs); past it, over a sorted idx, in one launch where the gather struct says so
+ * (walk_inline: IE), else one after the other. The wide reductions (matvec's 9 accumulators)
+ * over long segments were kept as two launches until session 14, when fusing them too measured 1.29-1.47x
  * faster on matvec backward and double backward at 2^12 (powerlaw, S=1) and 1.11-1.24x at 2^17,
  * bits unchanged (bench/RESULTS.md, session 14). */
 template <typename T, int W, typename RED, typename ELEM>
