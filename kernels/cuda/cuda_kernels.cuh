@@ -575,9 +575,9 @@ static inline bool segops_one_launch(const segops_cuda_job *job) { return job->n
  * IE 1.07-1.35x for mul backward (float64 S=1 excepted: 0.85x at 2^25, hence its walk_inline)
  * and 1.13-1.27x for matvec backward over short segments, but 0.4-0.97x for most rows of the
  * double backwards (two or three outputs; at 32 or 64 registers alike) and for matvec backward
- * with the tile role; IP
- * 1.21-1.52x for rms_norm's backward and double backward at 2^25 and 1.07-1.29x for its double
- * backward at 2^20 (backward float32 at 2^20: 0.88x, 13.0 -> 14.8 µs). */
+ * with the tile role (segops_ie_ok); IP 1.21-1.52x for rms_norm's backward and double backward
+ * at 2^25 and 1.07-1.29x for its double backward at 2^20 (backward float32 at 2^20: 0.88x, 13.0
+ * -> 14.8 µs). */
 #ifndef SEGOPS_CUDA_IE_N
 #define SEGOPS_CUDA_IE_N ((int64_t)1 << 19)
 #endif
@@ -592,12 +592,20 @@ static inline bool segops_seg_tile_role(const segops_cuda_job *job, const segops
   return segops_seg_perm(a) || !(job->longest > 0 && job->longest <= SEGOPS_CUDA_TILE);
 }
 
-/* Whether a gather struct may run inside the segment walks (it defines walk_inline(job,
- * short_only): short_only, the sorted idx's longest segment is known to fit the segment role). */
+/* Whether a gather struct may run inside the segment walks (it defines walk_inline(job)). */
 template <typename OP, typename = void>
 struct segops_walk_inline : std::false_type {};
 template <typename OP>
 struct segops_walk_inline<OP, std::void_t<decltype(&OP::walk_inline)>> : std::true_type {};
+
+/* Whether a mixed function whose reduction has k accumulators may run IE on this job: a sorted
+ * idx of at least SEGOPS_CUDA_IE_N elements and, where the tile role (or the split) walks long
+ * segments, at most SEGOPS_IE_TILE_MAX_K accumulators: with matvec's 9 those kernels have no
+ * registers left for the second loop (ptxas: 40-44 bytes spilled; matvec backward 0.87-0.93x). */
+#define SEGOPS_IE_TILE_MAX_K 3
+static inline bool segops_ie_ok(const segops_cuda_job *job, const segops_kargs *a, int k) {
+  return !segops_seg_perm(a) && job->n >= SEGOPS_CUDA_IE_N && (k <= SEGOPS_IE_TILE_MAX_K || !segops_seg_tile_role(job, a));
+}
 
 /* Whether a gather struct runs staged (it defines rows_in and rows_out). */
 template <typename OP, typename = void>
@@ -629,11 +637,14 @@ cudaError_t segops_run_red(const segops_cuda_job *job, const segops_kargs *a, cu
   const bool split = !short_only && !perm && job->n > SEGOPS_CUDA_SPLIT_N;
   const int64_t wpb = SEGOPS_SEG_THREADS / 32, sb = (k.seg_warps + wpb - 1) / wpb;
   const unsigned grid = (unsigned)((split ? (sb > 0 ? sb : 1) : blocks) + k.gather_blocks);
+  /* IE in the kernels that walk long segments (the tile role, the split) only for narrow
+   * reductions: segops_ie_ok never asks for the others, which are so not compiled */
+  constexpr int IEW = OP::K <= SEGOPS_IE_TILE_MAX_K ? IE : 0;
   if (perm) {
     /* IE: the caller never asks for it with a permutation (element outputs would scatter) */
     if constexpr (!IE) seg_kernel<T, W, OP, ELEM, 1, 1, 0, 0><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
   } else if (!short_only && !split)
-    seg_kernel<T, W, OP, ELEM, 0, 1, 0, IE><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
+    seg_kernel<T, W, OP, ELEM, 0, 1, 0, IEW><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
   else if constexpr (OP::POST) {
     if (ip)
       seg_kernel<T, W, OP, ELEM, 0, 0, 1, IE><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
@@ -641,13 +652,13 @@ cudaError_t segops_run_red(const segops_cuda_job *job, const segops_kargs *a, cu
       seg_kernel<T, W, OP, ELEM, 0, 0, 0, IE><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
   } else if (IE && short_only) /* IE 2: the register budget of SEGOPS_SEG_MINB_IE */
     seg_kernel<T, W, OP, ELEM, 0, 0, 0, IE ? 2 : 0><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
-  else
-    seg_kernel<T, W, OP, ELEM, 0, 0, 0, IE><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
+  else /* short segments, or the split's first launch */
+    seg_kernel<T, W, OP, ELEM, 0, 0, 0, IEW><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
   if (split && tile_warps > 0) {
     segops_kargs t = k;
     t.seg_warps = 0; /* every warp of this grid is the tile role's */
     t.gather_blocks = 0;
-    seg_kernel<T, W, OP, ELEM, 0, 1, 0, IE><<<(unsigned)((tile_warps + wpb - 1) / wpb), SEGOPS_SEG_THREADS, 0, st>>>(t);
+    seg_kernel<T, W, OP, ELEM, 0, 1, 0, IEW><<<(unsigned)((tile_warps + wpb - 1) / wpb), SEGOPS_SEG_THREADS, 0, st>>>(t);
   }
   /* The post gather, a dependent of the segment kernel (not after the split's second launch, past
    * SEGOPS_CUDA_SPLIT_N: the launch gap is negligible there, and that chain was not compared bit
@@ -716,7 +727,7 @@ cudaError_t segops_run_mixed(const segops_cuda_job *job, const segops_kargs *a, 
   if (ew && rw && job->n > 0) {
     if (segops_one_launch(job)) return segops_run_red<T, W, RED, ELEM, 0>(job, a, st);
     if constexpr (segops_walk_inline<ELEM>::value)
-      if (!segops_seg_perm(a) && job->n >= SEGOPS_CUDA_IE_N && ELEM::walk_inline(job, !segops_seg_tile_role(job, a)))
+      if (segops_ie_ok(job, a, RED::K) && ELEM::walk_inline(job))
         return segops_run_red<T, W, RED, ELEM, 1>(job, a, st);
   }
   cudaError_t e = cudaSuccess;

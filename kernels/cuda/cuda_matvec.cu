@@ -71,7 +71,7 @@ struct matvec_backward_red {
 };
 struct matvec_backward_elem {
   static bool wanted(const segops_kargs *a) { return a->out[0] != NULL; }
-  static bool walk_inline(const segops_cuda_job *, bool short_only) { return short_only; } /* IE, no tile role */
+  static bool walk_inline(const segops_cuda_job *) { return true; } /* IE (short segments: segops_ie_ok) */
   template <typename T, int W>
   __device__ static void elem(const segops_kargs *a, int64_t i, int64_t s) {
     double o[3];

@@ -17,7 +17,7 @@ struct mul_backward_elem {
   static bool wanted(const segops_kargs *a) { return a->out[0] != NULL; }
   /* IE past SEGOPS_CUDA_IE_N (cuda_kernels.cuh); not for float64 chunks of 4096 rows (segments
    * past 2^22), whose second walk reads the rows again from memory: S=1 at 2^25 881 -> 1041 µs */
-  static bool walk_inline(const segops_cuda_job *job, bool) {
+  static bool walk_inline(const segops_cuda_job *job) {
     return job->dtype == SEGOPS_F32 || job->longest <= ((int64_t)1 << 22);
   }
   template <typename T, int W>
