@@ -10,14 +10,17 @@
 # (0 seg32, 1 powerlaw, 2 S=1, 3 seg32-unsorted). The TSVs go to $OUT/v.tgz; the runs alternate
 # variant by variant within each size, ROUNDS times, so drift of the machine hits all alike. Each
 # first-round run up to 2^20 also hashes every output of its rows (bench_cuda --digest); the end
-# says, per variant, whether its outputs are bit-identical to the first variant's. DTYPES: 32
-# (default), 64 or 32,64.
+# says, per variant, whether its outputs are bit-identical to the first variant's (DIGEST_MAX: up to
+# 2^DIGEST_MAX, default 20). DTYPES: 32 (default), 64 or 32,64. ONLY: bench_cuda --only (a substring
+# of the functions' names, e.g. rms_norm).
 set -u
 DEST=${OUT:-.}
 V=${V:-"a:"}
 SPECS=${SPECS:-"25 12 10,20 12 50,17 12 100,12 12 100"}
 ROUNDS=${ROUNDS:-1}
 DTYPES=${DTYPES:-32}
+DIGEST_MAX=${DIGEST_MAX:-20}
+ONLY=${ONLY:-}
 IFS='|' read -r -a VS <<<"$V"
 for v in "${VS[@]}"; do
   n=${v%%:*} f=${v#*:}
@@ -35,7 +38,7 @@ for r in $(seq 1 "$ROUNDS"); do
     for v in "${VS[@]}"; do
       n=${v%%:*}
       timeout 150 build-$n/bench/cuda/bench_cuda --log2n "$k" --reps "$reps" --layouts "$lay" --dtypes "$DTYPES" \
-        $(if [ "$r" = 1 ] && [ "$k" -le 20 ]; then echo "--digest /tmp/v$n-$k-r1.dig"; fi) --tsv /tmp/v$n-$k-r$r.tsv --idx-dir /tmp/idx/n$k > /tmp/v$n-$k-r$r.log 2>&1 || echo "bench $n $k failed"
+        ${ONLY:+--only "$ONLY"} $(if [ "$r" = 1 ] && [ "$k" -le "$DIGEST_MAX" ]; then echo "--digest /tmp/v$n-$k-r1.dig"; fi) --tsv /tmp/v$n-$k-r$r.tsv --idx-dir /tmp/idx/n$k > /tmp/v$n-$k-r$r.log 2>&1 || echo "bench $n $k failed"
       echo "variant $n 2^$k round $r: $(awk -F'\t' 'NR>1{s+=$10; c++} END{printf "sum of warm ms %.4f over %d rows", s, c}' /tmp/v$n-$k-r$r.tsv)"
     done
   done
@@ -45,7 +48,7 @@ for v in "${VS[@]:1}"; do
   n=${v%%:*}
   for spec in "${SP[@]}"; do
     read -r k _ <<<"$spec"
-    [ "$k" -le 20 ] || continue
+    [ "$k" -le "$DIGEST_MAX" ] || continue
     if cmp -s /tmp/v$first-$k-r1.dig /tmp/v$n-$k-r1.dig; then same=identical; else same=DIFFERENT; fi
     echo "outputs of $n vs $first at 2^$k: $same ($(wc -l < /tmp/v$n-$k-r1.dig) outputs)"
   done
