@@ -1,8 +1,9 @@
 #!/bin/bash
 # gpu_run.sh: the GPU machine's steps, run from the repository root after `. .device/env.sh`:
 #   bench/cuda/gpu_run.sh build cudatests bench torch ctest sanitizer ncu parity nvalchemi
-# (any subset, in that order; default: all but ncu/parity/nvalchemi, the last two needing the wheels of
-# nvalchemi-toolkit-ops and warp-lang installed: see /work/shared/device/README.md).
+# (any subset, in that order; default: all but ncu/parity/nvalchemi, the last two needing
+# nvalchemi-toolkit-ops and warp-lang: bench/cuda/stage_site.sh stages them here in two parts, carried
+# by two calls in a row; the second sources .device/wheels/install.sh before this script).
 #   build      Release build for sm_90 in build-gpu
 #   cudatests  the CUDA tests (CTest label cuda: conformance_cuda among them) with SEGOPS_REQUIRE_CUDA=1
 #   bench      bench_cuda at N = 2^12, 2^17, 2^20, 2^25 (idx files kept for the comparisons)
