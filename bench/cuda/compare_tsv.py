@@ -9,7 +9,8 @@ min / median / max, and the five rows that changed most each way. Copy bandwidth
 own (measured in that run), so % of copy compares runs fairly; times compare only on one GPU.
 --theirs NAME=LOG: another implementation's times from a nvalchemi_compare.py or torch_compare.py
 log (its "theirs ms" or "torch ms" column, timed alone), divided by NEW's cold and warm times:
-min / median / max per layout, rows where it is faster, and the worst row.
+min / median / max per layout, how many rows it is faster in (warm, and cold in brackets), the
+worst row, and each row where it is faster warm.
 """
 import csv
 import statistics
@@ -96,16 +97,22 @@ def main():
             print(f"  {ratio:5.2f}  {' '.join(k)}")
     for name, t in theirs:
         print(f"\nvs {name} (theirs / ours; > 1: segops faster)")
-        print("| layout | rows | cold | warm | rows < 1 (cold) | worst |")
+        print("| layout | rows | cold | warm | rows < 1 warm (cold) | worst |")
         print("|---|---|---|---|---|---|")
+        behind = []
         for lay in layouts:
             rows = [(t[k] / (float(r["median_ms"])), t[k] / float(r["warm_ms"]), k) for k, r in new.items()
                     if k[2] == lay and k in t]
             if not rows:
                 continue
             worst = min(rows)
-            print(f"| {lay} | {len(rows)} | {mmm([x[0] for x in rows])} | "
-                  f"{mmm([x[1] for x in rows])} | {sum(1 for x in rows if x[0] < 1)} | {worst[2][0]} {worst[2][1]} |")
+            behind += sorted((x[1], x[2]) for x in rows if x[1] < 1)
+            print(f"| {lay} | {len(rows)} | {mmm([x[0] for x in rows])} | {mmm([x[1] for x in rows])} | "
+                  f"{sum(1 for x in rows if x[1] < 1)} ({sum(1 for x in rows if x[0] < 1)}) | {worst[2][0]} {worst[2][1]} |")
+        if behind:
+            print(f"rows where {name} is faster, warm (theirs / ours):")
+            for ratio, k in behind:
+                print(f"  {ratio:5.2f}  {' '.join(k)}  {t[k] * 1e3:.1f} vs {float(new[k]['warm_ms']) * 1e3:.1f} µs")
     print("\nworst rows by warm % of copy:")
     worst = sorted((100 * float(r["warm_gbps"]) / float(r["copy_gbps"]), k) for k, r in new.items())
     for pcv, k in worst[:8]:
