@@ -9,8 +9,8 @@ min / median / max, and the five rows that changed most each way. Copy bandwidth
 own (measured in that run), so % of copy compares runs fairly; times compare only on one GPU.
 --theirs NAME=LOG: another implementation's times from a nvalchemi_compare.py or torch_compare.py
 log (its "theirs ms" or "torch ms" column, timed alone), divided by NEW's cold and warm times:
-min / median / max per layout, how many rows it is faster in (warm, and cold in brackets), the
-worst row, and each row where it is faster warm.
+min / median / max per layout, how many rows it is faster in (warm, and cold in brackets), our
+worst row warm, and each row where it is faster warm.
 """
 import csv
 import statistics
@@ -105,7 +105,7 @@ def main():
                     if k[2] == lay and k in t]
             if not rows:
                 continue
-            worst = min(rows)
+            worst = min(rows, key=lambda x: x[1])
             behind += sorted((x[1], x[2]) for x in rows if x[1] < 1)
             print(f"| {lay} | {len(rows)} | {mmm([x[0] for x in rows])} | {mmm([x[1] for x in rows])} | "
                   f"{sum(1 for x in rows if x[1] < 1)} ({sum(1 for x in rows if x[0] < 1)}) | {worst[2][0]} {worst[2][1]} |")

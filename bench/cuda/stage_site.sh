@@ -27,6 +27,9 @@ grep -qxF '/.device/' .git/info/exclude 2>/dev/null || echo '/.device/' >> .git/
 rm -rf .device/wheels && mkdir -p .device/wheels/part1 .device/wheels/part2
 split -n 2 -d -a 1 "$tmp/site.tar.xz" .device/wheels/site.xz.
 mv .device/wheels/site.xz.0 .device/wheels/part1/ && mv .device/wheels/site.xz.1 .device/wheels/part2/
+for p in .device/wheels/part1 .device/wheels/part2; do # a call carries 64 MiB with the .debs
+  [ "$(du -sb "$p" | cut -f1)" -le $((60 << 20)) ] || { echo "stage_site.sh: $p is over 60 MiB" >&2; exit 1; }
+done
 (cd "$tmp" && sha256sum site.tar.xz) | awk '{print $1"  /tmp/segops-wheels/site.tar.xz"}' > .device/wheels/part1/site.sha256
 cat > .device/wheels/install.sh <<'EOF'
 # Sourced on the GPU machine once part1 and part2 were carried (made by bench/cuda/stage_site.sh).

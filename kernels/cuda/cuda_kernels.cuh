@@ -205,7 +205,7 @@ __device__ __forceinline__ void elem_inline(const segops_kargs *a, int64_t p0, i
  * up to 2^22, 4096 beyond; one warp walks a chunk and one warp walks the chunks' partials, so the
  * two serial walks stay about as long. Shifts, not divisions: a 64-bit division by a variable
  * costs registers that the wide ops do not have. */
-__device__ __forceinline__ int chunk_shift(int64_t c) {
+__host__ __device__ __forceinline__ int chunk_shift(int64_t c) {
   return c <= ((int64_t)1 << 16)   ? 8
          : c <= ((int64_t)1 << 18) ? 9
          : c <= ((int64_t)1 << 20) ? 10
@@ -625,6 +625,7 @@ cudaError_t segops_run_gather(const segops_cuda_job *job, const segops_kargs *a,
  * kernel without the tile role then runs as IE 2, see SEGOPS_SEG_MINB_IE). */
 template <typename T, int W, typename OP, typename ELEM, int IE>
 cudaError_t segops_run_red(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
+  static_assert(!(OP::POST && IE), "IE: mixed functions, whose reductions have no post pass");
   segops_kargs k = *a;
   const bool perm = segops_seg_perm(a), short_only = !segops_seg_tile_role(job, a);
   const bool ip = OP::POST && short_only && job->n <= SEGOPS_CUDA_IP_N;
@@ -647,13 +648,16 @@ cudaError_t segops_run_red(const segops_cuda_job *job, const segops_kargs *a, cu
     seg_kernel<T, W, OP, ELEM, 0, 1, 0, IEW><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
   else if constexpr (OP::POST) {
     if (ip)
-      seg_kernel<T, W, OP, ELEM, 0, 0, 1, IE><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
+      seg_kernel<T, W, OP, ELEM, 0, 0, 1, 0><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
     else
-      seg_kernel<T, W, OP, ELEM, 0, 0, 0, IE><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
-  } else if (IE && short_only) /* IE 2: the register budget of SEGOPS_SEG_MINB_IE */
-    seg_kernel<T, W, OP, ELEM, 0, 0, 0, IE ? 2 : 0><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
-  else /* short segments, or the split's first launch */
-    seg_kernel<T, W, OP, ELEM, 0, 0, 0, IEW><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
+      seg_kernel<T, W, OP, ELEM, 0, 0, 0, 0><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
+  } else if constexpr (IE != 0) {
+    if (short_only) /* IE 2: the register budget of SEGOPS_SEG_MINB_IE */
+      seg_kernel<T, W, OP, ELEM, 0, 0, 0, 2><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
+    else /* the split's first launch */
+      seg_kernel<T, W, OP, ELEM, 0, 0, 0, IEW><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
+  } else /* short segments, or the split's first launch */
+    seg_kernel<T, W, OP, ELEM, 0, 0, 0, 0><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
   if (split && tile_warps > 0) {
     segops_kargs t = k;
     t.seg_warps = 0; /* every warp of this grid is the tile role's */

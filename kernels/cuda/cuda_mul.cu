@@ -18,7 +18,7 @@ struct mul_backward_elem {
   /* IE past SEGOPS_CUDA_IE_N (cuda_kernels.cuh); not for float64 chunks of 4096 rows (segments
    * past 2^22), whose second walk reads the rows again from memory: S=1 at 2^25 881 -> 1041 µs */
   static bool walk_inline(const segops_cuda_job *job) {
-    return job->dtype == SEGOPS_F32 || job->longest <= ((int64_t)1 << 22);
+    return job->dtype == SEGOPS_F32 || chunk_shift(job->longest) < 12;
   }
   template <typename T, int W>
   __device__ static void elem(const segops_kargs *a, int64_t i, int64_t s) {
