@@ -13,6 +13,8 @@ typedef struct {
   size_t memory_used;  /* bytes in use now (0 when unknown) */
   int physical;        /* the physical device this worker runs on (GPU ordinal; 0 for the host):
                           workers sharing one are reported once, with their count */
+  char wait[16];       /* how the worker waits for the device ("spin", "yield", "block",
+                          "auto"; read back from the device), or "" where nothing is waited for */
 } segops_device_info;
 
 /* A backend's cache of per-idx work (the CUDA segment layouts) on one worker. */

@@ -88,9 +88,11 @@ segops_http_outcome segops_http_info(segops_http_req *r) {
       json_object_set_new(seen, "workers", json_integer(json_integer_value(json_object_get(seen, "workers")) + 1));
       continue;
     }
-    json_array_append_new(
-        devs, json_pack("{s:i, s:s, s:I, s:I, s:i}", "index", di.physical, "name", di.name, "memory_total",
-                        (json_int_t)di.memory_total, "memory_used", (json_int_t)di.memory_used, "workers", 1));
+    json_t *dev = json_pack("{s:i, s:s, s:I, s:I, s:i}", "index", di.physical, "name", di.name, "memory_total",
+                            (json_int_t)di.memory_total, "memory_used", (json_int_t)di.memory_used, "workers", 1);
+    di.wait[sizeof di.wait - 1] = 0;
+    if (dev && di.wait[0]) json_object_set_new(dev, "wait", json_string(di.wait));
+    json_array_append_new(devs, dev);
   }
   json_t *limits = json_pack(
       "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:I, s:I, s:I, s:f, s:f}", "max_body_bytes",

@@ -19,8 +19,11 @@ static segops_backend *make_backend(const segops_config *c) {
   if (!strcmp(c->backend, "cuda") || !strcmp(c->backend, "auto")) {
     segops_backend *b = segops_cuda_backend_new(c->n_devices ? c->devices : NULL, c->n_devices, err, sizeof err);
     if (b) return b;
-    if (!strcmp(c->backend, "cuda")) {
-      SEGOPS_LOGE("--backend cuda: no usable GPU: %s", err[0] ? err : "unknown reason");
+    /* A bad SEGOPS_CUDA_* setting (its message starts with the variable's name) is refused under
+     * auto too, rather than silently serving from the CPU. */
+    if (!strcmp(c->backend, "cuda") || !strncmp(err, "SEGOPS_", 7)) {
+      SEGOPS_LOGE("--backend %s: %s%s", c->backend, strncmp(err, "SEGOPS_", 7) ? "no usable GPU: " : "",
+                  err[0] ? err : "unknown reason");
       return NULL;
     }
     SEGOPS_LOGI("no usable GPU (%s); using the CPU backend", err[0] ? err : "unknown reason");

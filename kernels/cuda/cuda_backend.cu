@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cuda_internal.h"
 #include "cuda_layout_cache.h"
@@ -21,6 +22,25 @@ static int lanes_per_gpu = LANES_DEFAULT;
 #define POOL_ROUND ((size_t)64 << 20)
 /* Layout cache per worker unless SEGOPS_LAYOUT_CACHE_BYTES says otherwise (0: off). */
 #define LAYOUT_CACHE_DEFAULT ((size_t)1 << 30)
+/* How a worker's thread waits for its stream (SEGOPS_CUDA_WAIT, set at creation): CUDA's
+ * scheduling flag for the primary context (auto: CUDA's own choice, which spins when the GPUs
+ * are fewer than the CPUs; spin; yield; block: sleep until the GPU signals), and for block,
+ * SEGOPS_CUDA_WAIT_POLL_US of polling the stream first (a short call ends before the sleep). */
+static unsigned wait_flags = cudaDeviceScheduleAuto;
+static int wait_poll_us = 0;
+
+static const char *wait_name(unsigned flags) {
+  switch (flags & cudaDeviceScheduleMask) {
+    case cudaDeviceScheduleSpin:
+      return "spin";
+    case cudaDeviceScheduleYield:
+      return "yield";
+    case cudaDeviceScheduleBlockingSync:
+      return "block";
+    default:
+      return "auto";
+  }
+}
 
 typedef struct {
   int ordinal;
@@ -174,6 +194,26 @@ static cudaError_t stage_out(cuda_dev *d, void *dst, const void *src, size_t byt
   return cudaSuccess;
 }
 
+static double now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+/* Waits for everything queued on the worker's stream, polling it first for up to
+ * wait_poll_us (only with the blocking policy, where the synchronisation would sleep). */
+static cudaError_t stream_wait(cuda_dev *d) {
+  if (wait_poll_us > 0) {
+    double until = now_us() + wait_poll_us;
+    for (;;) {
+      cudaError_t q = cudaStreamQuery(d->stream);
+      if (q != cudaErrorNotReady) return q == cudaSuccess ? cudaSuccess : cudaStreamSynchronize(d->stream);
+      if (now_us() >= until) break;
+    }
+  }
+  return cudaStreamSynchronize(d->stream);
+}
+
 static int cuda_run(void *vctx, int device, const segops_call *call, char *err, size_t errlen) {
   cuda_ctx *ctx = (cuda_ctx *)vctx;
   if (device < 0 || device >= ctx->n)
@@ -292,7 +332,7 @@ static int cuda_run(void *vctx, int device, const segops_call *call, char *err, 
   CK((cudaError_t)segops_cuda_launch(&job, d->stream), "kernel launch");
   for (int k = 0; k < fn->n_out; k++)
     if (out_bytes[k]) CK(stage_out(d, call->out[k], base + out_off[k], out_bytes[k]), "copy out");
-  CK(cudaStreamSynchronize(d->stream), "cudaStreamSynchronize");
+  CK(stream_wait(d), "cudaStreamSynchronize");
   CK(cudaGetLastError(), "kernel");
 done:
   if (temp) {
@@ -311,8 +351,13 @@ static int cuda_device_info(void *vctx, int device, segops_device_info *info) {
   info->physical = d->ordinal;
   info->memory_total = d->mem_total;
   size_t fr = 0, tot = 0;
+  unsigned fl = 0;
   if (cudaSetDevice(d->ordinal) == cudaSuccess && cudaMemGetInfo(&fr, &tot) == cudaSuccess)
     info->memory_used = tot - fr;
+  else
+    (void)cudaGetLastError();
+  if (cudaGetDeviceFlags(&fl) == cudaSuccess)
+    snprintf(info->wait, sizeof info->wait, "%s", wait_name(fl));
   else
     (void)cudaGetLastError();
   return SEGOPS_OK;
@@ -382,6 +427,17 @@ static cudaError_t dev_init(cuda_dev *d, int ordinal) {
   cudaDeviceProp prop;
   cudaError_t e;
   d->ordinal = ordinal;
+  if (wait_flags != cudaDeviceScheduleAuto) {
+    /* The flag belongs to the primary context: given before cudaSetDevice creates it (a no-op
+     * for the device's second lane), and set again if something made the context first. */
+    unsigned fl = 0;
+    if ((e = cudaInitDevice(ordinal, wait_flags, cudaInitDeviceFlagsAreValid)) != cudaSuccess) return e;
+    if ((e = cudaSetDevice(ordinal)) != cudaSuccess) return e;
+    if ((e = cudaGetDeviceFlags(&fl)) != cudaSuccess) return e;
+    if ((fl & cudaDeviceScheduleMask) != wait_flags &&
+        (e = cudaSetDeviceFlags((fl & ~cudaDeviceScheduleMask) | wait_flags)) != cudaSuccess)
+      return e;
+  }
   if ((e = cudaSetDevice(ordinal)) != cudaSuccess) return e;
   if ((e = cudaGetDeviceProperties(&prop, ordinal)) != cudaSuccess) return e;
   snprintf(d->name, sizeof d->name, "%.127s", prop.name);
@@ -407,6 +463,43 @@ static cudaError_t dev_init(cuda_dev *d, int ordinal) {
   return cudaSuccess;
 }
 
+/* SEGOPS_CUDA_WAIT=auto|spin|yield|block and SEGOPS_CUDA_WAIT_POLL_US (0..10000, block only). */
+static int parse_wait(char *err, size_t errlen) {
+  static const struct {
+    const char *name;
+    unsigned flags;
+  } policies[] = {{"auto", cudaDeviceScheduleAuto},
+                  {"spin", cudaDeviceScheduleSpin},
+                  {"yield", cudaDeviceScheduleYield},
+                  {"block", cudaDeviceScheduleBlockingSync}};
+  const char *v = getenv("SEGOPS_CUDA_WAIT");
+  wait_flags = cudaDeviceScheduleAuto;
+  wait_poll_us = 0;
+  if (v && *v) {
+    size_t i, n = sizeof policies / sizeof policies[0];
+    for (i = 0; i < n && strcmp(v, policies[i].name) != 0; i++) {
+    }
+    if (i == n)
+      return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
+                         "SEGOPS_CUDA_WAIT must be auto, spin, yield or block, not '%.32s'", v);
+    wait_flags = policies[i].flags;
+  }
+  v = getenv("SEGOPS_CUDA_WAIT_POLL_US");
+  if (v && *v) {
+    char *end = NULL;
+    long l = strtol(v, &end, 10);
+    if (!end || *end || l < 0 || l > 10000)
+      return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
+                         "SEGOPS_CUDA_WAIT_POLL_US must be a whole number of microseconds from 0 to 10000, not '%.32s'",
+                         v);
+    if (l > 0 && wait_flags != cudaDeviceScheduleBlockingSync)
+      return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
+                         "SEGOPS_CUDA_WAIT_POLL_US applies only with SEGOPS_CUDA_WAIT=block");
+    wait_poll_us = (int)l;
+  }
+  return SEGOPS_OK;
+}
+
 extern "C" segops_backend *segops_cuda_backend_new(const int *devices, int n_devices, char *err, size_t errlen) {
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
@@ -424,6 +517,7 @@ extern "C" segops_backend *segops_cuda_backend_new(const int *devices, int n_dev
       return NULL;
     }
   }
+  if (parse_wait(err, errlen) != SEGOPS_OK) return NULL;
   {
     const char *v = getenv("SEGOPS_CUDA_DIRECT_COPIES");
     direct_copies = !(v && strcmp(v, "0") == 0); /* before any worker runs */

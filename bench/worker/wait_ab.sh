@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# wait_ab.sh: A/B of how the daemon's CUDA workers wait for the GPU (SEGOPS_CUDA_WAIT,
+# SEGOPS_CUDA_WAIT_POLL_US), through the worker benchmark, on the GPU machine after a build:
+#   . .device/env.sh && VARIANTS="auto block block:30" ROUNDS=2 bash bench/worker/wait_ab.sh
+# A variant is POLICY or POLICY:POLL_US. Rounds alternate the variants so drift hits them alike.
+# OPS, SIZES, WORKERS, TRANSPORT, WINDOW pick the cells. Each run's table and JSON go to
+# $LOGS (default /tmp/gpu-logs/wait_ab), then a summary: per cell, each variant's W-worker
+# steps/s, one worker's step latency and the daemon's CPU per step, medians over the rounds.
+set -uo pipefail
+VARIANTS=${VARIANTS:-"auto block block:30"}
+ROUNDS=${ROUNDS:-2}
+OPS=${OPS:-sum,rms_norm,matvec}
+SIZES=${SIZES:-10,14,17}
+WORKERS=${WORKERS:-$(nproc)}
+TRANSPORT=${TRANSPORT:-shm}
+WINDOW=${WINDOW:-0.4}
+B=${B:-build-gpu}
+BACKEND=${BACKEND:-cuda}
+LOGS=${LOGS:-/tmp/gpu-logs/wait_ab}
+PY=${SEGOPS_PYTHON:-python3}
+mkdir -p "$LOGS"
+for r in $(seq 1 "$ROUNDS"); do
+  for v in $VARIANTS; do
+    pol=${v%%:*}
+    poll=0
+    [ "$v" != "$pol" ] && poll=${v#*:}
+    tag="${pol}_p${poll}_r$r"
+    envs=()
+    [ "$pol" != auto ] && envs+=(--daemon-env "SEGOPS_CUDA_WAIT=$pol")
+    [ "$poll" != 0 ] && envs+=(--daemon-env "SEGOPS_CUDA_WAIT_POLL_US=$poll")
+    echo "== $tag ($(date +%T))"
+    timeout 300 "$PY" bench/worker/worker_bench.py --segopsd "$B/server/segopsd" --backend "$BACKEND" \
+      --transport "$TRANSPORT" --ops "$OPS" --sizes "$SIZES" --workers "$WORKERS" --window "$WINDOW" \
+      --warmup 0.15 "${envs[@]}" --json "$LOGS/$tag.json" > "$LOGS/$tag.txt" 2>&1
+    echo "rc=$? $(grep -c 'shm\|http\|unix' "$LOGS/$tag.txt") lines"
+  done
+done
+"$PY" - "$LOGS" $VARIANTS <<'PY'
+import glob, json, os, statistics, sys
+logs, variants = sys.argv[1], sys.argv[2:]
+cells = {}
+for v in variants:
+    pol, _, poll = v.partition(":")
+    for f in sorted(glob.glob(os.path.join(logs, f"{pol}_p{poll or 0}_r*.json"))):
+        for row in json.load(open(f))["rows"]:
+            key = (row["op"].replace("segmented_", ""), row["log2n"], row["transport"])
+            cells.setdefault(key, {}).setdefault(v, []).append(row)
+med = lambda rows, k: statistics.median(r[k] for r in rows)
+print("| op | N | transport | " + " | ".join(f"{v}: W steps/s, 1w ms, daemon µs/step" for v in variants) + " | W steps/s vs " + variants[0] + " |")
+print("|---|---|---|" + "---|" * (len(variants) + 1))
+for key in sorted(cells, key=lambda k: (k[0], k[1])):
+    c = cells[key]
+    if not all(v in c for v in variants):
+        continue
+    base = med(c[variants[0]], "remote_sps")
+    parts = [f"{med(c[v], 'remote_sps'):,.0f}, {med(c[v], 'remote_ms'):.3f}, {med(c[v], 'daemon_cpu_us'):.0f}" for v in variants]
+    rel = " / ".join(f"{med(c[v], 'remote_sps') / base:.2f}" for v in variants[1:])
+    print(f"| {key[0]} | 2^{key[1]} | {key[2]} | " + " | ".join(parts) + f" | {rel} |")
+PY
