@@ -258,9 +258,6 @@ int main(int argc, char **argv) {
             ltemp_cap = temp;
           }
           if (keep) CK((cudaError_t)segops_cuda_layout_build(&job, layout, ltemp, st));
-          /* unsorted: the backend measures the longest segment once per cached layout */
-          int64_t warm_longest = longest;
-          if (keep && lay == 3) CK((cudaError_t)segops_cuda_layout_longest(&job, layout, &warm_longest, st));
           CK((cudaError_t)segops_cuda_scratch_bytes(&job, &need));
           if (need > scratch_cap) {
             if (scratch) CK(cudaFree(scratch));
@@ -273,7 +270,6 @@ int main(int argc, char **argv) {
           double med_cold = 0, med_warm = 0;
           for (int warm = 0; warm < 2; warm++) {
             job.layout = warm ? layout : NULL;
-            job.longest = warm ? warm_longest : longest;
             for (int r = 0; r < 3; r++) CK((cudaError_t)segops_cuda_launch(&job, st));
             for (int r = 0; r < reps; r++) {
               spin_kernel<<<1, 1, 0, st>>>(n <= ((int64_t)1 << 20) ? 40000 : 1000);

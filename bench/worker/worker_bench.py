@@ -221,25 +221,6 @@ def machine_cpu():
     return sum(v) - idle, sum(v)
 
 
-def daemon_busy(url):
-    """Seconds each backend worker (CPU thread or CUDA lane) has spent running calls, from the
-    daemon's /metrics (segops_device_busy_seconds_total), or None (not an http:// URL, no answer)."""
-    if not url or not url.startswith("http://"):
-        return None
-    import http.client
-    import re
-    host, _, port = url[len("http://"):].split("/")[0].rpartition(":")
-    try:
-        c = http.client.HTTPConnection(host, int(port), timeout=5)
-        c.request("GET", "/metrics")
-        text = c.getresponse().read().decode()
-        c.close()
-    except (OSError, ValueError, http.client.HTTPException):
-        return None
-    got = re.findall(r'^segops_device_busy_seconds_total\{device="(\d+)"\} (\S+)$', text, re.M)
-    return [float(v) for _, v in sorted(got, key=lambda g: int(g[0]))] or None
-
-
 def run1(pool, mode, op, n, warmup, window, min_steps):
     """One worker's run of a cell, and the window for the cell's W-worker run: `window`, or longer
     when one step takes more than window / min_steps (then the one-worker run is repeated with
@@ -255,7 +236,6 @@ def run1(pool, mode, op, n, warmup, window, min_steps):
 
 class Pool:
     def __init__(self, w, url, idx_dtype="int32"):
-        self.url = url
         ctx = mp.get_context("spawn")
         self.conns, self.procs = [], []
         for r in range(w):
@@ -267,10 +247,8 @@ class Pool:
 
     def run(self, k, mode, op, n, warmup, window, daemon_pid=None):
         """Runs the measurement on the first k workers at once; returns their results and what
-        the machine's CPUs did over the window: {"daemon_cpu_s", "busy", "lanes_busy"} (the
-        daemon's CPU seconds, when its pid is given; the fraction of all cores busy, from
-        /proc/stat; the fraction of the window its busiest backend worker ran calls, from its
-        /metrics, when it was started here)."""
+        the machine's CPUs did over the window: {"daemon_cpu_s", "busy"} (the daemon's CPU
+        seconds, when its pid is given; the fraction of all cores busy, from /proc/stat)."""
         conns = self.conns[:k]
         for c in conns:
             c.send((mode, op, n, warmup, window))
@@ -283,10 +261,8 @@ class Pool:
             c.send(t0)
         time.sleep(max(t0 - time.time(), 0))
         d0, m0 = proc_cpu_s(daemon_pid), machine_cpu()
-        b0 = daemon_busy(self.url) if daemon_pid else None
         time.sleep(max(t0 + window - time.time(), 0))
         d1, m1 = proc_cpu_s(daemon_pid), machine_cpu()
-        b1 = daemon_busy(self.url) if daemon_pid else None
         out = []
         for c in conns:
             tag, v = c.recv()
@@ -294,9 +270,7 @@ class Pool:
                 raise SystemExit(f"worker_bench: {mode} {op} N={n}: {v}")
             out.append(v)
         busy = (m1[0] - m0[0]) / (m1[1] - m0[1]) if m0 and m1 and m1[1] > m0[1] else float("nan")
-        lanes = max((y - x) / window for x, y in zip(b0, b1)) if b0 and b1 and len(b0) == len(b1) else float("nan")
-        return out, {"daemon_cpu_s": d1 - d0 if d0 is not None and d1 is not None else float("nan"), "busy": busy,
-                     "lanes_busy": lanes}
+        return out, {"daemon_cpu_s": d1 - d0 if d0 is not None and d1 is not None else float("nan"), "busy": busy}
 
     def close(self):
         for c in self.conns:
@@ -499,7 +473,6 @@ def main():
                         "client_cpu_us": statistics.median(r["cpu_step_s"] for r in remw) * 1e6,
                         "daemon_cpu_us": remm["daemon_cpu_s"] / steps_w * 1e6 if steps_w else float("nan"),
                         "local_busy": locm["busy"], "remote_busy": remm["busy"],
-                        "lanes_busy": remm["lanes_busy"],
                         "local_window_s": lwin, "remote_window_s": rwin,
                     }
                     rows.append(row)
@@ -507,8 +480,7 @@ def main():
                           f"{w}w {fmt_rate(local_sps):>8} / {fmt_rate(remote_sps):>8} steps/s   "
                           f"ratio {row['throughput_ratio']:.2f}   err {rem1['check']:.1e}   "
                           f"cpu/step us local {row['local_cpu_us']:.0f} client {row['client_cpu_us']:.0f} "
-                          f"daemon {row['daemon_cpu_us']:.0f}   busy {row['local_busy']:.0%}/{row['remote_busy']:.0%} "
-                          f"busiest backend worker {row['lanes_busy']:.0%}", flush=True)
+                          f"daemon {row['daemon_cpu_us']:.0f}   busy {row['local_busy']:.0%}/{row['remote_busy']:.0%}", flush=True)
                     if rem1["check"] is not None and rem1["check"] > 1e-3:
                         raise SystemExit(f"worker_bench: {op} N={n} {tr}: remote gradient differs from local by {rem1['check']:.2e}")
     finally:

@@ -319,10 +319,6 @@ static int cuda_run(void *vctx, int device, const segops_call *call, char *err, 
         ent->longest = job.idx_sorted ? segops_cuda_sorted_longest(call->idx, job.n) : 0;
         CK((cudaError_t)segops_cuda_layout_build(&job, (char *)ent->mem + ent->idx_bytes, work, d->stream),
            "layout build");
-        /* unsorted: measured on the device, once per cached layout (one synchronisation) */
-        if (!job.idx_sorted)
-          CK((cudaError_t)segops_cuda_layout_longest(&job, (char *)ent->mem + ent->idx_bytes, &ent->longest, d->stream),
-             "layout build (longest segment)");
         ent->layout_ready = 1;
       }
       if (ent) {

@@ -34,9 +34,8 @@ typedef struct {
   int64_t n, s;
   const int32_t *idx; /* n values in [0, s) */
   int idx_sorted;     /* non-zero: idx non-decreasing (no sort needed) */
-  int64_t longest;    /* the longest segment when known, which must then be exact (sorted idx:
-                       * segops_cuda_sorted_longest of the host copy; unsorted: segops_cuda_layout_longest
-                       * of the layout the job is given); 0: unknown (every kernel shape) */
+  int64_t longest;    /* sorted idx: its longest segment when known (segops_cuda_sorted_longest of the
+                       * host copy), which must then be exact; 0: unknown (every kernel shape) */
   const void *in[SEGOPS_MAX_INPUTS];
   void *out[SEGOPS_MAX_OUTPUTS];
   const void *layout; /* a layout built for this (idx, S) by segops_cuda_layout_build, or NULL */
@@ -65,11 +64,6 @@ int segops_cuda_needs_layout(const segops_cuda_job *job);
 int segops_cuda_layout_bytes(const segops_cuda_job *job, size_t *keep, size_t *temp);
 /* Builds the layout of job->idx into keep, using temp, on stream (no synchronisation). */
 int segops_cuda_layout_build(const segops_cuda_job *job, void *keep, void *temp, cudaStream_t stream);
-
-/* The longest segment of an unsorted idx from its built layout in keep: a reduction on stream,
- * then a copy to *longest and a synchronisation of stream (once per layout: the backend keeps
- * the value with the cached layout). *longest is 0 for a sorted idx (measure it on the host). */
-int segops_cuda_layout_longest(const segops_cuda_job *job, const void *keep, int64_t *longest, cudaStream_t stream);
 
 /* Longest run of equal values of a sorted idx (host memory): its longest segment; 0 when n = 0. */
 int64_t segops_cuda_sorted_longest(const int32_t *idx, int64_t n);

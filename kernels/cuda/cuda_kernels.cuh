@@ -50,30 +50,6 @@
 #ifndef SEGOPS_SEG_MINB_IE
 #define SEGOPS_SEG_MINB_IE 4
 #endif
-/* Unsorted idx (through the sort permutation): rows each lane of a short segment's group keeps in
- * flight (each needs its permutation entry first, so the walk is a chain of dependent loads), and
- * the minimum resident blocks of that kernel (ops with at most 3 accumulators, and the others). */
-#ifndef SEGOPS_SEG_UNROLL_PERM
-#define SEGOPS_SEG_UNROLL_PERM 2
-#endif
-#ifndef SEGOPS_SEG_MINB_PERM
-#define SEGOPS_SEG_MINB_PERM SEGOPS_SEG_MINB
-#endif
-#ifndef SEGOPS_SEG_MINB_PERM_WIDE
-#define SEGOPS_SEG_MINB_PERM_WIDE SEGOPS_SEG_MINB_WIDE
-#endif
-/* The same without the tile role (an unsorted idx whose layout says no segment is longer than a
- * tile: SEGOPS_PERM_SHORT), and whether that kernel is used at all (0: the tile role always runs
- * with the permutation, as before session 20). */
-#ifndef SEGOPS_SEG_MINB_PERM_SHORT
-#define SEGOPS_SEG_MINB_PERM_SHORT 4
-#endif
-#ifndef SEGOPS_SEG_MINB_PERM_SHORT_WIDE
-#define SEGOPS_SEG_MINB_PERM_SHORT_WIDE 3
-#endif
-#ifndef SEGOPS_PERM_SHORT
-#define SEGOPS_PERM_SHORT 1
-#endif
 #define SEGOPS_FULL_MASK 0xffffffffu
 /* Long chunks (seg_long_chunk): rows each lane keeps in flight while walking a chunk, and partial
  * rows each lane keeps in flight while combining (ops with at most 3 accumulators; the wider ops
@@ -411,9 +387,7 @@ __device__ __forceinline__ void gather_rows(const segops_kargs *a, int64_t t, in
  *   the post gather (post_elem) after this kernel left them in L.segval, or inline with IP. */
 template <typename T, int W, typename OP, typename ELEM, int PK, int LONG, int IP, int IE>
 __global__ void __launch_bounds__(SEGOPS_SEG_THREADS,
-                                  PK ? (LONG ? (OP::K > 3 ? SEGOPS_SEG_MINB_PERM_WIDE : SEGOPS_SEG_MINB_PERM)
-                                             : (OP::K > 3 ? SEGOPS_SEG_MINB_PERM_SHORT_WIDE : SEGOPS_SEG_MINB_PERM_SHORT))
-                                  : LONG ? (OP::K > 3 ? SEGOPS_SEG_MINB_WIDE : SEGOPS_SEG_MINB)
+                                  LONG ? (OP::K > 3 ? SEGOPS_SEG_MINB_WIDE : SEGOPS_SEG_MINB)
                                        : (OP::K > 3 || IP ? SEGOPS_SEG_MINB_SHORT_WIDE
                                                           : (IE == 2 ? SEGOPS_SEG_MINB_IE : SEGOPS_SEG_MINB_SHORT)))
     seg_kernel(segops_kargs ka) {
@@ -459,8 +433,7 @@ __global__ void __launch_bounds__(SEGOPS_SEG_THREADS,
   double acc[OP::K];
 #pragma unroll
   for (int k = 0; k < OP::K; k++) acc[k] = 0.0;
-  constexpr int SU = PK ? SEGOPS_SEG_UNROLL_PERM : 2; /* rows in flight per lane (no bit changes) */
-#pragma unroll SU
+#pragma unroll 2
   for (int64_t p = beg + sl; p < end; p += 8) OP::template visit<T, W>(a, elem_at<PK>(&a->L, p), s, acc);
   sub8_sum<OP::K>(acc);
   if (mine) {
@@ -612,11 +585,11 @@ static inline bool segops_one_launch(const segops_cuda_job *job) { return job->n
 #define SEGOPS_CUDA_IP_N INT64_MAX
 #endif
 
-/* Whether idx goes through the sort permutation, and whether seg_kernel needs its tile role (the
- * longest segment unknown or longer than a tile; with SEGOPS_PERM_SHORT 0, any unsorted idx). */
+/* Whether idx goes through the sort permutation, and whether seg_kernel needs its tile role (an
+ * unsorted idx, or a sorted one whose longest segment is unknown or longer than a tile). */
 static inline bool segops_seg_perm(const segops_kargs *a) { return a->L.perm32 || a->L.perm64; }
 static inline bool segops_seg_tile_role(const segops_cuda_job *job, const segops_kargs *a) {
-  return (!SEGOPS_PERM_SHORT && segops_seg_perm(a)) || !(job->longest > 0 && job->longest <= SEGOPS_CUDA_TILE);
+  return segops_seg_perm(a) || !(job->longest > 0 && job->longest <= SEGOPS_CUDA_TILE);
 }
 
 /* Whether a gather struct may run inside the segment walks (it defines walk_inline(job)). */
@@ -655,8 +628,7 @@ cudaError_t segops_run_red(const segops_cuda_job *job, const segops_kargs *a, cu
   static_assert(!(OP::POST && IE), "IE: mixed functions, whose reductions have no post pass");
   segops_kargs k = *a;
   const bool perm = segops_seg_perm(a), short_only = !segops_seg_tile_role(job, a);
-  /* IP with the permutation would scatter the element outputs: the post gather writes them in order */
-  const bool ip = OP::POST && short_only && !perm && job->n <= SEGOPS_CUDA_IP_N;
+  const bool ip = OP::POST && short_only && job->n <= SEGOPS_CUDA_IP_N;
   int64_t tile_warps = 0; /* host only: the split's second grid */
   const int64_t blocks =
       segops_cuda_seg_blocks(job->n, job->s, job->sm_count, !short_only, &k.seg_warps, &k.tiles_per_warp, &tile_warps);
@@ -671,12 +643,7 @@ cudaError_t segops_run_red(const segops_cuda_job *job, const segops_kargs *a, cu
   constexpr int IEW = OP::K <= SEGOPS_IE_TILE_MAX_K ? IE : 0;
   if (perm) {
     /* IE: the caller never asks for it with a permutation (element outputs would scatter) */
-    if constexpr (!IE) {
-      if (short_only) /* the layout says no segment is longer than a tile */
-        seg_kernel<T, W, OP, ELEM, 1, 0, 0, 0><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
-      else
-        seg_kernel<T, W, OP, ELEM, 1, 1, 0, 0><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
-    }
+    if constexpr (!IE) seg_kernel<T, W, OP, ELEM, 1, 1, 0, 0><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
   } else if (!short_only && !split)
     seg_kernel<T, W, OP, ELEM, 0, 1, 0, IEW><<<grid, SEGOPS_SEG_THREADS, 0, st>>>(k);
   else if constexpr (OP::POST) {

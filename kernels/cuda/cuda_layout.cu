@@ -11,7 +11,7 @@
 /* Carve-up of a layout's kept bytes, its build's temporary bytes and a call's scratch, identical
  * for sizing and for use: every piece 256-byte aligned. */
 typedef struct {
-  size_t off, ticket, keys, perm, longest, keep;  /* kept */
+  size_t off, ticket, keys, perm, keep;           /* kept */
   size_t perm_in, sort_tmp, sort_tmp_bytes, temp; /* build only */
   size_t partial, segval, call;                   /* per call */
 } layout_plan;
@@ -53,8 +53,6 @@ static cudaError_t plan(const segops_cuda_job *job, layout_plan *p) {
     at += align_up((size_t)n * 4);
     p->perm = at;
     at += align_up((size_t)n * pe);
-    p->longest = at; /* one int64: the longest segment, from segops_cuda_layout_longest */
-    at += align_up(8);
     size_t t = 0;
     p->perm_in = t;
     t += align_up((size_t)n * pe);
@@ -136,22 +134,6 @@ __global__ void offsets_search_kernel(const int32_t *keys, int64_t n, int64_t ns
     off[s] = lo;
     if (s < nseg) ticket[s] = 0;
   }
-}
-
-/* *longest = max over segments of off[s + 1] - off[s] (*longest zeroed before). */
-__global__ void longest_kernel(const int64_t *off, int64_t nseg, unsigned long long *longest) {
-  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-  unsigned long long m = 0;
-  for (int64_t s = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; s < nseg; s += stride) {
-    const unsigned long long len = (unsigned long long)(__ldg(off + s + 1) - __ldg(off + s));
-    m = len > m ? len : m;
-  }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    const unsigned long long v = __shfl_xor_sync(0xffffffffu, m, o);
-    m = v > m ? v : m;
-  }
-  if ((threadIdx.x & 31) == 0 && m > 0) atomicMax(longest, m);
 }
 
 static int blocks_for(int64_t items, int threads, int cap) {
@@ -247,23 +229,6 @@ extern "C" int segops_cuda_layout_build(const segops_cuda_job *job, void *keep, 
   else
     offsets_kernel<<<blocks_for(n + 1, 256, job->sm_count * 16), 256, 0, st>>>(L.keys, n, s, off, ticket);
   return (int)cudaGetLastError();
-}
-
-extern "C" int segops_cuda_layout_longest(const segops_cuda_job *job, const void *keep, int64_t *longest,
-                                          cudaStream_t st) {
-  layout_plan p;
-  cudaError_t e = plan(job, &p);
-  *longest = 0;
-  if (e != cudaSuccess || p.keep == 0 || job->idx_sorted || job->n == 0) return (int)e;
-  unsigned long long *d = (unsigned long long *)((char *)keep + p.longest), h = 0;
-  if ((e = cudaMemsetAsync(d, 0, sizeof *d, st)) != cudaSuccess) return (int)e;
-  longest_kernel<<<blocks_for(job->s, 256, job->sm_count * 8), 256, 0, st>>>((const int64_t *)((const char *)keep + p.off),
-                                                                             job->s, d);
-  if ((e = cudaGetLastError()) != cudaSuccess) return (int)e;
-  if ((e = cudaMemcpyAsync(&h, d, sizeof h, cudaMemcpyDeviceToHost, st)) != cudaSuccess) return (int)e;
-  if ((e = cudaStreamSynchronize(st)) != cudaSuccess) return (int)e;
-  *longest = (int64_t)h;
-  return (int)cudaSuccess;
 }
 
 extern "C" int segops_cuda_is_gather(const segops_fn_desc *fn) {

@@ -19,7 +19,7 @@ typedef struct {
   uint64_t h[2];
   int64_t n, s;
   int sorted;
-  int64_t longest;  /* with the layout built: its longest segment (segops_cuda_job.longest); else 0 */
+  int64_t longest;  /* sorted idx with the layout built: its longest segment; else 0 */
   void *mem;        /* device memory (cudaMallocAsync on the worker's stream); NULL: free slot */
   size_t idx_bytes; /* mem: idx's n int32 values, then from idx_bytes (256-byte aligned) the layout */
   int idx_ready;    /* set by the backend once idx's copy into mem is enqueued */
