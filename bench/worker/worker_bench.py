@@ -141,8 +141,11 @@ def step_fn(mode, op, idx_t, idx_np, s, clients, url, idx_dtype="int32"):
 # ---------------------------------------------------------------- worker processes
 
 
-def worker_main(rank, conn, url, idx_dtype="int32"):
-    """One worker process: one torch thread; runs the measurements the parent asks for."""
+def worker_main(rank, conn, url, idx_dtype="int32", cpus=None):
+    """One worker process: one torch thread; runs the measurements the parent asks for. cpus: the
+    CPUs this process may run on (all of them when None)."""
+    if cpus:
+        os.sched_setaffinity(0, cpus)
     sys.path.insert(0, SRC)
     import torch
 
@@ -221,6 +224,25 @@ def machine_cpu():
     return sum(v) - idle, sum(v)
 
 
+def daemon_busy(url):
+    """Seconds each backend worker (CPU thread or CUDA lane) has spent running calls, from the
+    daemon's /metrics (segops_device_busy_seconds_total), or None (not an http:// URL, no answer)."""
+    if not url or not url.startswith("http://"):
+        return None
+    import http.client
+    import re
+    host, _, port = url[len("http://"):].split("/")[0].rpartition(":")
+    try:
+        c = http.client.HTTPConnection(host, int(port), timeout=5)
+        c.request("GET", "/metrics")
+        text = c.getresponse().read().decode()
+        c.close()
+    except (OSError, ValueError, http.client.HTTPException):
+        return None
+    got = re.findall(r'^segops_device_busy_seconds_total\{device="(\d+)"\} (\S+)$', text, re.M)
+    return [float(v) for _, v in sorted(got, key=lambda g: int(g[0]))] or None
+
+
 def run1(pool, mode, op, n, warmup, window, min_steps):
     """One worker's run of a cell, and the window for the cell's W-worker run: `window`, or longer
     when one step takes more than window / min_steps (then the one-worker run is repeated with
@@ -235,20 +257,23 @@ def run1(pool, mode, op, n, warmup, window, min_steps):
 
 
 class Pool:
-    def __init__(self, w, url, idx_dtype="int32"):
+    def __init__(self, w, url, idx_dtype="int32", cpus=None):
+        self.url = url
         ctx = mp.get_context("spawn")
         self.conns, self.procs = [], []
         for r in range(w):
             a, b = ctx.Pipe()
-            p = ctx.Process(target=worker_main, args=(r, b, url, idx_dtype), daemon=True)
+            p = ctx.Process(target=worker_main, args=(r, b, url, idx_dtype, cpus), daemon=True)
             p.start()
             self.conns.append(a)
             self.procs.append(p)
 
     def run(self, k, mode, op, n, warmup, window, daemon_pid=None):
         """Runs the measurement on the first k workers at once; returns their results and what
-        the machine's CPUs did over the window: {"daemon_cpu_s", "busy"} (the daemon's CPU
-        seconds, when its pid is given; the fraction of all cores busy, from /proc/stat)."""
+        the machine's CPUs did over the window: {"daemon_cpu_s", "busy", "lanes_busy"} (the
+        daemon's CPU seconds, when its pid is given; the fraction of all cores busy, from
+        /proc/stat; the fraction of the window its busiest backend worker ran calls, from its
+        /metrics, when it was started here)."""
         conns = self.conns[:k]
         for c in conns:
             c.send((mode, op, n, warmup, window))
@@ -261,8 +286,10 @@ class Pool:
             c.send(t0)
         time.sleep(max(t0 - time.time(), 0))
         d0, m0 = proc_cpu_s(daemon_pid), machine_cpu()
+        b0 = daemon_busy(self.url) if daemon_pid else None
         time.sleep(max(t0 + window - time.time(), 0))
         d1, m1 = proc_cpu_s(daemon_pid), machine_cpu()
+        b1 = daemon_busy(self.url) if daemon_pid else None
         out = []
         for c in conns:
             tag, v = c.recv()
@@ -270,7 +297,9 @@ class Pool:
                 raise SystemExit(f"worker_bench: {mode} {op} N={n}: {v}")
             out.append(v)
         busy = (m1[0] - m0[0]) / (m1[1] - m0[1]) if m0 and m1 and m1[1] > m0[1] else float("nan")
-        return out, {"daemon_cpu_s": d1 - d0 if d0 is not None and d1 is not None else float("nan"), "busy": busy}
+        lanes = max((y - x) / window for x, y in zip(b0, b1)) if b0 and b1 and len(b0) == len(b1) else float("nan")
+        return out, {"daemon_cpu_s": d1 - d0 if d0 is not None and d1 is not None else float("nan"), "busy": busy,
+                     "lanes_busy": lanes}
 
     def close(self):
         for c in self.conns:
@@ -287,8 +316,18 @@ class Pool:
 # ---------------------------------------------------------------- the daemon
 
 
-def start_daemon(path, backend, sock, extra=(), env=None):
-    """The tests' daemon runner (tests/segopsd_proc.py): stderr to a file, address from its line."""
+def parse_cpus(text):
+    """A CPU list as taskset takes it ("0-11,14") -> sorted list of ints."""
+    cpus = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return sorted(cpus)
+
+
+def start_daemon(path, backend, sock, extra=(), env=None, cpus=None):
+    """The tests' daemon runner (tests/segopsd_proc.py): stderr to a file, address from its line;
+    cpus: a CPU list the daemon and all its threads are confined to (taskset)."""
     sys.path.insert(0, os.path.join(HERE, "..", "..", "tests"))
     from segopsd_proc import Daemon
 
@@ -297,7 +336,7 @@ def start_daemon(path, backend, sock, extra=(), env=None):
     args = ["--backend", backend, "--max-shm-bytes", "64G"] + (["--listen", "unix:" + sock] if sock else [])
     args += list(extra)
     try:
-        d = Daemon(path, args, env=env, start_timeout=60)
+        d = Daemon(path, args, env=env, start_timeout=60, wrapper=("taskset", "-c", cpus) if cpus else ())
     except AssertionError as e:
         raise SystemExit(f"worker_bench: segopsd did not start: {str(e)[-2000:]}")
     return d, d.url
@@ -369,6 +408,10 @@ def main():
     ap.add_argument("--daemon-arg", action="append", default=[], metavar="FLAG=VALUE",
                     help="one more segopsd flag for the daemon this bench starts (repeatable), "
                     "e.g. --daemon-arg=--worker-spin-us=0")
+    ap.add_argument("--daemon-cpus", default=None, metavar="LIST",
+                    help="confine the daemon this bench starts to these CPUs (taskset -c LIST, e.g. 12-15)")
+    ap.add_argument("--worker-cpus", default=None, metavar="LIST",
+                    help="confine every worker process (local and remote alike) to these CPUs (e.g. 0-11)")
     ap.add_argument("--daemon-env", action="append", default=[], metavar="NAME=VALUE",
                     help="an environment variable for the daemon this bench starts (repeatable; the daemon "
                     "otherwise sees no SEGOPS_* variables), e.g. --daemon-env=SEGOPS_CUDA_LANES=4")
@@ -415,7 +458,7 @@ def main():
                 sock = os.path.join(tmpdir, "segopsd.sock")
             elif "unix" in transports:
                 print("worker_bench: this segopsd has no unix listener; the unix rows use what the client falls back to")
-        daemon, url = start_daemon(a.segopsd, a.backend, sock, a.daemon_arg, denv)
+        daemon, url = start_daemon(a.segopsd, a.backend, sock, a.daemon_arg, denv, a.daemon_cpus)
         daemon_pid = daemon.proc.pid
     usable = []
     for t in transports:  # a transport the daemon cannot serve is left out, and said so
@@ -440,9 +483,11 @@ def main():
     # The workers are spawned (a fresh interpreter each) and start with this environment; this
     # process only reads it at its own start, and the daemon was started before.
     os.environ.update(wenv)
-    pool = Pool(w, url, a.idx_dtype)
+    pool = Pool(w, url, a.idx_dtype, parse_cpus(a.worker_cpus) if a.worker_cpus else None)
     if wenv:
         print("worker_bench: every worker process runs with " + " ".join(f"{k}={v}" for k, v in wenv.items()))
+    if a.worker_cpus or a.daemon_cpus:
+        print(f"worker_bench: workers on CPUs {a.worker_cpus or 'all'}, the daemon on CPUs {a.daemon_cpus or 'all'}")
     rows = []
     t_start = time.time()
     try:
@@ -473,6 +518,7 @@ def main():
                         "client_cpu_us": statistics.median(r["cpu_step_s"] for r in remw) * 1e6,
                         "daemon_cpu_us": remm["daemon_cpu_s"] / steps_w * 1e6 if steps_w else float("nan"),
                         "local_busy": locm["busy"], "remote_busy": remm["busy"],
+                        "lanes_busy": remm["lanes_busy"],
                         "local_window_s": lwin, "remote_window_s": rwin,
                     }
                     rows.append(row)
@@ -480,7 +526,8 @@ def main():
                           f"{w}w {fmt_rate(local_sps):>8} / {fmt_rate(remote_sps):>8} steps/s   "
                           f"ratio {row['throughput_ratio']:.2f}   err {rem1['check']:.1e}   "
                           f"cpu/step us local {row['local_cpu_us']:.0f} client {row['client_cpu_us']:.0f} "
-                          f"daemon {row['daemon_cpu_us']:.0f}   busy {row['local_busy']:.0%}/{row['remote_busy']:.0%}", flush=True)
+                          f"daemon {row['daemon_cpu_us']:.0f}   busy {row['local_busy']:.0%}/{row['remote_busy']:.0%} "
+                          f"busiest backend worker {row['lanes_busy']:.0%}", flush=True)
                     if rem1["check"] is not None and rem1["check"] > 1e-3:
                         raise SystemExit(f"worker_bench: {op} N={n} {tr}: remote gradient differs from local by {rem1['check']:.2e}")
     finally:

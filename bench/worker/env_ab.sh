@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# wait_ab.sh: A/B of how the daemon's CUDA workers wait for the GPU (SEGOPS_CUDA_WAIT,
-# SEGOPS_CUDA_WAIT_POLL_US), through the worker benchmark, on the GPU machine after a build:
-#   . .device/env.sh && VARIANTS="auto block block:30" ROUNDS=2 bash bench/worker/wait_ab.sh
-# A variant is POLICY or POLICY:POLL_US. Rounds alternate the variants so drift hits them alike.
-# OPS, SIZES, WORKERS, TRANSPORT, WINDOW pick the cells. Each run's table and JSON go to
-# $LOGS (default /tmp/gpu-logs/wait_ab), then a summary: per cell, each variant's W-worker
-# steps/s, one worker's step latency and the daemon's CPU per step, medians over the rounds.
+# env_ab.sh: A/B of daemon settings given by environment (e.g. how the CUDA workers wait for the
+# GPU, SEGOPS_CUDA_WAIT / SEGOPS_CUDA_WAIT_POLL_US, or how many there are, SEGOPS_CUDA_LANES),
+# through the worker benchmark, on the GPU machine after a build:
+#   . .device/env.sh && VARIANTS="base SEGOPS_CUDA_WAIT=block SEGOPS_CUDA_LANES=8,SEGOPS_CUDA_WAIT=block" \
+#     ROUNDS=2 bash bench/worker/env_ab.sh
+# A variant is `base` (the defaults) or NAME=VALUE[,NAME=VALUE...] given to the daemon. Rounds
+# alternate the variants so drift hits them alike. OPS, SIZES, WORKERS, TRANSPORT, WINDOW pick the
+# cells; BACKEND (cuda) and B (build-gpu) the daemon. Each run's table and JSON go to $LOGS
+# (default /tmp/gpu-logs/env_ab), then a summary: per cell, each variant's W-worker steps/s, one
+# worker's step latency and the daemon's CPU per step, medians over the rounds.
 set -uo pipefail
-VARIANTS=${VARIANTS:-"auto block block:30"}
+VARIANTS=${VARIANTS:-"base SEGOPS_CUDA_WAIT=block"}
 ROUNDS=${ROUNDS:-2}
 OPS=${OPS:-sum,rms_norm,matvec}
 SIZES=${SIZES:-10,14,17}
@@ -16,18 +19,17 @@ TRANSPORT=${TRANSPORT:-shm}
 WINDOW=${WINDOW:-0.4}
 B=${B:-build-gpu}
 BACKEND=${BACKEND:-cuda}
-LOGS=${LOGS:-/tmp/gpu-logs/wait_ab}
+LOGS=${LOGS:-/tmp/gpu-logs/env_ab}
 PY=${SEGOPS_PYTHON:-python3}
 mkdir -p "$LOGS"
 for r in $(seq 1 "$ROUNDS"); do
   for v in $VARIANTS; do
-    pol=${v%%:*}
-    poll=0
-    [ "$v" != "$pol" ] && poll=${v#*:}
-    tag="${pol}_p${poll}_r$r"
+    tag="$(echo "$v" | tr -c 'A-Za-z0-9=,\n' '_' | sed 's/SEGOPS_//g')_r$r"
     envs=()
-    [ "$pol" != auto ] && envs+=(--daemon-env "SEGOPS_CUDA_WAIT=$pol")
-    [ "$poll" != 0 ] && envs+=(--daemon-env "SEGOPS_CUDA_WAIT_POLL_US=$poll")
+    if [ "$v" != base ]; then
+      IFS=',' read -r -a kv <<<"$v"
+      for e in "${kv[@]}"; do envs+=(--daemon-env "$e"); done
+    fi
     echo "== $tag ($(date +%T))"
     timeout 300 "$PY" bench/worker/worker_bench.py --segopsd "$B/server/segopsd" --backend "$BACKEND" \
       --transport "$TRANSPORT" --ops "$OPS" --sizes "$SIZES" --workers "$WORKERS" --window "$WINDOW" \
@@ -40,8 +42,8 @@ import glob, json, os, statistics, sys
 logs, variants = sys.argv[1], sys.argv[2:]
 cells = {}
 for v in variants:
-    pol, _, poll = v.partition(":")
-    for f in sorted(glob.glob(os.path.join(logs, f"{pol}_p{poll or 0}_r*.json"))):
+    tag = "".join(ch if ch.isalnum() or ch in "=," else "_" for ch in v).replace("SEGOPS_", "")
+    for f in sorted(glob.glob(os.path.join(logs, f"{glob.escape(tag)}_r*.json"))):
         for row in json.load(open(f))["rows"]:
             key = (row["op"].replace("segmented_", ""), row["log2n"], row["transport"])
             cells.setdefault(key, {}).setdefault(v, []).append(row)
