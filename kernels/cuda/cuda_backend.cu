@@ -15,12 +15,15 @@
 #define DIRECT_MIN ((size_t)64 << 10)
 /* Workers ("lanes") per GPU, each with its own stream, staging and pool, so that one request's
  * copies overlap another's kernels and copies on the same GPU. Results do not depend on the lane.
- * SEGOPS_CUDA_LANES (1..MAX_LANES_PER_GPU) overrides the default; set at creation. */
-#define LANES_DEFAULT 2
+ * SEGOPS_CUDA_LANES (1..MAX_LANES_PER_GPU) overrides the default; set at creation. 4: at 16
+ * workers on the GPU machine, 2 lanes were 60-96 % busy at 2^10-2^14 rows and 4 gave 1.15-1.52x
+ * their steps/s (0.91-1.03x at 2^17; bench/RESULTS.md, session 20). */
+#define LANES_DEFAULT 4
 #define MAX_LANES_PER_GPU 16
 static int lanes_per_gpu = LANES_DEFAULT;
 #define POOL_ROUND ((size_t)64 << 20)
-/* Layout cache per worker unless SEGOPS_LAYOUT_CACHE_BYTES says otherwise (0: off). */
+/* Layout cache per worker unless SEGOPS_LAYOUT_CACHE_BYTES says otherwise (0: off): 1 GiB, or
+ * less on a small GPU, so the GPU's lanes together cache at most 1/16 of its memory. */
 #define LAYOUT_CACHE_DEFAULT ((size_t)1 << 30)
 /* How a worker's thread waits for its stream (SEGOPS_CUDA_WAIT, set at creation): CUDA's
  * scheduling flag for the primary context (auto: CUDA's own choice, which spins when the GPUs
@@ -419,8 +422,12 @@ static void cuda_destroy(void *vctx) {
   free(ctx);
 }
 
-/* SEGOPS_LAYOUT_CACHE_BYTES: bytes per worker; unset: the default. */
-static size_t layout_cache_cap(void) { return segops_env_bytes("SEGOPS_LAYOUT_CACHE_BYTES", LAYOUT_CACHE_DEFAULT); }
+/* SEGOPS_LAYOUT_CACHE_BYTES: bytes per worker; unset: the default for a GPU of mem bytes. */
+static size_t layout_cache_cap(size_t mem) {
+  size_t def = mem / 16 / (size_t)lanes_per_gpu;
+  if (def > LAYOUT_CACHE_DEFAULT || def == 0) def = LAYOUT_CACHE_DEFAULT;
+  return segops_env_bytes("SEGOPS_LAYOUT_CACHE_BYTES", def);
+}
 
 /* Creates one device's warm state; returns a cudaError_t. */
 static cudaError_t dev_init(cuda_dev *d, int ordinal) {
@@ -445,7 +452,7 @@ static cudaError_t dev_init(cuda_dev *d, int ordinal) {
   d->sm_count = prop.multiProcessorCount;
   d->sm_major = prop.major;
   d->pool_cap = prop.totalGlobalMem / 2 / (size_t)lanes_per_gpu;
-  segops_layout_cache_init(&d->cache, layout_cache_cap());
+  segops_layout_cache_init(&d->cache, layout_cache_cap(prop.totalGlobalMem));
   if ((e = cudaFree(NULL)) != cudaSuccess) return e; /* creates the context now, not on the first request */
   {
     /* Cache entries come from the stream-ordered pool: keep freed memory there for reuse. */
