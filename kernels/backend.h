@@ -36,6 +36,10 @@ struct segops_backend {
   int (*run)(void *ctx, int device, const segops_call *call, char *err, size_t errlen);
   /* Fills info for a device; returns SEGOPS_OK or an error. */
   int (*device_info)(void *ctx, int device, segops_device_info *info);
+  /* Optional (NULL: every worker takes every call): whether worker `device` may run `call`; the
+   * scheduler leaves a call for the workers that take it (at least one must take every call),
+   * and a worker takes the first queued call it may run. */
+  int (*accepts)(void *ctx, int device, const segops_call *call);
   /* True while the backend can take work (false after a sticky device fault). */
   int (*ready)(void *ctx);
   /* Optional (NULL: the backend keeps no cache): fills st for worker `device`; SEGOPS_OK or an error. */

@@ -90,6 +90,19 @@ static void unlink_job(segops_sched *s, segops_job *prev, segops_job *job) {
   atomic_store_explicit(&s->depth_hint, s->depth, memory_order_relaxed);
 }
 
+/* Whether worker `device` may run job (backend->accepts; every worker takes every call without it). */
+static bool takes(const segops_sched *s, int device, const segops_job *job) {
+  return !s->backend->accepts || s->backend->accepts(s->backend->ctx, device, job->call);
+}
+
+/* The first queued job worker `device` may run, and the job before it (for unlink_job); lock held. */
+static segops_job *first_for(segops_sched *s, int device, segops_job **prev) {
+  *prev = NULL;
+  for (segops_job *j = s->head; j; *prev = j, j = j->next)
+    if (takes(s, device, j)) return j;
+  return NULL;
+}
+
 static void finish(segops_job *job, int status, const char *msg) {
   job->status = status;
   if (status != SEGOPS_OK && msg && job->err[0] == 0) snprintf(job->err, sizeof job->err, "%s", msg);
@@ -122,7 +135,8 @@ int segops_sched_submit(segops_sched *s, segops_job *job) {
   /* Broadcast: a worker filling a batch (max-queue-delay) also waits on `work`, and while a call
    * runs inline the worker that one signal would wake may be the one whose device it holds. */
   /* A spinning worker takes the job without being woken. */
-  if (s->opts.max_queue_delay_us > 0 || s->inline_running > 0)
+  /* With backend->accepts, the one worker a signal wakes might not take this job. */
+  if (s->opts.max_queue_delay_us > 0 || s->inline_running > 0 || s->backend->accepts)
     pthread_cond_broadcast(&s->work);
   else if (!atomic_load(&s->spinning))
     pthread_cond_signal(&s->work);
@@ -139,7 +153,7 @@ bool segops_sched_run_inline(segops_sched *s, segops_job *job) {
   int device = -1;
   if (!s->closed && !s->head)
     for (int d = 0; d < s->n_workers && device < 0; d++)
-      if (!s->dev_busy[d]) device = d;
+      if (!s->dev_busy[d] && takes(s, d, job)) device = d;
   if (device < 0) {
     pthread_mutex_unlock(&s->mu);
     return false;
@@ -180,7 +194,7 @@ int64_t segops_sched_depth(segops_sched *s) {
 
 /* Takes compatible jobs from the queue into jobs[1..] after the head jobs[0]; lock held.
  * Returns the count. With a queue delay, waits (releasing the lock) for more to arrive. */
-static int collect_batch(segops_sched *s, segops_job **jobs) {
+static int collect_batch(segops_sched *s, int device, segops_job **jobs) {
   int n = 1;
   if (s->opts.max_batch_elements <= 0 || jobs[0]->call->n > BATCH_JOIN_MAX_ROWS) return n;
   int64_t rows = jobs[0]->call->n, segs = jobs[0]->call->s;
@@ -191,7 +205,7 @@ static int collect_batch(segops_sched *s, segops_job **jobs) {
       segops_job *next = j->next;
       const segops_call *c = j->call;
       if (c->n <= BATCH_JOIN_MAX_ROWS && segops_batch_compatible(jobs[0]->call, c) &&
-          rows + c->n <= s->opts.max_batch_elements && segs + c->s <= INT32_MAX) {
+          rows + c->n <= s->opts.max_batch_elements && segs + c->s <= INT32_MAX && takes(s, device, j)) {
         unlink_job(s, prev, j);
         jobs[n++] = j;
         rows += c->n;
@@ -290,16 +304,27 @@ static void *worker_main(void *argp) {
   for (;;) {
     if (!s->head && !s->stopping && s->opts.spin_us > 0) spin_for_work(s);
     /* A call running inline on this device finishes first, stopping or not. */
-    while (s->dev_busy[device] || (!s->head && !s->stopping)) pthread_cond_wait(&s->work, &s->mu);
-    if (!s->head) break; /* stopping and nothing left */
-    jobs[0] = s->head;
-    unlink_job(s, NULL, jobs[0]);
+    segops_job *prev = NULL, *job = NULL;
+    for (;;) {
+      if (!s->dev_busy[device]) job = first_for(s, device, &prev);
+      if (!s->dev_busy[device] && (job || s->stopping)) break;
+      pthread_cond_wait(&s->work, &s->mu);
+    }
+    if (!job) break; /* stopping and nothing left that this worker may run */
+    jobs[0] = job;
+    unlink_job(s, prev, job);
     s->dev_busy[device] = true;
     s->running++;
-    int n = collect_batch(s, jobs);
+    int n = collect_batch(s, device, jobs);
     s->running += n - 1;
-    /* Jobs submitted while a worker spun woke nobody: pass the rest on to a sleeping worker. */
-    if (s->head) pthread_cond_signal(&s->work);
+    /* Jobs submitted while a worker spun woke nobody: pass the rest on to a sleeping worker (to
+     * all of them when not every worker takes every job). */
+    if (s->head) {
+      if (s->backend->accepts)
+        pthread_cond_broadcast(&s->work);
+      else
+        pthread_cond_signal(&s->work);
+    }
     pthread_mutex_unlock(&s->mu);
     run_jobs(s, device, jobs, n);
     pthread_mutex_lock(&s->mu);

@@ -31,6 +31,11 @@ static int lanes_per_gpu = LANES_DEFAULT;
  * SEGOPS_CUDA_WAIT_POLL_US of polling the stream first (a short call ends before the sleep). */
 static unsigned wait_flags = cudaDeviceScheduleAuto;
 static int wait_poll_us = 0;
+/* SEGOPS_CUDA_LARGE_LANES (0: off, the default) and SEGOPS_CUDA_LARGE_ROWS: only the first
+ * large_lanes lanes of each GPU take calls of more than large_rows rows, so the other lanes stay
+ * free for small calls and large ones do not all run at once (set at creation). */
+static int large_lanes = 0;
+static int64_t large_rows = (int64_t)1 << 16;
 
 static const char *wait_name(unsigned flags) {
   switch (flags & cudaDeviceScheduleMask) {
@@ -215,6 +220,13 @@ static cudaError_t stream_wait(cuda_dev *d) {
     }
   }
   return cudaStreamSynchronize(d->stream);
+}
+
+/* backend->accepts, when SEGOPS_CUDA_LARGE_LANES is set: lane l of a GPU (worker g * lanes + l)
+ * takes a call of more than large_rows rows only when l < large_lanes. */
+static int cuda_accepts(void *vctx, int device, const segops_call *call) {
+  (void)vctx;
+  return device % lanes_per_gpu < large_lanes || call->n <= large_rows;
 }
 
 static int cuda_run(void *vctx, int device, const segops_call *call, char *err, size_t errlen) {
@@ -541,6 +553,31 @@ extern "C" segops_backend *segops_cuda_backend_new(const int *devices, int n_dev
     } else {
       lanes_per_gpu = LANES_DEFAULT;
     }
+    large_lanes = 0;
+    large_rows = (int64_t)1 << 16;
+    v = getenv("SEGOPS_CUDA_LARGE_LANES");
+    if (v && *v) {
+      char *end = NULL;
+      long l = strtol(v, &end, 10);
+      if (!end || *end || l < 0 || l > MAX_LANES_PER_GPU) {
+        segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
+                    "SEGOPS_CUDA_LARGE_LANES must be a whole number from 0 (off) to %d, not '%.32s'", MAX_LANES_PER_GPU,
+                    v);
+        return NULL;
+      }
+      large_lanes = l >= lanes_per_gpu ? 0 : (int)l; /* every lane takes large calls anyway */
+    }
+    v = getenv("SEGOPS_CUDA_LARGE_ROWS");
+    if (v && *v) {
+      char *end = NULL;
+      long long l = strtoll(v, &end, 10);
+      if (!end || *end || l < 16384 || l > ((long long)1 << 40)) {
+        segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
+                    "SEGOPS_CUDA_LARGE_ROWS must be a whole number of rows from 16384 to 2^40, not '%.32s'", v);
+        return NULL;
+      }
+      large_rows = (int64_t)l;
+    }
   }
   cuda_ctx *ctx = (cuda_ctx *)calloc(1, sizeof *ctx);
   segops_backend *b = (segops_backend *)calloc(1, sizeof *b);
@@ -570,6 +607,7 @@ extern "C" segops_backend *segops_cuda_backend_new(const int *devices, int n_dev
   b->ctx = ctx;
   b->n_devices = n;
   b->run = cuda_run;
+  b->accepts = large_lanes > 0 ? cuda_accepts : NULL;
   b->device_info = cuda_device_info;
   b->ready = cuda_ready;
   b->cache_stats = cuda_cache_stats;

@@ -2,7 +2,9 @@
  * fake backend of several devices, each call either run inline on the calling thread
  * (segops_sched_run_inline) or queued for a worker, as the daemon does; the backend checks that no
  * device ever runs two calls at once, and the test that every call ran exactly once, that both
- * paths were taken, and that SEGOPS_INLINE_MAX_WORK=0 turns inlining off. */
+ * paths were taken, and that SEGOPS_INLINE_MAX_WORK=0 turns inlining off. With backend->accepts
+ * (device 0 alone takes calls of more than LARGE rows), no large call runs elsewhere, small calls
+ * still run on every device, and nothing is left waiting. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -22,7 +24,14 @@
 
 static atomic_int in_use[DEVICES];
 static atomic_long runs[DEVICES];
-static atomic_long overlaps, bad_device;
+static atomic_long overlaps, bad_device, misplaced;
+#define LARGE 120 /* with accepts: calls of more rows run on device 0 only */
+static bool use_accepts;
+
+static int fake_accepts(void *ctx, int device, const segops_call *call) {
+  (void)ctx;
+  return device == 0 || call->n <= LARGE;
+}
 
 static int fake_run(void *ctx, int device, const segops_call *call, char *err, size_t errlen) {
   (void)ctx, (void)call, (void)err, (void)errlen;
@@ -31,6 +40,7 @@ static int fake_run(void *ctx, int device, const segops_call *call, char *err, s
     return SEGOPS_OK;
   }
   if (atomic_fetch_add(&in_use[device], 1) != 0) atomic_fetch_add(&overlaps, 1);
+  if (use_accepts && !fake_accepts(ctx, device, call)) atomic_fetch_add(&misplaced, 1);
   atomic_fetch_add(&runs[device], 1);
   /* Long enough for other threads to find this device busy. */
   struct timespec ts = {0, 20000 + (long)(call->n % 7) * 10000};
@@ -99,7 +109,9 @@ static void *client_main(void *arg) {
   return NULL;
 }
 
-static void run_round(const char *inline_env, bool expect_inline) {
+static void run_round(const char *inline_env, bool expect_inline, bool accepts) {
+  use_accepts = accepts;
+  atomic_store(&misplaced, 0);
   if (inline_env)
     setenv("SEGOPS_INLINE_MAX_WORK", inline_env, 1);
   else
@@ -112,6 +124,7 @@ static void run_round(const char *inline_env, bool expect_inline) {
   be.name = "fake";
   be.n_devices = DEVICES;
   be.run = fake_run;
+  be.accepts = accepts ? fake_accepts : NULL;
   segops_sched_opts o;
   memset(&o, 0, sizeof o);
   o.max_queue = 1 << 20;
@@ -136,11 +149,12 @@ static void run_round(const char *inline_env, bool expect_inline) {
   segops_sched_drain(s);
   segops_sched_free(s);
   for (int d = 0; d < DEVICES; d++) total += atomic_load(&runs[d]);
-  printf("SEGOPS_INLINE_MAX_WORK=%s: %ld inline, %ld queued; per device %ld / %ld / %ld; overlaps %ld\n",
-         inline_env ? inline_env : "(default)", inlined, queued, atomic_load(&runs[0]), atomic_load(&runs[1]),
+  printf("%sSEGOPS_INLINE_MAX_WORK=%s: %ld inline, %ld queued; per device %ld / %ld / %ld; overlaps %ld\n",
+         accepts ? "large calls on device 0 only, " : "", inline_env ? inline_env : "(default)", inlined, queued, atomic_load(&runs[0]), atomic_load(&runs[1]),
          atomic_load(&runs[2]), atomic_load(&overlaps));
   CHECK(atomic_load(&overlaps) == 0); /* a device never ran two calls at once */
   CHECK(atomic_load(&bad_device) == 0);
+  CHECK(atomic_load(&misplaced) == 0); /* with accepts: every large call ran on device 0 */
   CHECK(refused == 0 && bad == 0);
   CHECK(inlined + queued == (long)THREADS * CALLS);
   CHECK(total == (long)THREADS * CALLS); /* each call ran once */
@@ -154,8 +168,10 @@ static void run_round(const char *inline_env, bool expect_inline) {
 }
 
 int main(void) {
-  run_round(NULL, true);
-  run_round("0", false);
-  run_round("32", false); /* every call here has n + s > 32 */
+  run_round(NULL, true, false);
+  run_round("0", false, false);
+  run_round("32", false, false); /* every call here has n + s > 32 */
+  run_round(NULL, true, true);
+  run_round("0", false, true);
   return tu_summary("scheduler");
 }
