@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
-"""test_cuda_wait.py: SEGOPS_CUDA_WAIT and SEGOPS_CUDA_WAIT_POLL_US on the real daemon: each
-policy is applied to the device (read back in /v1/info's devices[].wait), answers are the same
-bits under every policy, and a bad value stops the daemon with a message naming the variable.
+"""test_cuda_settings.py: the CUDA backend's environment settings on the real daemon.
+SEGOPS_CUDA_WAIT and SEGOPS_CUDA_WAIT_POLL_US: each policy is applied to the device (read back in
+/v1/info's devices[].wait), answers are the same bits under every policy. SEGOPS_CUDA_LANES with
+SEGOPS_CUDA_LARGE_LANES / SEGOPS_CUDA_LARGE_ROWS: large and small calls from several threads at
+once all answered, with the same bits. A bad value of any of them stops the daemon (with
+--backend cuda and auto) with a message naming the variable.
 
 Exit 77 (skip) without a GPU, unless SEGOPS_REQUIRE_CUDA=1."""
 import json
 import os
 import subprocess
 import sys
+import threading
 
 import numpy as np
 
@@ -51,8 +55,11 @@ def main():
     np.add.at(want, idx, x)
 
     answers = {}
-    for wait, poll in (("", ""), ("spin", ""), ("yield", ""), ("block", ""), ("block", "50")):
+    for wait, poll, lanes in (("", "", ""), ("spin", "", ""), ("yield", "", ""), ("block", "", ""),
+                              ("block", "50", ""), ("", "", "large")):
         env = {}
+        if lanes:  # 4 lanes, large calls (past 16384 rows) on the first one only
+            env.update(SEGOPS_CUDA_LANES="4", SEGOPS_CUDA_LARGE_LANES="1", SEGOPS_CUDA_LARGE_ROWS="16384")
         if wait:
             env["SEGOPS_CUDA_WAIT"] = wait
         if poll:
@@ -60,7 +67,7 @@ def main():
         try:
             d = Daemon(segopsd, ["--backend", "cuda"], env=env, start_timeout=60)
         except AssertionError as e:
-            if not wait:
+            if not env:
                 skip(f"segopsd --backend cuda did not start: {str(e)[-300:]}")
             raise
         try:
@@ -71,10 +78,33 @@ def main():
                 got = call(d, "segmented_sum", "forward", body)["out"]
                 out = np.array(got["data"], dtype=np.float64).reshape(s, 3)
                 np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-12)
-            key = f"{wait or 'auto'}/{poll or 0}"
+            if lanes:
+                assert all(dv["workers"] == 4 for dv in devs), devs
+                small_n = 2000
+                small = {"x": {"dtype": "float64", "shape": [small_n, 3], "data": x[:small_n].ravel().tolist()},
+                         "idx": {"dtype": "int64", "shape": [small_n], "data": idx[:small_n].tolist()},
+                         "num_segments": s}
+                got_small = call(d, "segmented_sum", "forward", small)["out"]["data"]
+                errors = []
+
+                def hammer(body_, want_data):
+                    try:
+                        for _ in range(4):
+                            if call(d, "segmented_sum", "forward", body_)["out"]["data"] != want_data:
+                                errors.append("different answer")
+                    except Exception as e:  # noqa: BLE001 (reported below)
+                        errors.append(repr(e))
+                th = [threading.Thread(target=hammer, args=(b_, w_)) for b_, w_ in
+                      ((body, got["data"]), (small, got_small)) * 4]
+                for t in th:
+                    t.start()
+                for t in th:
+                    t.join()
+                assert not errors, errors
+            key = f"{wait or 'auto'}/{poll or 0}/{lanes or 'lanes'}"
             answers[key] = out.tobytes()
-            print(f"ok: SEGOPS_CUDA_WAIT={wait or '(unset)'} SEGOPS_CUDA_WAIT_POLL_US={poll or '(unset)'}: "
-                  f"/v1/info wait={devs[0]['wait']}, sum forward correct")
+            print(f"ok: {env or '(defaults)'}: /v1/info wait={devs[0]['wait']}, "
+                  f"workers={devs[0]['workers']}, sum forward correct")
         finally:
             d.stop_and_check()
     first = next(iter(answers.values()))
@@ -86,7 +116,12 @@ def main():
                             ({"SEGOPS_CUDA_WAIT": "block", "SEGOPS_CUDA_WAIT_POLL_US": "-1"},
                              "SEGOPS_CUDA_WAIT_POLL_US must be"),
                             ({"SEGOPS_CUDA_WAIT": "spin", "SEGOPS_CUDA_WAIT_POLL_US": "20"},
-                             "applies only with SEGOPS_CUDA_WAIT=block")):
+                             "applies only with SEGOPS_CUDA_WAIT=block"),
+                            ({"SEGOPS_CUDA_LANES": "0"}, "SEGOPS_CUDA_LANES must be"),
+                            ({"SEGOPS_CUDA_LARGE_LANES": "x"}, "SEGOPS_CUDA_LARGE_LANES must be"),
+                            ({"SEGOPS_CUDA_LARGE_LANES": "1", "SEGOPS_CUDA_LARGE_ROWS": "100"},
+                             "SEGOPS_CUDA_LARGE_ROWS must be"),
+                            ({"SEGOPS_CUDA_LARGE_ROWS": "100", "backend": "auto"}, "SEGOPS_CUDA_LARGE_ROWS must be")):
         env = {k: v for k, v in os.environ.items() if not k.startswith("SEGOPS_")}
         env.update(env_add)
         backend = env.pop("backend", "cuda")  # auto must refuse a bad setting too, not fall back to the CPU
