@@ -414,7 +414,12 @@ static void print_help(void) {
       "or --allow-unauthenticated. SIGTERM, SIGINT or any other signal that would end the\n"
       "process (SIGHUP is ignored): /readyz turns 503, work is served for\n"
       "--drain-seconds, then new work gets 503 and in-flight work finishes within\n"
-      "--shutdown-timeout; exit 0 (1 when work was still running at the timeout).\n");
+      "--shutdown-timeout; exit 0 (1 when work was still running at the timeout).\n\n"
+      "Tuning by environment only (README.md, Configuration): SEGOPS_CUDA_LANES,\n"
+      "SEGOPS_CUDA_WAIT, SEGOPS_CUDA_WAIT_POLL_US, SEGOPS_CUDA_LARGE_LANES,\n"
+      "SEGOPS_CUDA_LARGE_ROWS, SEGOPS_CUDA_DIRECT_COPIES, SEGOPS_LAYOUT_CACHE_BYTES,\n"
+      "SEGOPS_IDX_CACHE_BYTES, SEGOPS_HOST_POOL_BYTES, SEGOPS_INLINE_MAX_WORK,\n"
+      "SEGOPS_HTTP_CONNECTION_MEMORY.\n");
 }
 
 static const opt_desc *find_opt(const char *name, size_t len) {
