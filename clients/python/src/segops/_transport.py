@@ -200,6 +200,10 @@ class FastResponse:
         return bytes(out)
 
 
+# Whether the poll yields the CPU between reads (an experiment: $SEGOPS_CLIENT_SPIN_YIELD=1).
+_SPIN_YIELD = os.environ.get("SEGOPS_CLIENT_SPIN_YIELD", "0") == "1" and hasattr(os, "sched_yield")
+
+
 def spin_wait(conn, sock):
     """The first bytes of the answer: polled for up to conn.spin_s with non-blocking reads, then
     read blocking. A call to a daemon on this host is answered in tens of microseconds, and
@@ -229,6 +233,8 @@ def spin_wait(conn, sock):
             if clock() > end:
                 conn._spin_skip = 8
                 return sock.recv(_RECV)
+            if _SPIN_YIELD:
+                os.sched_yield()  # a runnable thread on this CPU (the daemon's, say) goes first
 
 
 def read_response(conn):
