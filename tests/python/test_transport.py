@@ -100,8 +100,11 @@ def _open_fds():
     return len(os.listdir("/proc/self/fd"))
 
 
+@pytest.mark.parametrize("spin_yield", [False, True])
 @pytest.mark.parametrize("transport", ["unix", "shm", "http"])
-def test_spin_gives_the_same_answers_and_closes_its_twin(unix_daemon, transport):
+def test_spin_gives_the_same_answers_and_closes_its_twin(unix_daemon, transport, spin_yield, monkeypatch):
+    # spin_yield: the poll yields the CPU between reads ($SEGOPS_CLIENT_SPIN_YIELD=1)
+    monkeypatch.setattr(segops._transport, "_SPIN_YIELD", spin_yield)
     url = "unix://" + unix_daemon.sock_path if transport == "unix" else unix_daemon.url
     before = _open_fds()
     x, idx = _sum_args()
