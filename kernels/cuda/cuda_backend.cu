@@ -16,8 +16,9 @@
 /* Workers ("lanes") per GPU, each with its own stream, staging and pool, so that one request's
  * copies overlap another's kernels and copies on the same GPU. Results do not depend on the lane.
  * SEGOPS_CUDA_LANES (1..MAX_LANES_PER_GPU) overrides the default; set at creation. 4: at 16
- * workers on the GPU machine, 2 lanes were 60-96 % busy at 2^10-2^14 rows and 4 gave 1.15-1.52x
- * their steps/s (0.91-1.03x at 2^17; bench/RESULTS.md, session 20). */
+ * workers on the GPU machine, 2 lanes were 46-93 % busy at 2^10-2^14 rows; 4 gave a median 1.45x
+ * their steps/s at 2^14 and 1.22x at 2^10, 1.00x at 2^17 and 0.89-0.96x at 2^20 (bench/RESULTS.md,
+ * session 20). */
 #define LANES_DEFAULT 4
 #define MAX_LANES_PER_GPU 16
 static int lanes_per_gpu = LANES_DEFAULT;
