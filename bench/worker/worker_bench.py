@@ -362,8 +362,8 @@ def table(rows, transport, w, backend):
         f"\n### transport {transport}, backend {backend}, W = {w} workers\n",
         "| op | N | 1 worker: local ms | segopsd ms | local/segopsd | "
         f"{w} workers: local steps/s | segopsd steps/s | **segopsd/local** | "
-        "CPU µs/step: local | client | daemon | cores busy: local / segopsd |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "CPU µs/step: local | client | daemon | cores busy: local / segopsd | busiest backend worker |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         if r["transport"] != transport:
@@ -372,7 +372,8 @@ def table(rows, transport, w, backend):
             f"| {r['op'].replace('segmented_', '')} | 2^{r['log2n']} | {r['local_ms']:.3f} | {r['remote_ms']:.3f} | "
             f"{r['latency_ratio']:.2f} | {fmt_rate(r['local_sps'])} | {fmt_rate(r['remote_sps'])} | "
             f"**{r['throughput_ratio']:.2f}** | {r['local_cpu_us']:.0f} | {r['client_cpu_us']:.0f} | "
-            f"{r['daemon_cpu_us']:.0f} | {r['local_busy']:.0%} / {r['remote_busy']:.0%} |"
+            f"{r['daemon_cpu_us']:.0f} | {r['local_busy']:.0%} / {r['remote_busy']:.0%} | "
+            f"{r.get('lanes_busy', float('nan')):.0%} |"
         )
     return "\n".join(lines)
 
