@@ -483,6 +483,22 @@ static cudaError_t dev_init(cuda_dev *d, int ordinal) {
   return cudaSuccess;
 }
 
+/* Environment variable `name` as a whole number in [lo, hi] into *val (left as is when unset or
+ * empty); SEGOPS_OK, or SEGOPS_E_INVALID_ARGUMENT with a message that starts with the name (which
+ * --backend auto refuses too: server/main.c). unit: e.g. " of rows", or "". */
+static int env_whole(const char *name, long long lo, long long hi, const char *unit, long long *val, char *err,
+                     size_t errlen) {
+  const char *v = getenv(name);
+  if (!v || !*v) return SEGOPS_OK;
+  char *end = NULL;
+  long long l = strtoll(v, &end, 10);
+  if (!end || *end || l < lo || l > hi)
+    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s must be a whole number%s from %lld to %lld, not '%.32s'",
+                       name, unit, lo, hi, v);
+  *val = l;
+  return SEGOPS_OK;
+}
+
 /* SEGOPS_CUDA_WAIT=auto|spin|yield|block and SEGOPS_CUDA_WAIT_POLL_US (0..10000, block only). */
 static int parse_wait(char *err, size_t errlen) {
   static const struct {
@@ -504,19 +520,13 @@ static int parse_wait(char *err, size_t errlen) {
                          "SEGOPS_CUDA_WAIT must be auto, spin, yield or block, not '%.32s'", v);
     wait_flags = policies[i].flags;
   }
-  v = getenv("SEGOPS_CUDA_WAIT_POLL_US");
-  if (v && *v) {
-    char *end = NULL;
-    long l = strtol(v, &end, 10);
-    if (!end || *end || l < 0 || l > 10000)
-      return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
-                         "SEGOPS_CUDA_WAIT_POLL_US must be a whole number of microseconds from 0 to 10000, not '%.32s'",
-                         v);
-    if (l > 0 && wait_flags != cudaDeviceScheduleBlockingSync)
-      return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
-                         "SEGOPS_CUDA_WAIT_POLL_US applies only with SEGOPS_CUDA_WAIT=block");
-    wait_poll_us = (int)l;
-  }
+  long long poll = 0;
+  if (env_whole("SEGOPS_CUDA_WAIT_POLL_US", 0, 10000, " of microseconds", &poll, err, errlen) != SEGOPS_OK)
+    return SEGOPS_E_INVALID_ARGUMENT;
+  if (poll > 0 && wait_flags != cudaDeviceScheduleBlockingSync)
+    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
+                       "SEGOPS_CUDA_WAIT_POLL_US applies only with SEGOPS_CUDA_WAIT=block");
+  wait_poll_us = (int)poll;
   return SEGOPS_OK;
 }
 
@@ -541,44 +551,14 @@ extern "C" segops_backend *segops_cuda_backend_new(const int *devices, int n_dev
   {
     const char *v = getenv("SEGOPS_CUDA_DIRECT_COPIES");
     direct_copies = !(v && strcmp(v, "0") == 0); /* before any worker runs */
-    v = getenv("SEGOPS_CUDA_LANES");
-    if (v && *v) {
-      char *end = NULL;
-      long l = strtol(v, &end, 10);
-      if (!end || *end || l < 1 || l > MAX_LANES_PER_GPU) {
-        segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
-                    "SEGOPS_CUDA_LANES must be a whole number from 1 to %d, not '%.32s'", MAX_LANES_PER_GPU, v);
-        return NULL;
-      }
-      lanes_per_gpu = (int)l;
-    } else {
-      lanes_per_gpu = LANES_DEFAULT;
-    }
-    large_lanes = 0;
-    large_rows = (int64_t)1 << 16;
-    v = getenv("SEGOPS_CUDA_LARGE_LANES");
-    if (v && *v) {
-      char *end = NULL;
-      long l = strtol(v, &end, 10);
-      if (!end || *end || l < 0 || l > MAX_LANES_PER_GPU) {
-        segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
-                    "SEGOPS_CUDA_LARGE_LANES must be a whole number from 0 (off) to %d, not '%.32s'", MAX_LANES_PER_GPU,
-                    v);
-        return NULL;
-      }
-      large_lanes = l >= lanes_per_gpu ? 0 : (int)l; /* every lane takes large calls anyway */
-    }
-    v = getenv("SEGOPS_CUDA_LARGE_ROWS");
-    if (v && *v) {
-      char *end = NULL;
-      long long l = strtoll(v, &end, 10);
-      if (!end || *end || l < 16384 || l > ((long long)1 << 40)) {
-        segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
-                    "SEGOPS_CUDA_LARGE_ROWS must be a whole number of rows from 16384 to 2^40, not '%.32s'", v);
-        return NULL;
-      }
-      large_rows = (int64_t)l;
-    }
+    long long lanes = LANES_DEFAULT, large = 0, rows = (long long)1 << 16;
+    if (env_whole("SEGOPS_CUDA_LANES", 1, MAX_LANES_PER_GPU, "", &lanes, err, errlen) != SEGOPS_OK ||
+        env_whole("SEGOPS_CUDA_LARGE_LANES", 0, MAX_LANES_PER_GPU, " (0: off)", &large, err, errlen) != SEGOPS_OK ||
+        env_whole("SEGOPS_CUDA_LARGE_ROWS", 16384, (long long)1 << 40, " of rows", &rows, err, errlen) != SEGOPS_OK)
+      return NULL;
+    lanes_per_gpu = (int)lanes;
+    large_lanes = large >= lanes ? 0 : (int)large; /* 0: every lane takes large calls */
+    large_rows = (int64_t)rows;
   }
   cuda_ctx *ctx = (cuda_ctx *)calloc(1, sizeof *ctx);
   segops_backend *b = (segops_backend *)calloc(1, sizeof *b);
