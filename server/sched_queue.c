@@ -95,6 +95,14 @@ static bool takes(const segops_sched *s, int device, const segops_job *job) {
   return !s->backend->accepts || s->backend->accepts(s->backend->ctx, device, job->call);
 }
 
+/* Whether every worker may run job (then waking any one of them is enough). */
+static bool all_take(const segops_sched *s, const segops_job *job) {
+  if (!s->backend->accepts) return true;
+  for (int d = 0; d < s->n_workers; d++)
+    if (!takes(s, d, job)) return false;
+  return true;
+}
+
 /* The first queued job worker `device` may run, and the job before it (for unlink_job); lock held. */
 static segops_job *first_for(segops_sched *s, int device, segops_job **prev) {
   *prev = NULL;
@@ -136,7 +144,7 @@ int segops_sched_submit(segops_sched *s, segops_job *job) {
    * runs inline the worker that one signal would wake may be the one whose device it holds. */
   /* A spinning worker takes the job without being woken. */
   /* With backend->accepts, the one worker a signal wakes might not take this job. */
-  if (s->opts.max_queue_delay_us > 0 || s->inline_running > 0 || s->backend->accepts)
+  if (s->opts.max_queue_delay_us > 0 || s->inline_running > 0 || !all_take(s, job))
     pthread_cond_broadcast(&s->work);
   else if (!atomic_load(&s->spinning))
     pthread_cond_signal(&s->work);
@@ -320,7 +328,7 @@ static void *worker_main(void *argp) {
     /* Jobs submitted while a worker spun woke nobody: pass the rest on to a sleeping worker (to
      * all of them when not every worker takes every job). */
     if (s->head) {
-      if (s->backend->accepts)
+      if (!all_take(s, s->head))
         pthread_cond_broadcast(&s->work);
       else
         pthread_cond_signal(&s->work);
