@@ -58,11 +58,22 @@ struct segops_backend {
 segops_backend *segops_cpu_backend_new(int threads);
 
 /* CUDA backend, when built with CUDA (SEGOPS_HAVE_CUDA). devices: list of ordinals, or NULL
- * with n_devices = 0 for all. Returns NULL with a message in err when no usable GPU. */
-segops_backend *segops_cuda_backend_new(const int *devices, int n_devices, char *err, size_t errlen);
+ * with n_devices = 0 for all. Returns NULL with a message in err, and in *code (when not NULL)
+ * SEGOPS_E_UNAVAILABLE when there is no usable GPU, SEGOPS_E_INVALID_ARGUMENT for a bad setting
+ * (--devices, SEGOPS_CUDA_*), another SEGOPS_E_* otherwise. */
+segops_backend *segops_cuda_backend_new(const int *devices, int n_devices, int *code, char *err, size_t errlen);
 
 /* Calls destroy and frees the struct. Accepts NULL. */
 void segops_backend_free(segops_backend *b);
+
+/* Monotonic clock in seconds. */
+double segops_now(void);
+
+/* Environment variable name as a whole number in [lo, hi] into *val (left as is when unset or
+ * empty); SEGOPS_OK, or SEGOPS_E_INVALID_ARGUMENT with a message in err naming the variable, the
+ * range and the value. unit: words after "a whole number" (" of rows"), or "". */
+int segops_env_whole(const char *name, long long lo, long long hi, const char *unit, long long *val, char *err,
+                     size_t errlen);
 
 /* A byte count from the environment variable name (a whole number, with an optional k, M or G
  * suffix); def when unset or empty. For the kernels layer's settings (cache caps). */

@@ -17,12 +17,14 @@
 static segops_backend *make_backend(const segops_config *c) {
   char err[256] = "";
   if (!strcmp(c->backend, "cuda") || !strcmp(c->backend, "auto")) {
-    segops_backend *b = segops_cuda_backend_new(c->n_devices ? c->devices : NULL, c->n_devices, err, sizeof err);
+    int code = SEGOPS_OK;
+    segops_backend *b =
+        segops_cuda_backend_new(c->n_devices ? c->devices : NULL, c->n_devices, &code, err, sizeof err);
     if (b) return b;
-    /* A bad SEGOPS_CUDA_* setting (its message starts with the variable's name) is refused under
-     * auto too, rather than silently serving from the CPU. */
-    if (!strcmp(c->backend, "cuda") || !strncmp(err, "SEGOPS_", 7)) {
-      SEGOPS_LOGE("--backend %s: %s%s", c->backend, strncmp(err, "SEGOPS_", 7) ? "no usable GPU: " : "",
+    /* auto falls back to the CPU only when there is no usable GPU: a bad setting (--devices,
+     * SEGOPS_CUDA_*) is refused, rather than silently serving from the CPU. */
+    if (!strcmp(c->backend, "cuda") || code != SEGOPS_E_UNAVAILABLE) {
+      SEGOPS_LOGE("--backend %s: %s%s", c->backend, code == SEGOPS_E_UNAVAILABLE ? "no usable GPU: " : "",
                   err[0] ? err : "unknown reason");
       return NULL;
     }

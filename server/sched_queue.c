@@ -55,12 +55,6 @@ struct segops_sched {
  * inlining off. */
 #define INLINE_MAX_WORK ((int64_t)1 << 15)
 
-double segops_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static struct timespec abs_ts(double t) {
   struct timespec ts;
   if (t < 0) t = 0;

@@ -42,8 +42,7 @@ typedef struct {
 
 typedef struct segops_sched segops_sched;
 
-/* Monotonic clock in seconds. */
-double segops_now(void);
+/* segops_now(): backend.h. */
 
 /* Starts one worker per backend device and the deadline reaper. The backend is borrowed
  * and must outlive the scheduler. NULL on failure. */

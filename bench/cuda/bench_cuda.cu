@@ -318,7 +318,7 @@ int main(int argc, char **argv) {
   if (e2e) {
     /* End-to-end through the backend: host inputs -> pinned staging -> device -> host outputs. */
     char err[256];
-    segops_backend *b = segops_cuda_backend_new(NULL, 0, err, sizeof err);
+    segops_backend *b = segops_cuda_backend_new(NULL, 0, NULL, err, sizeof err);
     if (!b) {
       fprintf(stderr, "backend: %s\n", err);
       return 1;

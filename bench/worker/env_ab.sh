@@ -40,13 +40,17 @@ done
 "$PY" - "$LOGS" $VARIANTS <<'PY'
 import glob, json, os, statistics, sys
 logs, variants = sys.argv[1], sys.argv[2:]
+# each run's JSON records the daemon environment it was given: that, not the file name, says
+# which variant it ran
+want = {v: ({} if v == "base" else dict(kv.split("=", 1) for kv in v.split(","))) for v in variants}
 cells = {}
-for v in variants:
-    tag = "".join(ch if ch.isalnum() or ch in "=," else "_" for ch in v).replace("SEGOPS_", "")
-    for f in sorted(glob.glob(os.path.join(logs, f"{glob.escape(tag)}_r*.json"))):
-        for row in json.load(open(f))["rows"]:
-            key = (row["op"].replace("segmented_", ""), row["log2n"], row["transport"])
-            cells.setdefault(key, {}).setdefault(v, []).append(row)
+for f in sorted(glob.glob(os.path.join(logs, "*_r*.json"))):
+    run = json.load(open(f))
+    for v in variants:
+        if run.get("daemon_env") == want[v]:
+            for row in run["rows"]:
+                key = (row["op"].replace("segmented_", ""), row["log2n"], row["transport"])
+                cells.setdefault(key, {}).setdefault(v, []).append(row)
 med = lambda rows, k: statistics.median(r[k] for r in rows)
 print("| op | N | transport | " + " | ".join(f"{v}: W steps/s, 1w ms, daemon µs/step" for v in variants) + " | W steps/s vs " + variants[0] + " |")
 print("|---|---|---|" + "---|" * (len(variants) + 1))

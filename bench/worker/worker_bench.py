@@ -28,9 +28,11 @@ started it), and the fraction of all the machine's cores that were busy (/proc/s
 """
 
 import argparse
+import http.client
 import json
 import multiprocessing as mp
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -229,8 +231,6 @@ def daemon_busy(url):
     daemon's /metrics (segops_device_busy_seconds_total), or None (not an http:// URL, no answer)."""
     if not url or not url.startswith("http://"):
         return None
-    import http.client
-    import re
     host, _, port = url[len("http://"):].split("/")[0].rpartition(":")
     try:
         c = http.client.HTTPConnection(host, int(port), timeout=5)
@@ -552,7 +552,8 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"backend": backend, "workers": w, "cores": cores, "window_s": a.window,
-                       "warmup_s": a.warmup, "idx_dtype": a.idx_dtype, "worker_env": wenv, "rows": rows}, f, indent=1)
+                       "warmup_s": a.warmup, "idx_dtype": a.idx_dtype, "worker_env": wenv, "daemon_env": denv,
+                       "daemon_args": a.daemon_arg, "rows": rows}, f, indent=1)
         print(f"\nworker_bench: wrote {a.json}")
 
 

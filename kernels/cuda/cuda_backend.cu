@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cuda_internal.h"
 #include "cuda_layout_cache.h"
@@ -203,22 +202,15 @@ static cudaError_t stage_out(cuda_dev *d, void *dst, const void *src, size_t byt
   return cudaSuccess;
 }
 
-static double now_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
-}
-
 /* Waits for everything queued on the worker's stream, polling it first for up to
  * wait_poll_us (only with the blocking policy, where the synchronisation would sleep). */
 static cudaError_t stream_wait(cuda_dev *d) {
   if (wait_poll_us > 0) {
-    double until = now_us() + wait_poll_us;
-    for (;;) {
+    const double until = segops_now() + wait_poll_us * 1e-6;
+    do {
       cudaError_t q = cudaStreamQuery(d->stream);
-      if (q != cudaErrorNotReady) return q == cudaSuccess ? cudaSuccess : cudaStreamSynchronize(d->stream);
-      if (now_us() >= until) break;
-    }
+      if (q != cudaErrorNotReady) return q; /* done, or the stream's error */
+    } while (segops_now() < until);
   }
   return cudaStreamSynchronize(d->stream);
 }
@@ -447,18 +439,18 @@ static cudaError_t dev_init(cuda_dev *d, int ordinal) {
   cudaDeviceProp prop;
   cudaError_t e;
   d->ordinal = ordinal;
-  if (wait_flags != cudaDeviceScheduleAuto) {
-    /* The flag belongs to the primary context: given before cudaSetDevice creates it (a no-op
-     * for the device's second lane), and set again if something made the context first. */
-    unsigned fl = 0;
-    if ((e = cudaInitDevice(ordinal, wait_flags, cudaInitDeviceFlagsAreValid)) != cudaSuccess) return e;
-    if ((e = cudaSetDevice(ordinal)) != cudaSuccess) return e;
-    if ((e = cudaGetDeviceFlags(&fl)) != cudaSuccess) return e;
-    if ((fl & cudaDeviceScheduleMask) != wait_flags &&
-        (e = cudaSetDeviceFlags((fl & ~cudaDeviceScheduleMask) | wait_flags)) != cudaSuccess)
-      return e;
-  }
+  /* The wait flag belongs to the primary context: given before cudaSetDevice creates it (a no-op
+   * for the device's later lanes), and set again if something made the context first. */
+  unsigned fl = 0;
+  if (wait_flags != cudaDeviceScheduleAuto &&
+      (e = cudaInitDevice(ordinal, wait_flags, cudaInitDeviceFlagsAreValid)) != cudaSuccess)
+    return e;
   if ((e = cudaSetDevice(ordinal)) != cudaSuccess) return e;
+  if (wait_flags != cudaDeviceScheduleAuto &&
+      ((e = cudaGetDeviceFlags(&fl)) != cudaSuccess ||
+       ((fl & cudaDeviceScheduleMask) != wait_flags &&
+        (e = cudaSetDeviceFlags((fl & ~cudaDeviceScheduleMask) | wait_flags)) != cudaSuccess)))
+    return e;
   if ((e = cudaGetDeviceProperties(&prop, ordinal)) != cudaSuccess) return e;
   snprintf(d->name, sizeof d->name, "%.127s", prop.name);
   d->mem_total = prop.totalGlobalMem;
@@ -483,24 +475,11 @@ static cudaError_t dev_init(cuda_dev *d, int ordinal) {
   return cudaSuccess;
 }
 
-/* Environment variable `name` as a whole number in [lo, hi] into *val (left as is when unset or
- * empty); SEGOPS_OK, or SEGOPS_E_INVALID_ARGUMENT with a message that starts with the name (which
- * --backend auto refuses too: server/main.c). unit: e.g. " of rows", or "". */
-static int env_whole(const char *name, long long lo, long long hi, const char *unit, long long *val, char *err,
-                     size_t errlen) {
-  const char *v = getenv(name);
-  if (!v || !*v) return SEGOPS_OK;
-  char *end = NULL;
-  long long l = strtoll(v, &end, 10);
-  if (!end || *end || l < lo || l > hi)
-    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s must be a whole number%s from %lld to %lld, not '%.32s'",
-                       name, unit, lo, hi, v);
-  *val = l;
-  return SEGOPS_OK;
-}
-
-/* SEGOPS_CUDA_WAIT=auto|spin|yield|block and SEGOPS_CUDA_WAIT_POLL_US (0..10000, block only). */
-static int parse_wait(char *err, size_t errlen) {
+/* The settings read from the environment at creation, before any worker runs:
+ * SEGOPS_CUDA_WAIT=auto|spin|yield|block and SEGOPS_CUDA_WAIT_POLL_US (0..10000, block only),
+ * SEGOPS_CUDA_DIRECT_COPIES, SEGOPS_CUDA_LANES, SEGOPS_CUDA_LARGE_LANES, SEGOPS_CUDA_LARGE_ROWS.
+ * SEGOPS_OK or SEGOPS_E_INVALID_ARGUMENT with the message in err. */
+static int read_settings(char *err, size_t errlen) {
   static const struct {
     const char *name;
     unsigned flags;
@@ -520,46 +499,47 @@ static int parse_wait(char *err, size_t errlen) {
                          "SEGOPS_CUDA_WAIT must be auto, spin, yield or block, not '%.32s'", v);
     wait_flags = policies[i].flags;
   }
-  long long poll = 0;
-  if (env_whole("SEGOPS_CUDA_WAIT_POLL_US", 0, 10000, " of microseconds", &poll, err, errlen) != SEGOPS_OK)
-    return SEGOPS_E_INVALID_ARGUMENT;
+  long long poll = 0, lanes = LANES_DEFAULT, large = 0, rows = (long long)1 << 16;
+  int rc;
+  if ((rc = segops_env_whole("SEGOPS_CUDA_WAIT_POLL_US", 0, 10000, " of microseconds", &poll, err, errlen)) ||
+      (rc = segops_env_whole("SEGOPS_CUDA_LANES", 1, MAX_LANES_PER_GPU, "", &lanes, err, errlen)) ||
+      (rc = segops_env_whole("SEGOPS_CUDA_LARGE_LANES", 0, MAX_LANES_PER_GPU, " (0: off)", &large, err, errlen)) ||
+      (rc = segops_env_whole("SEGOPS_CUDA_LARGE_ROWS", 16384, (long long)1 << 40, " of rows", &rows, err, errlen)))
+    return rc;
   if (poll > 0 && wait_flags != cudaDeviceScheduleBlockingSync)
     return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
                        "SEGOPS_CUDA_WAIT_POLL_US applies only with SEGOPS_CUDA_WAIT=block");
   wait_poll_us = (int)poll;
+  v = getenv("SEGOPS_CUDA_DIRECT_COPIES");
+  direct_copies = !(v && strcmp(v, "0") == 0);
+  lanes_per_gpu = (int)lanes;
+  large_lanes = large >= lanes ? 0 : (int)large; /* 0: every lane takes large calls */
+  large_rows = (int64_t)rows;
   return SEGOPS_OK;
 }
 
-extern "C" segops_backend *segops_cuda_backend_new(const int *devices, int n_devices, char *err, size_t errlen) {
-  int count = 0;
+/* segops_cuda_backend_new's failure: NULL, with rc in *code. */
+static segops_backend *new_failed(int *code, int rc) {
+  if (code) *code = rc;
+  return NULL;
+}
+
+extern "C" segops_backend *segops_cuda_backend_new(const int *devices, int n_devices, int *code, char *err,
+                                                   size_t errlen) {
+  int count = 0, rc;
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count <= 0) {
     (void)cudaGetLastError();
-    segops_errf(SEGOPS_E_UNAVAILABLE, err, errlen, "no usable CUDA GPU: %s",
-                e != cudaSuccess ? cudaGetErrorString(e) : "the CUDA runtime reports 0 devices");
-    return NULL;
+    return new_failed(code, segops_errf(SEGOPS_E_UNAVAILABLE, err, errlen, "no usable CUDA GPU: %s",
+                                        e != cudaSuccess ? cudaGetErrorString(e) : "the CUDA runtime reports 0 devices"));
   }
   int n_gpus = (devices && n_devices > 0) ? n_devices : count;
-  for (int i = 0; devices && i < n_devices; i++) {
-    if (devices[i] < 0 || devices[i] >= count) {
-      segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "CUDA device %d does not exist (%d device%s found)",
-                  devices[i], count, count == 1 ? "" : "s");
-      return NULL;
-    }
-  }
-  if (parse_wait(err, errlen) != SEGOPS_OK) return NULL;
-  {
-    const char *v = getenv("SEGOPS_CUDA_DIRECT_COPIES");
-    direct_copies = !(v && strcmp(v, "0") == 0); /* before any worker runs */
-    long long lanes = LANES_DEFAULT, large = 0, rows = (long long)1 << 16;
-    if (env_whole("SEGOPS_CUDA_LANES", 1, MAX_LANES_PER_GPU, "", &lanes, err, errlen) != SEGOPS_OK ||
-        env_whole("SEGOPS_CUDA_LARGE_LANES", 0, MAX_LANES_PER_GPU, " (0: off)", &large, err, errlen) != SEGOPS_OK ||
-        env_whole("SEGOPS_CUDA_LARGE_ROWS", 16384, (long long)1 << 40, " of rows", &rows, err, errlen) != SEGOPS_OK)
-      return NULL;
-    lanes_per_gpu = (int)lanes;
-    large_lanes = large >= lanes ? 0 : (int)large; /* 0: every lane takes large calls */
-    large_rows = (int64_t)rows;
-  }
+  for (int i = 0; devices && i < n_devices; i++)
+    if (devices[i] < 0 || devices[i] >= count)
+      return new_failed(code, segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
+                                          "CUDA device %d does not exist (%d device%s found)", devices[i], count,
+                                          count == 1 ? "" : "s"));
+  if ((rc = read_settings(err, errlen)) != SEGOPS_OK) return new_failed(code, rc);
   cuda_ctx *ctx = (cuda_ctx *)calloc(1, sizeof *ctx);
   segops_backend *b = (segops_backend *)calloc(1, sizeof *b);
   int n = n_gpus * lanes_per_gpu; /* workers: lane l of GPU g is dev[g * lanes_per_gpu + l] */
@@ -568,20 +548,19 @@ extern "C" segops_backend *segops_cuda_backend_new(const int *devices, int n_dev
     if (ctx) free(ctx->dev);
     free(ctx);
     free(b);
-    segops_errf(SEGOPS_E_NOMEM, err, errlen, "cuda backend: out of host memory");
-    return NULL;
+    return new_failed(code, segops_errf(SEGOPS_E_NOMEM, err, errlen, "cuda backend: out of host memory"));
   }
   for (int i = 0; i < n; i++) {
     ctx->n = i + 1;
     int g = i / lanes_per_gpu;
     e = dev_init(&ctx->dev[i], devices && n_devices > 0 ? devices[g] : g);
     if (e != cudaSuccess) {
-      segops_errf(SEGOPS_E_UNAVAILABLE, err, errlen, "CUDA device %d unusable: %s", ctx->dev[i].ordinal,
-                  cudaGetErrorString(e));
+      rc = segops_errf(SEGOPS_E_UNAVAILABLE, err, errlen, "CUDA device %d unusable: %s", ctx->dev[i].ordinal,
+                       cudaGetErrorString(e));
       (void)cudaGetLastError();
       cuda_destroy(ctx);
       free(b);
-      return NULL;
+      return new_failed(code, rc);
     }
   }
   b->name = "cuda";

@@ -466,7 +466,7 @@ int main(int argc, char **argv) {
     target = cpu;
   } else if (strcmp(which, "cuda") == 0) {
     char err[256] = "";
-    target = segops_cuda_backend_new(NULL, 0, err, sizeof err);
+    target = segops_cuda_backend_new(NULL, 0, NULL, err, sizeof err);
     if (!target) {
       const char *req = getenv("SEGOPS_REQUIRE_CUDA");
       bool required = req && strcmp(req, "1") == 0;

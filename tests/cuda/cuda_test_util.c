@@ -11,7 +11,7 @@
 
 segops_backend *tu_backend_or_skip(const char *test) {
   char err[256] = "";
-  segops_backend *b = segops_cuda_backend_new(NULL, 0, err, sizeof err);
+  segops_backend *b = segops_cuda_backend_new(NULL, 0, NULL, err, sizeof err);
   if (b) return b;
   const char *req = getenv("SEGOPS_REQUIRE_CUDA");
   if (req && strcmp(req, "1") == 0) {

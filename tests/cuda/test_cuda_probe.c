@@ -8,7 +8,7 @@
 
 int main(void) {
   char err[256] = "";
-  segops_backend *b = segops_cuda_backend_new(NULL, 0, err, sizeof err);
+  segops_backend *b = segops_cuda_backend_new(NULL, 0, NULL, err, sizeof err);
   if (!b) {
     if (strlen(err) < 10 || !strstr(err, "GPU")) {
       fprintf(stderr, "FAIL: NULL backend without a clear message: '%s'\n", err);
@@ -37,11 +37,13 @@ int main(void) {
   segops_backend_free(b);
   int bogus = 999;
   err[0] = 0;
-  b = segops_cuda_backend_new(&bogus, 1, err, sizeof err);
+  int code = SEGOPS_OK;
+  b = segops_cuda_backend_new(&bogus, 1, &code, err, sizeof err);
   if (b || !strstr(err, "999")) fails++, fprintf(stderr, "FAIL: device 999 not refused clearly ('%s')\n", err);
+  if (code != SEGOPS_E_INVALID_ARGUMENT) fails++, fprintf(stderr, "FAIL: device 999: code %d, not invalid argument\n", code);
   segops_backend_free(b);
   int zero = 0;
-  b = segops_cuda_backend_new(&zero, 1, err, sizeof err);
+  b = segops_cuda_backend_new(&zero, 1, NULL, err, sizeof err);
   /* One GPU's workers: the same number for each GPU, so they divide the all-GPU count. */
   if (!b || b->n_devices < 1 || n_all % b->n_devices != 0)
     fails++, fprintf(stderr, "FAIL: explicit device 0 (%s)\n", err);
