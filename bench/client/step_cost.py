@@ -57,6 +57,8 @@ def main():
     ap.add_argument("--fake-http", action="store_true")
     ap.add_argument("--local", action="store_true")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--torch-profile", action="store_true",
+                    help="print torch.profiler's table of the steps' operators (CPU time by op)")
     a = ap.parse_args()
 
     import torch
@@ -126,10 +128,17 @@ def main():
         if cg:
             callgrind("-i")  # instrumentation on (started with --instr-atstart=no)
             callgrind("-z")
+        tprof = None
+        if a.torch_profile:
+            tprof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+            tprof.__enter__()
         r0, w0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
         for _ in range(a.steps):
             wb.step(fn, inputs)
         w1, r1 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
+        if tprof is not None:
+            tprof.__exit__(None, None, None)
+            print(tprof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
         if cg:
             callgrind("-d")
         if a.profile:
