@@ -53,6 +53,7 @@ def main():
     ap.add_argument("--log2n", type=int, default=10)
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--transport", default="shm")
+    ap.add_argument("--backend", default="cpu", help="the started daemon's backend (cpu, cuda, auto)")
     ap.add_argument("--fake", action="store_true")
     ap.add_argument("--fake-http", action="store_true")
     ap.add_argument("--local", action="store_true")
@@ -74,7 +75,7 @@ def main():
         import tempfile
 
         sock = os.path.join(tempfile.mkdtemp(prefix="segops-sc-"), "segopsd.sock")  # as worker_bench
-        daemon, url = wb.start_daemon(a.segopsd, "cpu", sock if wb.supports_unix(a.segopsd) else None)
+        daemon, url = wb.start_daemon(a.segopsd, a.backend, sock if wb.supports_unix(a.segopsd) else None)
     op = "segmented_" + a.op
     try:
         client = segops.Client(url, transport=a.transport)
