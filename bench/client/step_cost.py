@@ -13,7 +13,8 @@ Without valgrind it prints the steps' CPU time instead; --profile prints cProfil
 the cost of segops.torch and torch's autograd alone.
 
 usage: step_cost.py --segopsd PATH | --url URL  [--op sum] [--log2n 10] [--steps 50]
-                    [--transport shm] [--fake] [--profile]
+                    [--transport shm] [--backend cpu] [--fake | --fake-http | --local]
+                    [--pin CPU] [--profile | --torch-profile]
 """
 
 import argparse
@@ -58,6 +59,8 @@ def main():
     ap.add_argument("--fake-http", action="store_true")
     ap.add_argument("--local", action="store_true")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--pin", type=int, default=None,
+                    help="pin this client to one CPU, after the daemon it starts (which keeps every CPU)")
     ap.add_argument("--torch-profile", action="store_true",
                     help="print torch.profiler's table of the steps' operators (CPU time by op)")
     a = ap.parse_args()
@@ -76,6 +79,8 @@ def main():
 
         sock = os.path.join(tempfile.mkdtemp(prefix="segops-sc-"), "segopsd.sock")  # as worker_bench
         daemon, url = wb.start_daemon(a.segopsd, a.backend, sock if wb.supports_unix(a.segopsd) else None)
+    if a.pin is not None:
+        os.sched_setaffinity(0, {a.pin})
     op = "segmented_" + a.op
     try:
         client = segops.Client(url, transport=a.transport)
