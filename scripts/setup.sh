@@ -4,11 +4,19 @@
 #   scripts/setup.sh          build + run deps (compiler, cmake, libmicrohttpd, msgpack-c, jansson, curl)
 #   scripts/setup.sh --test   also what the tests need: clang (fuzzing), valgrind, and a venv at .venv
 #                             with numpy, msgpack, pytest, torch and the client installed editable
+#   scripts/setup.sh --bench  --test plus the benchmarks' load generator (wrk: bench/http/run.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 want_test=0
-[ "${1:-}" = "--test" ] && want_test=1
+want_bench=0
+case "${1:-}" in
+  --test) want_test=1 ;;
+  --bench) want_test=1; want_bench=1 ;;
+  "") ;;
+  -h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *) echo "setup.sh: unknown option '$1' (--test, --bench or none)" >&2; exit 2 ;;
+esac
 
 pkgs=(gcc make cmake pkg-config libmicrohttpd-dev libmsgpack-dev libjansson-dev curl ca-certificates)
 # nvcc compiles host code with g++.
@@ -16,6 +24,7 @@ if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then pkgs+=(g+
 if [ "$want_test" = 1 ]; then
   pkgs+=(python3 clang libclang-rt-dev valgrind procps)
 fi
+if [ "$want_bench" = 1 ]; then pkgs+=(wrk); fi
 
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
 # Names that differ between distributions: Debian 12 has libmsgpack-dev, Ubuntu 24.04 libmsgpack-c-dev.

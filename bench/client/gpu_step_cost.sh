@@ -15,7 +15,9 @@ PY=${PY:-python3}
 echo "host: $(nproc) cores; backend $BACKEND; $(date -u +%FT%TZ)"
 for op in $OPS; do
   for k in $SIZES; do
-    steps=$(( k >= 14 ? 500 : 2000 ))
+    # enough steps that warm-up (allocator growth, page faults) stays a small part: 2000 at 2^10,
+    # 1000 up to 2^16, 300 beyond (matvec 2^17 takes ~40 ms a step locally)
+    steps=$(( k >= 17 ? 300 : (k >= 14 ? 1000 : 2000) ))
     for mode in --local --fake --fake-http ""; do
       # the client on CPU 0 (pinned after it starts the daemon, which keeps every CPU)
       timeout 120 $PY bench/client/step_cost.py --segopsd "$B/server/segopsd" --backend "$BACKEND" \

@@ -45,7 +45,7 @@ case "$GEN" in
   *) echo "run.sh: --gen must be loadgen, wrk or both" >&2; exit 2 ;;
 esac
 case " $GENS " in
-  *" wrk "*) command -v wrk > /dev/null || { echo "run.sh: --gen $GEN needs wrk on PATH (apt-get install -y wrk)" >&2; exit 2; } ;;
+  *" wrk "*) command -v wrk > /dev/null || { echo "run.sh: --gen $GEN needs wrk on PATH (scripts/setup.sh --bench, or apt-get install -y wrk)" >&2; exit 2; } ;;
 esac
 export LOADGEN
 # gen NAME HOST PORT ARGS...: one run of generator NAME, loadgen's one-line output plus gen=NAME.
