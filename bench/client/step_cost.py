@@ -12,8 +12,12 @@ Without valgrind it prints the steps' CPU time instead; --profile prints cProfil
 --fake answers each daemon call from a recorded answer (the same arrays) without the HTTP exchange:
 the cost of segops.torch and torch's autograd alone.
 
+Every run ends by checking the last step's gradient against plain torch's (max relative error
+printed; over 1e-3 exits 1), so a replayed run is known to replay the real one. --smoke runs the
+four ways in turn (a few steps each; the CTest smoke test).
+
 usage: step_cost.py --segopsd PATH | --url URL  [--op sum] [--log2n 10] [--steps 50]
-                    [--transport shm] [--backend cpu] [--fake | --fake-http | --local]
+                    [--transport shm] [--backend cpu] [--fake | --fake-http | --local | --smoke]
                     [--pin CPU] [--profile | --torch-profile]
 """
 
@@ -63,9 +67,20 @@ def main():
                     help="pin this client to one CPU, after the daemon it starts (which keeps every CPU)")
     ap.add_argument("--torch-profile", action="store_true",
                     help="print torch.profiler's table of the steps' operators (CPU time by op)")
+    ap.add_argument("--smoke", action="store_true",
+                    help="run local, --fake, --fake-http and the real exchange in turn (each a process)")
     a = ap.parse_args()
 
-    import torch
+    try:
+        import numpy  # noqa: F401
+        import torch
+
+        import segops  # noqa: F401
+    except ImportError as e:
+        print(f"SKIP: step_cost needs numpy, torch and the segops client ({e})")
+        sys.exit(77)
+    if a.smoke:
+        sys.exit(smoke(a))
 
     import segops
     import worker_bench as wb
@@ -89,8 +104,13 @@ def main():
         for _ in range(5):
             wb.step(fn, inputs)
         print(f"transport {client.transport_used}")
+        # The replays must hand the step the values the daemon gave (wrong values would time other
+        # arithmetic, e.g. denormals, and fail the gradient check at the end); what they do for that
+        # beyond the client's own work is timed (this thread's CPU) and taken off the result.
+        replay = {"cpu": 0.0, "i": 0}
         if a.fake:
-            # Each call answered as the daemon answered it (in the order of a step's calls).
+            # Each call answered with a fresh copy of what the daemon answered (in the order of a
+            # step's calls): torch's autograd may accumulate a gradient into an answer in place.
             real = type(client).call
             answers = []
             def record(self, *args, **kw):
@@ -101,27 +121,63 @@ def main():
             wb.step(fn, inputs)
             turn = iter(range(1 << 62))
             def fake(self, op, pass_, args, *, outputs=None, versions=None):
-                return dict(answers[next(turn) % len(answers)])
+                t0 = time.thread_time()
+                res = {k: v.copy() for k, v in answers[next(turn) % len(answers)].items()}
+                replay["cpu"] += time.thread_time() - t0
+                return res
             type(client).call = fake
             for _ in range(3):
                 wb.step(fn, inputs)
         if a.fake_http:
-            # Each HTTP exchange answered with the bytes the daemon sent (the shared-memory
-            # region's contents stay as the real exchange left them): the client's Python alone.
+            # Each HTTP exchange answered with the bytes the daemon sent; with shared memory, the
+            # outputs the daemon wrote into the region are written back (the daemon's work, timed
+            # and taken off): the client's Python, HTTP and region code alone.
             real_rt = type(client)._roundtrip
             raws = []
             def record_rt(self, method, path, body=None, length=0, headers=None, read=None):
                 def rec(resp):
                     raw = read(resp)
-                    raws.append(raw)
+                    # kept as answered: the caller's copy may be changed in place (see fake_rt)
+                    if isinstance(raw, dict):
+                        raws.append({k: v.copy() if hasattr(v, "copy") else v for k, v in raw.items()})
+                    else:
+                        raws.append(bytearray(raw) if isinstance(raw, bytearray) else raw)
                     return raw
                 return real_rt(self, method, path, body, length, headers, rec)
             type(client)._roundtrip = record_rt
+            sess = type(client._shm) if client._shm is not None else None
+            placed = []  # per exchange: [(offset, bytes)] of the outputs the daemon wrote
+            if sess is not None:
+                real_decode = sess._decode
+                def record_decode(self, raw, region, outs):
+                    placed.append([(off, bytes(region.mm[off:off + nb])) for _, off, nb in outs])
+                    return real_decode(self, raw, region, outs)
+                sess._decode = record_decode
             wb.step(fn, inputs)
             turn2 = iter(range(1 << 62))
             def fake_rt(self, method, path, body=None, length=0, headers=None, read=None):
-                return raws[next(turn2) % len(raws)]
+                replay["i"] = next(turn2) % len(raws)
+                raw = raws[replay["i"]]
+                if isinstance(raw, dict):
+                    # Over HTTP bodies the reader decodes as it reads, so what was recorded are the
+                    # answer's arrays (their decoding is not replayed): fresh copies, as in --fake.
+                    t0 = time.thread_time()
+                    raw = {k: v.copy() if hasattr(v, "copy") else v for k, v in raw.items()}
+                    replay["cpu"] += time.thread_time() - t0
+                elif isinstance(raw, bytearray):
+                    t0 = time.thread_time()
+                    raw = bytearray(raw)
+                    replay["cpu"] += time.thread_time() - t0
+                return raw
             type(client)._roundtrip = fake_rt
+            if sess is not None:
+                def replay_decode(self, raw, region, outs):
+                    t0 = time.thread_time()
+                    for off, data in placed[replay["i"]]:
+                        region.mm[off:off + len(data)] = data
+                    replay["cpu"] += time.thread_time() - t0
+                    return real_decode(self, raw, region, outs)
+                sess._decode = replay_decode
             for _ in range(3):
                 wb.step(fn, inputs)
         cg = under_callgrind()
@@ -138,10 +194,12 @@ def main():
         if a.torch_profile:
             tprof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
             tprof.__enter__()
+        replay["cpu"] = 0.0
         r0, w0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
         for _ in range(a.steps):
             wb.step(fn, inputs)
         w1, r1 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
+        replay_us = replay["cpu"] * 1e6 / a.steps
         if tprof is not None:
             tprof.__exit__(None, None, None)
             print(tprof.key_averages().table(sort_by="self_cpu_time_total", row_limit=25))
@@ -150,18 +208,45 @@ def main():
         if a.profile:
             prof.disable()
             pstats.Stats(prof).sort_stats("tottime").print_stats(40)
+        ref = wb.step(wb.step_fn("local", op, idx_t, idx_np, s, {}, url), inputs).clone()
+        got = wb.step(fn, inputs)
+        # as worker_bench checks it: the largest difference over the largest value (float32 tolerance)
+        err = float((got - ref).abs().max() / max(float(ref.abs().max()), 1.0))
         user, sys_, per = r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime, 1e6 / a.steps
         print(f"{op} 2^{a.log2n} {a.transport}{' fake' if a.fake else ''}{' fake-http' if a.fake_http else ''}{' local' if a.local else ''}: {a.steps} steps, "
-              f"{(user + sys_) * per:.0f} us CPU per step")
+              f"{(user + sys_) * per - replay_us:.0f} us CPU per step"
+              + (f" (after {replay_us:.0f} us per step of the replay's own copies)" if replay_us else ""))
         print(f"  per step: user {user * per:.0f} us, sys {sys_ * per:.0f} us, "
               f"wall {(w1 - w0) * per:.0f} us, context switches {(r1.ru_nvcsw - r0.ru_nvcsw) / a.steps:.1f} voluntary / "
               f"{(r1.ru_nivcsw - r0.ru_nivcsw) / a.steps:.1f} involuntary, "
               f"page faults {(r1.ru_minflt - r0.ru_minflt) / a.steps:.1f}")
+        print(f"  gradient vs plain torch: max rel. error {err:.1e}")
         client.close()
+        if not err <= 1e-3:
+            print("step_cost: the step's gradient differs from plain torch's", file=sys.stderr)
+            return 1
+        return 0
     finally:
         if daemon is not None:
             daemon.stop()
 
 
+def smoke(a):
+    """Each way once, in its own process (the replays patch the client's class); every one must print
+    its CPU per step and pass the gradient check."""
+    base = [sys.executable, os.path.abspath(__file__), "--op", a.op, "--log2n", str(a.log2n),
+            "--steps", str(a.steps), "--transport", a.transport, "--backend", a.backend]
+    base += ["--segopsd", a.segopsd] if a.segopsd else ["--url", a.url]
+    bad = 0
+    for mode in ("--local", "--fake", "--fake-http", None):
+        r = subprocess.run(base + ([mode] if mode else []), capture_output=True, text=True, timeout=300)
+        sys.stdout.write(r.stdout)
+        ok = r.returncode == 0 and "us CPU per step" in r.stdout and "max rel. error" in r.stdout
+        if not ok:
+            bad += 1
+            print(f"step_cost --smoke: {mode or 'real'} failed (exit {r.returncode})\n{r.stderr[-2000:]}")
+    return 1 if bad else 0
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -4,6 +4,8 @@ in one row, every transport side by side), plus the CPU-bound ceiling of each tr
 
     python3 bench/worker/summarize.py bench/results/s21/w16_all.json [more.json ...]
 
+(--skip-missing: a missing file is a CTest skip, exit 77: the smoke test that writes it skipped.)
+
 Columns: one worker's median step latency local / through shared memory; W workers' steps/s
 locally, then per transport steps/s and **remote/local**; CPU µs per step locally and client +
 daemon through shared memory; and the ceiling local CPU / (client + daemon CPU) per step through
@@ -13,6 +15,7 @@ idle cores (waiting) rather than at work. With several files, each cell is the m
 """
 
 import json
+import os
 import statistics
 import sys
 
@@ -44,6 +47,12 @@ def main(argv):
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
         return 0 if argv else 2
+    if argv[0] == "--skip-missing":
+        argv = argv[1:]
+        gone = [p for p in argv if not os.path.exists(p)]
+        if gone:
+            print(f"SKIP: no {', '.join(gone)} (the run that writes it did not run)")
+            return 77
     meta, cells = load(argv)
     w = meta["workers"]
     have = [t for t in TRANSPORTS if any(k[2] == t for k in cells)]
