@@ -14,7 +14,7 @@ case "${1:-}" in
   --test) want_test=1 ;;
   --bench) want_test=1; want_bench=1 ;;
   "") ;;
-  -h|--help) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;;
   *) echo "setup.sh: unknown option '$1' (--test, --bench or none)" >&2; exit 2 ;;
 esac
 

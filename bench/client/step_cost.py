@@ -12,8 +12,8 @@ Without valgrind it prints the steps' CPU time instead; --profile prints cProfil
 --fake answers each daemon call from a recorded answer (the same arrays) without the HTTP exchange:
 the cost of segops.torch and torch's autograd alone.
 
-Every run ends by checking the last step's gradient against plain torch's (max relative error
-printed; over 1e-3 exits 1), so a replayed run is known to replay the real one. --smoke runs the
+Every run ends by checking one more step's gradient against plain torch's (worker_bench's check:
+printed, and over its tolerance exits 1), so a replayed run is known to replay the real one. --smoke runs the
 four ways in turn (a few steps each; the CTest smoke test).
 
 usage: step_cost.py --segopsd PATH | --url URL  [--op sum] [--log2n 10] [--steps 50]
@@ -72,18 +72,15 @@ def main():
     a = ap.parse_args()
 
     try:
-        import numpy  # noqa: F401
         import torch
 
-        import segops  # noqa: F401
+        import segops
+        import worker_bench as wb
     except ImportError as e:
         print(f"SKIP: step_cost needs numpy, torch and the segops client ({e})")
         sys.exit(77)
     if a.smoke:
         sys.exit(smoke(a))
-
-    import segops
-    import worker_bench as wb
 
     torch.set_num_threads(1)
     torch.set_num_interop_threads(1)
@@ -108,40 +105,41 @@ def main():
         # arithmetic, e.g. denormals, and fail the gradient check at the end); what they do for that
         # beyond the client's own work is timed (this thread's CPU) and taken off the result.
         replay = {"cpu": 0.0, "i": 0}
+
+        def timed(fn, *args):
+            t0 = time.thread_time()
+            res = fn(*args)
+            replay["cpu"] += time.thread_time() - t0
+            return res
+
         if a.fake:
-            # Each call answered with a fresh copy of what the daemon answered (in the order of a
-            # step's calls): torch's autograd may accumulate a gradient into an answer in place.
+            # Each call answered with fresh copies of what the daemon answered, in the order of a
+            # step's calls.
             real = type(client).call
             answers = []
             def record(self, *args, **kw):
                 res = real(self, *args, **kw)
-                answers.append({k: v.copy() for k, v in res.items()})
+                answers.append(fresh(res))
                 return res
             type(client).call = record
             wb.step(fn, inputs)
             turn = iter(range(1 << 62))
             def fake(self, op, pass_, args, *, outputs=None, versions=None):
-                t0 = time.thread_time()
-                res = {k: v.copy() for k, v in answers[next(turn) % len(answers)].items()}
-                replay["cpu"] += time.thread_time() - t0
-                return res
+                return timed(fresh, answers[next(turn) % len(answers)])
             type(client).call = fake
             for _ in range(3):
                 wb.step(fn, inputs)
         if a.fake_http:
-            # Each HTTP exchange answered with the bytes the daemon sent; with shared memory, the
-            # outputs the daemon wrote into the region are written back (the daemon's work, timed
-            # and taken off): the client's Python, HTTP and region code alone.
+            # Each HTTP exchange answered with what the daemon sent: the answer's bytes, or over
+            # HTTP bodies the arrays the reader decoded as it read (their decoding is not replayed);
+            # with shared memory, the outputs the daemon wrote into the region are written back
+            # (the daemon's work, timed and taken off): the client's Python, HTTP and region code.
             real_rt = type(client)._roundtrip
             raws = []
             def record_rt(self, method, path, body=None, length=0, headers=None, read=None):
                 def rec(resp):
                     raw = read(resp)
-                    # kept as answered: the caller's copy may be changed in place (see fake_rt)
-                    if isinstance(raw, dict):
-                        raws.append({k: v.copy() if hasattr(v, "copy") else v for k, v in raw.items()})
-                    else:
-                        raws.append(bytearray(raw) if isinstance(raw, bytearray) else raw)
+                    raws.append(fresh(raw))
                     return raw
                 return real_rt(self, method, path, body, length, headers, rec)
             type(client)._roundtrip = record_rt
@@ -157,25 +155,14 @@ def main():
             turn2 = iter(range(1 << 62))
             def fake_rt(self, method, path, body=None, length=0, headers=None, read=None):
                 replay["i"] = next(turn2) % len(raws)
-                raw = raws[replay["i"]]
-                if isinstance(raw, dict):
-                    # Over HTTP bodies the reader decodes as it reads, so what was recorded are the
-                    # answer's arrays (their decoding is not replayed): fresh copies, as in --fake.
-                    t0 = time.thread_time()
-                    raw = {k: v.copy() if hasattr(v, "copy") else v for k, v in raw.items()}
-                    replay["cpu"] += time.thread_time() - t0
-                elif isinstance(raw, bytearray):
-                    t0 = time.thread_time()
-                    raw = bytearray(raw)
-                    replay["cpu"] += time.thread_time() - t0
-                return raw
+                return timed(fresh, raws[replay["i"]])
             type(client)._roundtrip = fake_rt
             if sess is not None:
-                def replay_decode(self, raw, region, outs):
-                    t0 = time.thread_time()
+                def write_back(region):
                     for off, data in placed[replay["i"]]:
                         region.mm[off:off + len(data)] = data
-                    replay["cpu"] += time.thread_time() - t0
+                def replay_decode(self, raw, region, outs):
+                    timed(write_back, region)
                     return real_decode(self, raw, region, outs)
                 sess._decode = replay_decode
             for _ in range(3):
@@ -208,10 +195,7 @@ def main():
         if a.profile:
             prof.disable()
             pstats.Stats(prof).sort_stats("tottime").print_stats(40)
-        ref = wb.step(wb.step_fn("local", op, idx_t, idx_np, s, {}, url), inputs).clone()
-        got = wb.step(fn, inputs)
-        # as worker_bench checks it: the largest difference over the largest value (float32 tolerance)
-        err = float((got - ref).abs().max() / max(float(ref.abs().max()), 1.0))
+        err = wb.grad_error(op, fn, inputs, idx_t, s)
         user, sys_, per = r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime, 1e6 / a.steps
         print(f"{op} 2^{a.log2n} {a.transport}{' fake' if a.fake else ''}{' fake-http' if a.fake_http else ''}{' local' if a.local else ''}: {a.steps} steps, "
               f"{(user + sys_) * per - replay_us:.0f} us CPU per step"
@@ -222,13 +206,21 @@ def main():
               f"page faults {(r1.ru_minflt - r0.ru_minflt) / a.steps:.1f}")
         print(f"  gradient vs plain torch: max rel. error {err:.1e}")
         client.close()
-        if not err <= 1e-3:
+        if not err <= wb.GRAD_TOL:
             print("step_cost: the step's gradient differs from plain torch's", file=sys.stderr)
             return 1
         return 0
     finally:
         if daemon is not None:
             daemon.stop()
+
+
+def fresh(answer):
+    """An answer to replay, as new objects: torch's autograd may accumulate a gradient into an
+    answer's array in place (an answer's bytes cannot change and replay as they are)."""
+    if isinstance(answer, dict):
+        return {k: v.copy() if hasattr(v, "copy") else v for k, v in answer.items()}
+    return answer
 
 
 def smoke(a):

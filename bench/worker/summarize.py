@@ -19,7 +19,9 @@ import os
 import statistics
 import sys
 
-TRANSPORTS = ("shm", "unix", "http")
+from worker_bench import fmt_rate
+
+TRANSPORTS = ("shm", "unix", "http")  # the first one present gives the latency and CPU columns
 
 
 def load(paths):
@@ -39,10 +41,6 @@ def med(rows, key):
     return statistics.median(vals) if vals else float("nan")
 
 
-def rate(v):
-    return f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
-
-
 def main(argv):
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__)
@@ -56,8 +54,7 @@ def main(argv):
     meta, cells = load(argv)
     w = meta["workers"]
     have = [t for t in TRANSPORTS if any(k[2] == t for k in cells)]
-    keys = sorted({(op, n) for op, n, _ in cells}, key=lambda k: (list(dict.fromkeys(
-        op for op, _, _ in cells)).index(k[0]), k[1]))
+    keys = dict.fromkeys((op, n) for op, n, _ in cells)  # in the run's order: op by op, sizes rising
     head = ["op", "N", "1 worker ms: local / " + have[0], f"{w} workers local steps/s"]
     head += [f"{t} steps/s (**ratio**)" for t in have]
     head += ["CPU µs/step local / client + daemon (" + have[0] + ")", "ceiling (" + have[0] + ")"]
@@ -68,10 +65,10 @@ def main(argv):
     for op, n in keys:
         first = cells.get((op, n, have[0]), [])
         line = [op.replace("segmented_", ""), f"2^{n}",
-                f"{med(first, 'local_ms'):.3f} / {med(first, 'remote_ms'):.3f}", rate(med(first, "local_sps"))]
+                f"{med(first, 'local_ms'):.3f} / {med(first, 'remote_ms'):.3f}", fmt_rate(med(first, "local_sps"))]
         for t in have:
             rows = cells.get((op, n, t), [])
-            line.append(f"{rate(med(rows, 'remote_sps'))} (**{med(rows, 'throughput_ratio'):.2f}**)" if rows else "-")
+            line.append(f"{fmt_rate(med(rows, 'remote_sps'))} (**{med(rows, 'throughput_ratio'):.2f}**)" if rows else "-")
         lc, cc, dc = med(first, "local_cpu_us"), med(first, "client_cpu_us"), med(first, "daemon_cpu_us")
         line += [f"{lc:,.0f} / {cc:,.0f} + {dc:,.0f}", f"{lc / (cc + dc):.2f}"]
         print("| " + " | ".join(line) + " |")

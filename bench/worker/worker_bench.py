@@ -113,6 +113,17 @@ def step(fn, inputs):
     return inputs[0].grad
 
 
+GRAD_TOL = 1e-3  # largest remote-vs-local gradient difference over the largest value (float32)
+
+
+def grad_error(op, fn, inputs, idx_t, s):
+    """One step through fn against the same step in plain torch: the largest difference of the
+    gradients over the largest local value (compare with GRAD_TOL)."""
+    want = step(lambda i: local_op(op, i, idx_t, s), inputs).clone()
+    got = step(fn, inputs)
+    return float((got - want).abs().max() / max(float(want.abs().max()), 1.0))
+
+
 def make_client(url, transport):
     import segops
 
@@ -165,11 +176,7 @@ def worker_main(rank, conn, url, idx_dtype="int32", cpus=None):
             step(fn, inputs)  # first step: connections, regions, allocator warm
             check = None
             if rank == 0 and mode != "local":
-                # The remote step computes what the local one does (float32 tolerance).
-                want = step(lambda i: local_op(op, i, idx_t, s), inputs).clone()
-                got = step(fn, inputs)
-                err = float((got - want).abs().max() / max(float(want.abs().max()), 1.0))
-                check = err
+                check = grad_error(op, fn, inputs, idx_t, s)  # the remote step computes the local one's
             conn.send(("ready", None))
             t0 = conn.recv()  # the agreed start of the window (time.time())
             t1 = t0 + window
@@ -529,7 +536,7 @@ def main():
                           f"cpu/step us local {row['local_cpu_us']:.0f} client {row['client_cpu_us']:.0f} "
                           f"daemon {row['daemon_cpu_us']:.0f}   busy {row['local_busy']:.0%}/{row['remote_busy']:.0%} "
                           f"busiest backend worker {row['lanes_busy']:.0%}", flush=True)
-                    if rem1["check"] is not None and rem1["check"] > 1e-3:
+                    if rem1["check"] is not None and rem1["check"] > GRAD_TOL:
                         raise SystemExit(f"worker_bench: {op} N={n} {tr}: remote gradient differs from local by {rem1['check']:.2e}")
     finally:
         pool.close()
