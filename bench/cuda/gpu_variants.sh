@@ -6,7 +6,7 @@
 # Knobs (see kernels/cuda/cuda_kernels.cuh and cuda_layout.cu): SEGOPS_SEG_MINB,
 # SEGOPS_SEG_MINB_WIDE, SEGOPS_TILES_PER_WARP, SEGOPS_CHUNK_SOLO, SEGOPS_CHUNK_ROWS,
 # SEGOPS_COMBINE_ROWS, SEGOPS_CUDA_SPLIT_N, SEGOPS_CUDA_TILE, SEGOPS_GATHER_STAGE, SEGOPS_STAGE_MIN_N,
-# SEGOPS_GATHER_LAST, SEGOPS_PDL, SEGOPS_CUDA_IE_N, SEGOPS_CUDA_IP_N. SPECS: "log2n layouts reps" triples separated by ','; LAYOUTS by number
+# SEGOPS_GATHER_LAST, SEGOPS_PDL, SEGOPS_CUDA_IE_N, SEGOPS_CUDA_IP_N, SEGOPS_COPY_GATHER. SPECS: "log2n layouts reps" triples separated by ','; LAYOUTS by number
 # (0 seg32, 1 powerlaw, 2 S=1, 3 seg32-unsorted). The TSVs go to $OUT/v.tgz; the runs alternate
 # variant by variant within each size, ROUNDS times, so drift of the machine hits all alike. Each
 # first-round run up to 2^20 also hashes every output of its rows (bench_cuda --digest); the end

@@ -740,6 +740,36 @@ cudaError_t segops_run_mixed(const segops_cuda_job *job, const segops_kargs *a, 
   return e;
 }
 
+/* Copy gather: out[i][c] = src[idx[i]][c], a segment row copied to each of its elements (sum's
+ * backward; mean's backward from its quotients), one thread per value (i, c) instead of one per
+ * row. Through an unsorted idx a thread per row issues W loads of one random segment row at a
+ * stride of W values, each its own sector request; here a warp's loads and stores cover 32
+ * consecutive values. The value stored is (T)src, as the row gathers' st<T>(ld<T>(...)), so the
+ * bits are the same. Used for an unsorted idx: on the H200 (bench/RESULTS.md, session 23) sum
+ * backward float64 1.77x at 2^20 and 1.46x at 2^25, the other unsorted rows 1.10-1.23x (mean
+ * backward float64 at 2^25 0.96x), 1.01-1.07x at 2^12; over a sorted idx, where a row gather's
+ * segment loads hit L1, it lost (float32 0.55-0.67x at 2^25). SEGOPS_COPY_GATHER 0: never (a
+ * timing knob). */
+#ifndef SEGOPS_COPY_GATHER
+#define SEGOPS_COPY_GATHER 1
+#endif
+static inline bool segops_copy_gather(const segops_cuda_job *job) { return SEGOPS_COPY_GATHER && !job->idx_sorted; }
+template <typename T, typename S, int W>
+__global__ void __launch_bounds__(256) copy_gather_kernel(const S *src, const int32_t *idx, T *out, int64_t n) {
+  const int64_t m = n * W, stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < m; j += stride) {
+    const int64_t i = j / W;
+    out[j] = (T)__ldg(src + (int64_t)__ldg(idx + i) * W + (j - i * W));
+  }
+}
+template <typename T, typename S, int W>
+cudaError_t segops_run_copy_gather(const segops_cuda_job *job, const S *src, void *out, cudaStream_t st) {
+  if (job->n == 0 || !out) return cudaSuccess;
+  const int64_t b = (job->n * W + 255) / 256, cap = (int64_t)job->sm_count * 64;
+  copy_gather_kernel<T, S, W><<<(unsigned)(b < cap ? b : cap), 256, 0, st>>>(src, job->idx, (T *)out, job->n);
+  return cudaGetLastError();
+}
+
 /* Dispatch by dtype and width for one op struct of each kind. */
 #define SEGOPS_DISPATCH_SEG(job, a, st, OPT)                                                                           \
   ((job)->dtype == SEGOPS_F64                                                                                          \

@@ -20,7 +20,8 @@ struct mean_reduce {
 
 /* backward: grad_x[i] = g_out[s] / c_s (c_s >= 1: element i is in s). Small N: the division
  * per element. Large N: mean_quotient_kernel divides once per segment into L.segval, and the
- * gather copies the quotient (the same double, so the same bits). */
+ * gather copies the quotient (the same double, so the same bits; over an unsorted idx the copy
+ * gather, segops_copy_gather). */
 struct mean_backward {
   template <typename T, int W>
   __device__ static void elem(const segops_kargs *a, int64_t i, int64_t s) {
@@ -65,6 +66,7 @@ static cudaError_t mean_backward_run(const segops_cuda_job *job, const segops_ka
   const int64_t b = (job->s + 255) / 256;
   const unsigned blocks = (unsigned)(b < (int64_t)job->sm_count * 16 ? b : (int64_t)job->sm_count * 16);
   mean_quotient_kernel<T, W><<<blocks, 256, 0, st>>>(*a);
+  if (segops_copy_gather(job)) return segops_run_copy_gather<T, double, W>(job, a->L.segval, a->out[0], st);
   return segops_run_gather<T, W, mean_backward_q>(job, a, st);
 }
 

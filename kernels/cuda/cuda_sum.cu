@@ -17,7 +17,7 @@ struct sum_reduce {
   }
 };
 
-/* backward: grad_x[i] = g_out[s]. */
+/* backward: grad_x[i] = g_out[s] (a copy gather over an unsorted idx: segops_copy_gather). */
 struct sum_backward {
   /* staged gather (cuda_kernels.cuh): writes grad_x rows; g_out is a segment row */
   static unsigned rows_in(const segops_kargs *) { return 0u; }
@@ -30,6 +30,15 @@ struct sum_backward {
 };
 
 cudaError_t segops_cuda_sum(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
-  if (job->fn->pass == SEGOPS_PASS_BACKWARD) return SEGOPS_DISPATCH_GATHER(job, a, st, sum_backward);
+  if (job->fn->pass == SEGOPS_PASS_BACKWARD) {
+    if (segops_copy_gather(job)) {
+      if (job->dtype == SEGOPS_F64)
+        return job->width == 3 ? segops_run_copy_gather<double, double, 3>(job, (const double *)a->in[0], a->out[0], st)
+                               : segops_run_copy_gather<double, double, 1>(job, (const double *)a->in[0], a->out[0], st);
+      return job->width == 3 ? segops_run_copy_gather<float, float, 3>(job, (const float *)a->in[0], a->out[0], st)
+                             : segops_run_copy_gather<float, float, 1>(job, (const float *)a->in[0], a->out[0], st);
+    }
+    return SEGOPS_DISPATCH_GATHER(job, a, st, sum_backward);
+  }
   return SEGOPS_DISPATCH_SEG(job, a, st, sum_reduce);
 }
