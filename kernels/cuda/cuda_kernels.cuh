@@ -537,8 +537,8 @@ __global__ void __launch_bounds__(SEGOPS_STAGE_ROWS)
   }
 }
 
-/* Grid sizes (cuda_layout.cu). */
-int segops_cuda_gather_grid(const segops_cuda_job *job);
+/* Grid sizes (cuda_layout.cu): a gather's (one thread per element, or per value of W per element). */
+int segops_cuda_gather_grid(const segops_cuda_job *job, int w = 1);
 /* Blocks of seg_kernel: the segment role, and with long_role the tile role; fills the warps of
  * the segment role and the tiles per warp of the tile role. */
 int64_t segops_cuda_seg_blocks(int64_t n, int64_t s, int sm_count, int long_role, int64_t *seg_warps,
@@ -677,11 +677,46 @@ cudaError_t segops_run_seg(const segops_cuda_job *job, const segops_kargs *a, cu
   return segops_run_red<T, W, OP, void, 0>(job, a, st);
 }
 
+/* Copy gather: out[0][i][c] = src[idx[i]][c], a segment row copied to each of its elements, one
+ * thread per value (i, c) instead of one per row. Through an unsorted idx a thread per row issues W
+ * loads of one random segment row at a stride of W values, each its own sector request; here a
+ * warp's loads and stores cover 32 consecutive values. The value stored is (T)src, as a row
+ * gather's st<T>(ld<T>(...)), so the bits are the same. A gather struct that is such a copy defines
+ * copy_src<T>(a), the segment rows' array (its element type: T, or double for mean's quotients);
+ * segops_run_gather runs it this way over an unsorted idx. On the H200 (bench/RESULTS.md, session
+ * 23): sum backward float64 1.77x at 2^20 and 1.46x at 2^25, the other unsorted rows 1.10-1.23x
+ * (mean backward float64 at 2^25 0.96x), 1.01-1.07x at 2^12; over a sorted idx, where a row
+ * gather's segment loads hit L1, it lost (float32 0.55-0.67x at 2^25). SEGOPS_COPY_GATHER 0: never
+ * (a timing knob). */
+#ifndef SEGOPS_COPY_GATHER
+#define SEGOPS_COPY_GATHER 1
+#endif
+template <typename OP, typename = void>
+struct segops_copies : std::false_type {};
+template <typename OP>
+struct segops_copies<OP, std::void_t<decltype(&OP::template copy_src<float>)>> : std::true_type {};
+template <typename T, typename S, int W>
+__global__ void __launch_bounds__(256) copy_gather_kernel(const S *src, const int32_t *idx, T *out, int64_t n) {
+  const int64_t m = n * W, stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < m; j += stride) {
+    const int64_t i = j / W;
+    out[j] = (T)__ldg(src + (int64_t)__ldg(idx + i) * W + (j - i * W));
+  }
+}
+
 /* Runs a gather; dependent: it reads what the kernel before it on st wrote, and on sm_90 is
  * launched as that kernel's programmatic dependent (SEGOPS_PDL). */
 template <typename T, int W, typename OP>
 cudaError_t segops_run_gather(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st, bool dependent) {
   if (job->n == 0) return cudaSuccess;
+  if constexpr (SEGOPS_COPY_GATHER && segops_copies<OP>::value) {
+    if (!job->idx_sorted) {
+      if (a->out[0])
+        copy_gather_kernel<T, std::remove_cv_t<std::remove_pointer_t<decltype(OP::template copy_src<T>(a))>>, W>
+            <<<segops_cuda_gather_grid(job, W), 256, 0, st>>>(OP::template copy_src<T>(a), a->idx, (T *)a->out[0], job->n);
+      return cudaGetLastError();
+    }
+  }
   if constexpr (SEGOPS_GATHER_STAGE && segops_staged<OP>::value && sizeof(T) == 8) {
     if (job->n >= SEGOPS_STAGE_MIN_N) {
       /* the rows it reads and writes, less the omitted inputs and the outputs not asked for */
@@ -738,36 +773,6 @@ cudaError_t segops_run_mixed(const segops_cuda_job *job, const segops_kargs *a, 
   if (ew) e = segops_run_gather<T, W, ELEM>(job, a, st);
   if (e == cudaSuccess && rw) e = segops_run_seg<T, W, RED>(job, a, st);
   return e;
-}
-
-/* Copy gather: out[i][c] = src[idx[i]][c], a segment row copied to each of its elements (sum's
- * backward; mean's backward from its quotients), one thread per value (i, c) instead of one per
- * row. Through an unsorted idx a thread per row issues W loads of one random segment row at a
- * stride of W values, each its own sector request; here a warp's loads and stores cover 32
- * consecutive values. The value stored is (T)src, as the row gathers' st<T>(ld<T>(...)), so the
- * bits are the same. Used for an unsorted idx: on the H200 (bench/RESULTS.md, session 23) sum
- * backward float64 1.77x at 2^20 and 1.46x at 2^25, the other unsorted rows 1.10-1.23x (mean
- * backward float64 at 2^25 0.96x), 1.01-1.07x at 2^12; over a sorted idx, where a row gather's
- * segment loads hit L1, it lost (float32 0.55-0.67x at 2^25). SEGOPS_COPY_GATHER 0: never (a
- * timing knob). */
-#ifndef SEGOPS_COPY_GATHER
-#define SEGOPS_COPY_GATHER 1
-#endif
-static inline bool segops_copy_gather(const segops_cuda_job *job) { return SEGOPS_COPY_GATHER && !job->idx_sorted; }
-template <typename T, typename S, int W>
-__global__ void __launch_bounds__(256) copy_gather_kernel(const S *src, const int32_t *idx, T *out, int64_t n) {
-  const int64_t m = n * W, stride = (int64_t)gridDim.x * blockDim.x;
-  for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < m; j += stride) {
-    const int64_t i = j / W;
-    out[j] = (T)__ldg(src + (int64_t)__ldg(idx + i) * W + (j - i * W));
-  }
-}
-template <typename T, typename S, int W>
-cudaError_t segops_run_copy_gather(const segops_cuda_job *job, const S *src, void *out, cudaStream_t st) {
-  if (job->n == 0 || !out) return cudaSuccess;
-  const int64_t b = (job->n * W + 255) / 256, cap = (int64_t)job->sm_count * 64;
-  copy_gather_kernel<T, S, W><<<(unsigned)(b < cap ? b : cap), 256, 0, st>>>(src, job->idx, (T *)out, job->n);
-  return cudaGetLastError();
 }
 
 /* Dispatch by dtype and width for one op struct of each kind. */

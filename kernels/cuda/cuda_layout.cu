@@ -172,7 +172,7 @@ extern "C" int64_t segops_cuda_sorted_longest(const int32_t *idx, int64_t n) {
   return best;
 }
 
-int segops_cuda_gather_grid(const segops_cuda_job *job) { return blocks_for(job->n, 256, job->sm_count * 64); }
+int segops_cuda_gather_grid(const segops_cuda_job *job, int w) { return blocks_for(job->n * w, 256, job->sm_count * 64); }
 
 /* Device view of a built layout in keep (and the call's scratch, when given). */
 static void view(const segops_cuda_job *job, const layout_plan *p, const void *keep, void *call_scratch,

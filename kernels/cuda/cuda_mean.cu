@@ -20,8 +20,7 @@ struct mean_reduce {
 
 /* backward: grad_x[i] = g_out[s] / c_s (c_s >= 1: element i is in s). Small N: the division
  * per element. Large N: mean_quotient_kernel divides once per segment into L.segval, and the
- * gather copies the quotient (the same double, so the same bits; over an unsorted idx the copy
- * gather, segops_copy_gather). */
+ * gather copies the quotient (the same double, so the same bits). */
 struct mean_backward {
   template <typename T, int W>
   __device__ static void elem(const segops_kargs *a, int64_t i, int64_t s) {
@@ -34,6 +33,9 @@ struct mean_backward_q {
   /* staged gather: writes grad_x rows; the quotients are segment rows */
   static unsigned rows_in(const segops_kargs *) { return 0u; }
   static unsigned rows_out(const segops_kargs *) { return 1u; }
+  /* copy gather over an unsorted idx (cuda_kernels.cuh): the rows copied are the quotients */
+  template <typename T>
+  static const double *copy_src(const segops_kargs *a) { return a->L.segval; }
   template <typename T, int W>
   __device__ static void elem(const segops_kargs *a, int64_t i, int64_t s) {
     double q[W];
@@ -66,7 +68,6 @@ static cudaError_t mean_backward_run(const segops_cuda_job *job, const segops_ka
   const int64_t b = (job->s + 255) / 256;
   const unsigned blocks = (unsigned)(b < (int64_t)job->sm_count * 16 ? b : (int64_t)job->sm_count * 16);
   mean_quotient_kernel<T, W><<<blocks, 256, 0, st>>>(*a);
-  if (segops_copy_gather(job)) return segops_run_copy_gather<T, double, W>(job, a->L.segval, a->out[0], st);
   return segops_run_gather<T, W, mean_backward_q>(job, a, st);
 }
 

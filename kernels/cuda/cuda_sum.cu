@@ -17,11 +17,14 @@ struct sum_reduce {
   }
 };
 
-/* backward: grad_x[i] = g_out[s] (a copy gather over an unsorted idx: segops_copy_gather). */
+/* backward: grad_x[i] = g_out[s]. */
 struct sum_backward {
   /* staged gather (cuda_kernels.cuh): writes grad_x rows; g_out is a segment row */
   static unsigned rows_in(const segops_kargs *) { return 0u; }
   static unsigned rows_out(const segops_kargs *) { return 1u; }
+  /* copy gather over an unsorted idx (cuda_kernels.cuh): the rows copied are g_out's */
+  template <typename T>
+  static const T *copy_src(const segops_kargs *a) { return (const T *)a->in[0]; }
   template <typename T, int W>
   __device__ static void elem(const segops_kargs *a, int64_t i, int64_t s) {
 #pragma unroll
@@ -30,15 +33,6 @@ struct sum_backward {
 };
 
 cudaError_t segops_cuda_sum(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
-  if (job->fn->pass == SEGOPS_PASS_BACKWARD) {
-    if (segops_copy_gather(job)) {
-      if (job->dtype == SEGOPS_F64)
-        return job->width == 3 ? segops_run_copy_gather<double, double, 3>(job, (const double *)a->in[0], a->out[0], st)
-                               : segops_run_copy_gather<double, double, 1>(job, (const double *)a->in[0], a->out[0], st);
-      return job->width == 3 ? segops_run_copy_gather<float, float, 3>(job, (const float *)a->in[0], a->out[0], st)
-                             : segops_run_copy_gather<float, float, 1>(job, (const float *)a->in[0], a->out[0], st);
-    }
-    return SEGOPS_DISPATCH_GATHER(job, a, st, sum_backward);
-  }
+  if (job->fn->pass == SEGOPS_PASS_BACKWARD) return SEGOPS_DISPATCH_GATHER(job, a, st, sum_backward);
   return SEGOPS_DISPATCH_SEG(job, a, st, sum_reduce);
 }
