@@ -13,6 +13,7 @@ command line of gpu_variants.sh is not recorded in the archive, so --base names 
 import argparse
 import csv
 import io
+import math
 import re
 import statistics
 import sys
@@ -43,7 +44,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("archive", help="gpu_variants.sh's v.tgz")
     ap.add_argument("--base", default="base", help="the variant the others are compared with")
-    ap.add_argument("--rows", type=int, default=6, help="rows that moved most, per variant and size")
+    ap.add_argument("--rows", type=int, default=6, help="rows that moved most, per variant and size (0: none)")
     a = ap.parse_args(argv)
     runs = load(a.archive)
     sizes = sorted({k for _, k in runs}, reverse=True)
@@ -64,13 +65,13 @@ def main(argv=None):
             over = sum(1 for key in keys if k in TARGET_US and cur[key] * 1e3 > TARGET_US[k])
             rs = (f"{min(ratios):.2f} / {statistics.median(ratios):.2f} / {max(ratios):.2f}"
                   if v != a.base and ratios else "")
-            print(f"| {v} | {sum(cur[key] for key in keys):.4f} | {rs} | {over if k in TARGET_US else ''} |")
-        for v in variants:
+            print(f"| {v} | {math.fsum(cur[key] for key in keys):.4f} | {rs} | {over if k in TARGET_US else ''} |")
+        for v in variants if a.rows > 0 else ():
             cur = runs.get((v, k))
             if v == a.base or not cur:
                 continue
             moved = sorted((base[key] / cur[key], key) for key in base if key in cur)
-            pick = moved[: a.rows // 2] + moved[-(a.rows - a.rows // 2):] if len(moved) > a.rows else moved
+            pick = moved[: a.rows // 2] + moved[len(moved) - (a.rows - a.rows // 2):] if len(moved) > a.rows else moved
             print(f"{v}: rows that moved most (base -> {v}, µs):")
             for ratio, (fn, dt, lay) in pick:
                 print(f"  {ratio:5.2f}  {fn} {dt} {lay}  {base[(fn, dt, lay)] * 1e3:.2f} -> {cur[(fn, dt, lay)] * 1e3:.2f}")
