@@ -3,7 +3,7 @@
 # build-<name> and times each on subsets of the rows, in one GPU call from the repository root after
 # `. .device/env.sh`. Variants are "name:FLAGS" separated by '|', FLAGS passed as CMAKE_CUDA_FLAGS:
 #   V='a:|b:-DSEGOPS_CUDA_SPLIT_N=1048576' bash bench/cuda/gpu_variants.sh
-# Knobs (see kernels/cuda/cuda_kernels.cuh and cuda_layout.cu): SEGOPS_SEG_MINB,
+# Knobs (see backends/cuda/cuda_kernels.cuh and cuda_launch.cu): SEGOPS_SEG_MINB,
 # SEGOPS_SEG_MINB_WIDE, SEGOPS_TILES_PER_WARP, SEGOPS_CHUNK_SOLO, SEGOPS_CHUNK_ROWS,
 # SEGOPS_COMBINE_ROWS, SEGOPS_CUDA_SPLIT_N, SEGOPS_CUDA_TILE, SEGOPS_GATHER_STAGE, SEGOPS_STAGE_MIN_N,
 # SEGOPS_GATHER_LAST, SEGOPS_PDL, SEGOPS_CUDA_IE_N, SEGOPS_CUDA_IP_N, SEGOPS_COPY_GATHER. SPECS: "log2n layouts reps" triples separated by ','; LAYOUTS by number

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """check_openapi.py: proto/openapi.yaml parses, every $ref resolves, and its op, pass and error-code
-enums are those of kernels/ops.def and kernels/errors.h. Exits 77 (skip) without PyYAML."""
+enums are those of core/ops.def and core/errors.h. Exits 77 (skip) without PyYAML."""
 import re
 import sys
 
@@ -38,10 +38,10 @@ def walk(o):
 
 
 walk(doc)
-opsdef = open(f"{root}/kernels/ops.def").read()
+opsdef = open(f"{root}/core/ops.def").read()
 ops = re.findall(r"^SEGOPS_OP\(\w+, \"(\w+)\"\)", opsdef, re.M)
 passes = re.findall(r"^SEGOPS_PASS\(\w+, \"(\w+)\"\)", opsdef, re.M)
-codes = sorted(set(re.findall(r'X\(\w+, -?\d+, "(\w+)"', open(f"{root}/kernels/errors.h").read())))
+codes = sorted(set(re.findall(r'X\(\w+, -?\d+, "(\w+)"', open(f"{root}/core/errors.h").read())))
 params = {p["name"]: p for p in doc["paths"]["/v1/{op}/{pass}"]["post"]["parameters"]}
 if params["op"]["schema"]["enum"] != ops:
     fails.append(f"op enum {params['op']['schema']['enum']} != ops.def {ops}")

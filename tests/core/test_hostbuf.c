@@ -1,4 +1,4 @@
-/* test_hostbuf.c: the pool of large host buffers (kernels/hostbuf.c): reuse by size class, the
+/* test_hostbuf.c: the pool of large host buffers (core/hostbuf.c): reuse by size class, the
  * cap on mapped bytes (heap past it, idle buffers of other sizes unmapped to make room), pinning
  * through a backend's host_register and unpinning on detach, alignment, many threads at once. */
 #include <pthread.h>

@@ -1,4 +1,4 @@
-/* test_prepare.c: validation and shape inference of kernels/prepare.c, one case per rule of proto/API.md, Validation
+/* test_prepare.c: validation and shape inference of core/prepare.c, one case per rule of proto/API.md, Validation
  * that prepare owns. Each refusal must carry the expected code and a message naming the op and
  * the argument; valid requests of every table row must prepare with the right output shapes. */
 #include <stdio.h>

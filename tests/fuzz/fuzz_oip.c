@@ -2,7 +2,7 @@
  * binary tensor data). Byte 0 picks op and pass (and, with bit 7, the default limits); bytes 1-2
  * (little-endian) are the Inference-Header-Content-Length (0: the whole body is JSON); the rest
  * is the body. Binary tensors borrow the body, so it is kept until the request is freed. */
-#include "codec_v2.h"
+#include "oip.h"
 #include "fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -14,7 +14,7 @@ from reference import random_case, reference
 GOOD = b'{"x":[1,2,3,4,5,6],"idx":[0,0,1,1,1,2],"num_segments":3}'
 SUM = "/v1/segmented_sum/forward"
 
-# proto/API.md's op table written out independently of kernels/ops.c: inputs (name, optional) and outputs.
+# proto/API.md's op table written out independently of core/ops.c: inputs (name, optional) and outputs.
 API_TABLE = {
     ("segmented_sum", "forward"): ([("x", False)], ["out"]),
     ("segmented_sum", "backward"): ([("g_out", False), ("x", True)], ["grad_x"]),

@@ -1,4 +1,4 @@
-"""_table.py: the op table of proto/API.md as the client sees it (mirrors kernels/ops.c).
+"""_table.py: the op table of proto/API.md as the client sees it (mirrors core/ops.c).
 
 One row per (op, pass): the input names in the wire order (cotangents gg_<a>, then g_out,
 then the forward inputs), how each is used, and the output names in table order. Every

@@ -1,0 +1,182 @@
+/* cpu_backend.c: the CPU backend behind backend.h: plans a call from its op table row
+ * (segops_plan_of), then runs the function's tasks on a thread pool: one walk for sorted idx,
+ * reduce then elems for unsorted (cpu_internal.h). The reference for every other backend.
+ *
+ * Determinism: a segment's reduction is done by one thread, over its elements in increasing i,
+ * in double; an element's output depends only on that element and its segment. How work is cut
+ * into chunks, and how many threads run them, therefore never changes a bit of the result.
+ *
+ * Concurrency: n_devices = threads. The scheduler may run that many calls at once (the CPU has
+ * no per-device state, so `device` is ignored). A call large enough to profit takes the whole
+ * pool when it is free; when another call has it, it runs on its caller's thread alone rather
+ * than queueing. Small calls always run on the caller's thread. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "cpu_internal.h"
+#include "errors.h"
+
+/* Below this many elements plus segments a call runs on one thread: waking workers costs more. */
+#define PARALLEL_MIN_WORK ((int64_t)1 << 15)
+/* Elements per chunk at least, so a chunk amortises its dispatch; chunks per thread at most. */
+#define MIN_CHUNK ((int64_t)1 << 14)
+#define CHUNKS_PER_THREAD 4
+
+typedef struct {
+  segops_cpu_pool *pool;
+  int threads;
+  const segops_cpu_fn_table *fns; /* segops_cpu_pick_fns at creation */
+} cpu_ctx;
+
+const segops_cpu_fn_table *segops_cpu_pick_fns(void) {
+  const char *isa = getenv("SEGOPS_CPU_ISA");
+  if (isa && !strcmp(isa, "baseline")) return &segops_cpu_fns_base;
+#ifdef SEGOPS_CPU_HAVE_V3
+  /* What cpu_ops_avx2.c is compiled for (-march=x86-64-v3); libgcc's check includes the OS saving
+   * the AVX registers. */
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2") &&
+      __builtin_cpu_supports("f16c") && __builtin_cpu_supports("movbe") && __builtin_cpu_supports("lzcnt"))
+    return &segops_cpu_fns_v3;
+#endif
+  return &segops_cpu_fns_base;
+}
+
+static int64_t elem_chunks(int64_t n, int threads, bool parallel) {
+  if (!parallel || n < 2 * MIN_CHUNK) return 1;
+  int64_t k = CHUNKS_PER_THREAD * (int64_t)threads, most = n / MIN_CHUNK;
+  return k < most ? k : most;
+}
+
+/* Unsorted idx: scratch of the reduce task, and its segment ranges (even split of the ids:
+ * each range's task scans all of idx, so one range per thread). */
+typedef struct {
+  double *acc, *segval;
+  int64_t *cnt, *bounds;
+} unsorted_scratch;
+
+static void unsorted_free(unsorted_scratch *u) {
+  free(u->acc);
+  free(u->segval);
+  free(u->cnt);
+  free(u->bounds);
+}
+
+static bool unsorted_alloc(segops_cpu_job *J, unsorted_scratch *u, int64_t ranges) {
+  const int64_t s = J->s > 0 ? J->s : 1;
+  u->cnt = malloc((size_t)s * sizeof *u->cnt);
+  u->bounds = malloc((size_t)(ranges + 1) * sizeof *u->bounds);
+  u->acc = J->n_acc ? malloc((size_t)(s * SEGOPS_CPU_LANES * J->n_acc) * sizeof *u->acc) : NULL;
+  u->segval = J->n_segval ? malloc((size_t)(s * J->n_segval) * sizeof *u->segval) : NULL;
+  if (!u->cnt || !u->bounds || (J->n_acc && !u->acc) || (J->n_segval && !u->segval)) return false;
+  for (int64_t c = 0; c <= ranges; c++) u->bounds[c] = segops_cpu_split(J->s, ranges, c);
+  J->acc = u->acc;
+  J->segval = u->segval;
+  J->cnt = u->cnt;
+  J->bounds = u->bounds;
+  return true;
+}
+
+static int cpu_run(void *vctx, int device, const segops_call *call, char *err, size_t errlen) {
+  cpu_ctx *ctx = vctx;
+  (void)device;
+  if (!call || !call->fn || (call->dtype != SEGOPS_F32 && call->dtype != SEGOPS_F64) ||
+      (call->width != 1 && call->width != 3) || call->n < 0 || call->s < 0 || (call->n > 0 && !call->idx))
+    return segops_errf(SEGOPS_E_INTERNAL, err, errlen, "cpu backend: call was not prepared");
+  const segops_fn_desc *fn = call->fn;
+  const segops_cpu_fn *f = &(*ctx->fns)[call->dtype == SEGOPS_F64][fn->op][fn->pass];
+  segops_cpu_job J = {.idx = call->idx, .n = call->n, .s = call->s, .w = call->width};
+  unsigned requested = 0;
+  for (int k = 0; k < fn->n_in; k++) J.in[k] = call->in[k];
+  for (int o = 0; o < fn->n_out; o++) {
+    J.out[o] = call->out[o];
+    if (call->out[o]) requested |= 1u << o;
+  }
+  J.plan = segops_plan_of(fn, requested);
+  J.n_acc = fn->n_acc[1];
+  J.n_segval = fn->n_segval;
+  const segops_plan *P = &J.plan;
+  const bool parallel = ctx->threads > 1 && J.n + J.s >= PARALLEL_MIN_WORK;
+  J.nchunks = elem_chunks(J.n, ctx->threads, parallel);
+
+  /* Sorted idx: one walk over the elements does everything. */
+  if (call->idx_sorted || J.n == 0) {
+    if (P->reduce || P->gather || P->post) segops_cpu_parallel_for(ctx->pool, J.nchunks, f->walk, &J);
+    return SEGOPS_OK;
+  }
+  /* Unsorted: a pure gather needs no segment state; anything else reduces (or counts) first. */
+  if (!P->reduce && !P->counts) {
+    if (P->gather) segops_cpu_parallel_for(ctx->pool, J.nchunks, f->elems, &J);
+    return SEGOPS_OK;
+  }
+  const int64_t ranges = parallel ? (ctx->threads < J.s ? ctx->threads : (J.s > 0 ? J.s : 1)) : 1;
+  unsorted_scratch u = {0};
+  if (!unsorted_alloc(&J, &u, ranges)) {
+    unsorted_free(&u);
+    return segops_errf(SEGOPS_E_NOMEM, err, errlen, "%s: cpu backend out of memory for %lld segments",
+                       segops_op_name(fn->op), (long long)J.s);
+  }
+  segops_cpu_parallel_for(ctx->pool, ranges, f->reduce, &J);
+  if (P->post || P->gather) segops_cpu_parallel_for(ctx->pool, J.nchunks, f->elems, &J);
+  unsorted_free(&u);
+  return SEGOPS_OK;
+}
+
+static int cpu_device_info(void *vctx, int device, segops_device_info *info) {
+  cpu_ctx *ctx = vctx;
+  (void)device;
+  memset(info, 0, sizeof *info);
+  snprintf(info->name, sizeof info->name, "cpu (%d threads)", ctx->threads);
+  long pages = sysconf(_SC_PHYS_PAGES), avail = sysconf(_SC_AVPHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && psz > 0) {
+    info->memory_total = (size_t)pages * (size_t)psz;
+    if (avail >= 0 && avail <= pages) info->memory_used = (size_t)(pages - avail) * (size_t)psz;
+  }
+  return SEGOPS_OK;
+}
+
+static int cpu_ready(void *vctx) {
+  (void)vctx;
+  return 1;
+}
+
+static void cpu_destroy(void *vctx) {
+  cpu_ctx *ctx = vctx;
+  if (!ctx) return;
+  segops_cpu_pool_free(ctx->pool);
+  free(ctx);
+}
+
+segops_backend *segops_cpu_backend_new(int threads) {
+  if (threads <= 0) {
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    threads = online > 0 ? (int)online : 1;
+  }
+  if (threads > 1024) threads = 1024;
+  segops_backend *b = calloc(1, sizeof *b);
+  cpu_ctx *ctx = calloc(1, sizeof *ctx);
+  if (!b || !ctx) {
+    free(b);
+    free(ctx);
+    return NULL;
+  }
+  ctx->threads = threads;
+  ctx->fns = segops_cpu_pick_fns();
+  ctx->pool = segops_cpu_pool_new(threads);
+  if (!ctx->pool) {
+    free(b);
+    free(ctx);
+    return NULL;
+  }
+  b->name = "cpu";
+  b->ctx = ctx;
+  b->n_devices = threads;
+  b->run = cpu_run;
+  b->device_info = cpu_device_info;
+  b->ready = cpu_ready;
+  b->destroy = cpu_destroy;
+  return b;
+}
