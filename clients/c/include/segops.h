@@ -1,0 +1,204 @@
+/* segops.h: libsegops, the C client of segopsd: the 18 segment functions called over the native
+ * same-node channel, HTTP (TCP or a unix socket), or in-process on the CPU backend ("local").
+ *
+ * Also the one definition of what the daemon and its clients share: the dtypes and the error
+ * table (the daemon's core includes this header for them, as libuv's sources include uv.h).
+ *
+ *   segops_client *c;
+ *   segops_error e;
+ *   if (segops_open(&c, "http://127.0.0.1:8080", NULL, &e)) { fprintf(stderr, "%s\n", e.message); ... }
+ *   segops_array x = {SEGOPS_F64, 1, {n}, xs, 0}, idx = {SEGOPS_I32, 1, {n}, ids, 0};
+ *   segops_array out = {0};                      // data NULL: the library allocates it
+ *   if (segops_segmented_sum_forward(c, &x, &idx, num_segments, &out, &e)) ...
+ *   ... use out.data (out.shape[0] values) ...
+ *   segops_free(c, out.data);
+ *   segops_close(c);
+ *
+ * Thread safety: segops_run and the typed functions, segops_alloc and segops_free may be called
+ * from any number of threads on one client at once (several calls are then in flight). segops_open
+ * and segops_close are not concurrent with anything else on the same client. A client used in a
+ * forked child opens its own channel on the child's first call (the parent's stays the parent's).
+ *
+ * Ownership: every pointer a function takes is borrowed for the duration of the call, unless its
+ * comment says otherwise. Free functions accept NULL. */
+#ifndef SEGOPS_H
+#define SEGOPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SEGOPS_ABI_VERSION 1
+
+/* ---- dtypes ---------------------------------------------------------------------------------- */
+
+typedef enum { SEGOPS_F32 = 0, SEGOPS_F64 = 1, SEGOPS_I32 = 2, SEGOPS_I64 = 3, SEGOPS_DTYPE_COUNT } segops_dtype;
+
+/* ---- the error table ------------------------------------------------------------------------
+ * X(ENUM_SUFFIX, value, "wire_code", http_status, "generic message"). Negative ints; a function
+ * returns SEGOPS_OK (0) or one of these, with detail in its segops_error. The wire code is what
+ * the daemon answers in {"error": {"code": ...}}; several values may share one (NOMEM and
+ * RESOURCE_EXHAUSTED both answer "resource_exhausted"). The client-side codes (CONNECTION,
+ * TIMEOUT, PROTOCOL) are never sent by the daemon: their status is 0. */
+#define SEGOPS_ERRNO_MAP(X)                                                                        \
+  X(INVALID_ARGUMENT, -1, "invalid_argument", 400, "invalid argument")                            \
+  X(MALFORMED_BODY, -2, "malformed_body", 400, "malformed request body")                          \
+  X(NOT_FOUND, -3, "not_found", 404, "not found")                                                 \
+  X(TOO_LARGE, -4, "too_large", 413, "request too large")                                         \
+  X(UNSUPPORTED_MEDIA, -5, "unsupported_media_type", 415, "unsupported media type")               \
+  X(NOT_ACCEPTABLE, -6, "not_acceptable", 406, "not acceptable")                                  \
+  X(UNAUTHENTICATED, -7, "unauthenticated", 401, "missing or invalid bearer token")               \
+  X(METHOD_NOT_ALLOWED, -8, "method_not_allowed", 405, "method not allowed")                      \
+  X(UNAVAILABLE, -9, "unavailable", 503, "service unavailable")                                   \
+  X(RESOURCE_EXHAUSTED, -10, "resource_exhausted", 503, "resource exhausted")                     \
+  X(DEADLINE_EXCEEDED, -11, "deadline_exceeded", 504, "deadline exceeded")                        \
+  X(INTERNAL, -12, "internal", 500, "internal error")                                             \
+  X(NOMEM, -13, "resource_exhausted", 503, "out of host memory")                                  \
+  X(DEVICE, -14, "internal", 500, "device error")                                                 \
+  X(NOT_IMPLEMENTED, -15, "not_implemented", 501, "not implemented")                              \
+  X(CONNECTION, -16, "connection_error", 0, "no connection to the daemon")                        \
+  X(TIMEOUT, -17, "timeout", 0, "the call's timeout passed")                                      \
+  X(PROTOCOL, -18, "protocol_error", 0, "the daemon's answer breaks the protocol")
+
+enum {
+  SEGOPS_OK = 0,
+#define SEGOPS_ERR_ENUM_(name, val, code, http, msg) SEGOPS_E_##name = (val),
+  SEGOPS_ERRNO_MAP(SEGOPS_ERR_ENUM_)
+#undef SEGOPS_ERR_ENUM_
+};
+
+/* What went wrong, for a caller or a log line. */
+typedef struct {
+  int code;          /* SEGOPS_E_*, as returned */
+  int http_status;   /* the daemon's HTTP status (or the table's for the code); 0 for client-side codes */
+  char name[40];     /* the wire code: "invalid_argument", "connection_error", ... */
+  char message[1024]; /* the daemon's message verbatim (it names the op, the argument and the rule), or
+                         the library's own, which starts with "segops: " */
+} segops_error;
+
+/* ---- functions: one per (op, pass), in the order of the daemon's op table -------------------- */
+
+typedef enum {
+  SEGOPS_FN_SEGMENTED_SUM_FORWARD = 0,
+  SEGOPS_FN_SEGMENTED_SUM_BACKWARD,
+  SEGOPS_FN_SEGMENTED_SUM_DOUBLE_BACKWARD,
+  SEGOPS_FN_SEGMENTED_DOT_FORWARD,
+  SEGOPS_FN_SEGMENTED_DOT_BACKWARD,
+  SEGOPS_FN_SEGMENTED_DOT_DOUBLE_BACKWARD,
+  SEGOPS_FN_SEGMENTED_MUL_FORWARD,
+  SEGOPS_FN_SEGMENTED_MUL_BACKWARD,
+  SEGOPS_FN_SEGMENTED_MUL_DOUBLE_BACKWARD,
+  SEGOPS_FN_SEGMENTED_MEAN_FORWARD,
+  SEGOPS_FN_SEGMENTED_MEAN_BACKWARD,
+  SEGOPS_FN_SEGMENTED_MEAN_DOUBLE_BACKWARD,
+  SEGOPS_FN_SEGMENTED_RMS_NORM_FORWARD,
+  SEGOPS_FN_SEGMENTED_RMS_NORM_BACKWARD,
+  SEGOPS_FN_SEGMENTED_RMS_NORM_DOUBLE_BACKWARD,
+  SEGOPS_FN_SEGMENTED_MATVEC_FORWARD,
+  SEGOPS_FN_SEGMENTED_MATVEC_BACKWARD,
+  SEGOPS_FN_SEGMENTED_MATVEC_DOUBLE_BACKWARD,
+  SEGOPS_FN_COUNT
+} segops_fn_id;
+
+#define SEGOPS_MAX_INPUTS 5  /* per function, idx and num_segments not counted */
+#define SEGOPS_MAX_OUTPUTS 3
+#define SEGOPS_MAX_NDIM 3
+
+/* SEGOPS_FN_* of ("segmented_sum", "forward"), or -1 when there is no such function. */
+int segops_fn_lookup(const char *op, const char *pass);
+/* Static strings: the op's and the pass's wire names ("segmented_sum", "forward"); NULL for fn out of range. */
+const char *segops_fn_op(int fn);
+const char *segops_fn_pass(int fn);
+/* Inputs and outputs of fn, in the table's order (cotangents, g_out, forward inputs; idx and
+ * num_segments are not counted); -1 for fn out of range. */
+int segops_fn_inputs(int fn);
+int segops_fn_outputs(int fn);
+/* Static names of input / output k ("x", "grad_x", ...); NULL out of range. */
+const char *segops_fn_input_name(int fn, int k);
+const char *segops_fn_output_name(int fn, int k);
+
+/* ---- arrays ---------------------------------------------------------------------------------- */
+
+/* A C-contiguous, row-major array in the caller's memory.
+ * As an input: dtype, ndim, shape and data are read; nbytes is ignored.
+ * As an output: when data is NULL the library allocates it (free it with segops_free); else
+ * data holds nbytes writable bytes for it (SEGOPS_E_INVALID_ARGUMENT when the output needs
+ * more). On success the library sets dtype, ndim, shape and nbytes to the output's. */
+typedef struct {
+  segops_dtype dtype;
+  int ndim; /* 0..3 */
+  int64_t shape[SEGOPS_MAX_NDIM];
+  void *data;
+  size_t nbytes;
+} segops_array;
+
+/* ---- clients --------------------------------------------------------------------------------- */
+
+typedef struct segops_client segops_client;
+
+typedef struct {
+  const char *token;     /* bearer token; NULL: $SEGOPS_TOKEN, when set */
+  double timeout_s;      /* each call's whole deadline, failover and reconnects included; <= 0: 60 */
+  const char *transport; /* "auto" (NULL), "native", "unix", "http" or "local"; see segops_open */
+  int spin_us;           /* native: how long a caller polls for its answer before it sleeps; < 0: the
+                            default ($SEGOPS_CLIENT_SPIN_US, else the library's) */
+  int threads;           /* local: CPU backend threads; <= 0: online CPUs */
+} segops_options;
+
+/* Fills o with the defaults above. */
+void segops_options_init(segops_options *o);
+
+/* Opens a client. url: "http://host:port", "unix:///path/segops.sock", "local", or several of
+ * these comma-separated (calls go to a healthy daemon and move to another on a refused or
+ * dropped connection, a 503 or a drain: every function is pure, so a retry is safe); NULL:
+ * $SEGOPS_URL, else http://127.0.0.1:8080. transport "auto" uses the native channel when the
+ * daemon is on this host (its /v1/info names the channel's socket and the socket answers), else
+ * HTTP over the daemon's unix socket when it has one here, else HTTP over the URL. "local" runs
+ * the CPU backend in this process: the same functions and bits, no daemon. No connection is made
+ * here: the first call makes it (so a client may be opened before its daemon starts).
+ * Returns SEGOPS_OK with *out set (free with segops_close), or an error (bad URL, option). */
+int segops_open(segops_client **out, const char *url, const segops_options *opts, segops_error *err);
+
+/* Closes the channels and frees the client. Memory from segops_alloc must be freed before. */
+void segops_close(segops_client *c);
+
+/* The transport the last call used: "native", "unix", "http" or "local"; for a client of several
+ * daemons, the one the last call went to. "" before the first call. Static string. */
+const char *segops_transport_used(segops_client *c);
+
+/* Runs one function. inputs: segops_fn_inputs(fn) pointers in the table's order, NULL for an
+ * omitted input (a cotangent that is zero, or one the formula does not read). want: bit k asks for
+ * output k (0: every output). outputs: segops_fn_outputs(fn) arrays; only the requested ones are
+ * touched. Inputs are only read; an input or output in memory from segops_alloc on a native
+ * client travels without a copy. Returns SEGOPS_OK, or an error with e filled (e may be NULL). */
+int segops_run(segops_client *c, int fn, const segops_array *const *inputs, const segops_array *idx,
+                int64_t num_segments, unsigned want, segops_array *outputs, segops_error *e);
+
+/* nbytes (at least 1) of 64-byte-aligned memory for inputs and outputs: in the memory the native
+ * channel shares with the daemon when this client uses it (then never copied), else ordinary
+ * heap memory. NULL when none is left. Valid until segops_free, across daemon restarts. */
+void *segops_alloc(segops_client *c, size_t nbytes);
+void segops_free(segops_client *c, void *p);
+
+/* GET /v1/info of the daemon the next call would go to, as a NUL-terminated JSON document
+ * (*json: malloc'd, the caller frees it); for "local", the same document for the in-process
+ * backend. SEGOPS_OK or an error. */
+int segops_info(segops_client *c, char **json, segops_error *e);
+
+/* Wire code, HTTP status and generic message of a SEGOPS_E_* value (static strings). */
+const char *segops_strerror(int code);
+const char *segops_err_name(int code);
+int segops_err_status(int code);
+
+/* ---- the 18 functions, typed (generated from the op table: the same as segops_run) ---------- */
+/* SEGOPS_TYPED_BEGIN (clients/c/gen_typed.py writes what follows up to SEGOPS_TYPED_END) */
+/* SEGOPS_TYPED_END */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

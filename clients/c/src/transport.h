@@ -1,0 +1,78 @@
+/* transport.h: inside libsegops, the interface every transport implements (native channel,
+ * HTTP over TCP or a unix socket, local), so that client.c (URL lists, failover, deadlines) drives
+ * them alike. Not installed. */
+#ifndef SEGOPS_CLIENT_TRANSPORT_H
+#define SEGOPS_CLIENT_TRANSPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "segops.h"
+
+/* One call, resolved by client.c before any transport sees it: the function's row, its inputs
+ * in the table's order, and, for each requested output, where it goes. */
+typedef struct {
+  int fn;                      /* SEGOPS_FN_* */
+  const char *op, *pass;       /* wire names (static) */
+  int n_in, n_out;             /* the row's counts */
+  const char *in_name[SEGOPS_MAX_INPUTS];
+  const segops_array *in[SEGOPS_MAX_INPUTS]; /* NULL: omitted */
+  const segops_array *idx;
+  int64_t num_segments;
+  unsigned want;               /* bit k: output k requested (never 0 here) */
+  const char *out_name[SEGOPS_MAX_OUTPUTS];
+  /* Requested outputs: the caller's arrays. When out[k]->data is non-NULL it holds
+   * out[k]->nbytes bytes; when NULL the transport allocates the output with segops_client_alloc
+   * (client memory: the caller frees it with segops_free) once it knows the size. On success the
+   * transport sets dtype, ndim, shape and nbytes. Unrequested entries are NULL. */
+  segops_array *out[SEGOPS_MAX_OUTPUTS];
+} segops_tcall;
+
+typedef struct segops_transport segops_transport;
+
+typedef struct {
+  const char *name; /* "native", "unix", "http", "local" (static) */
+  /* Runs one call before deadline (segops_client_now() seconds). SEGOPS_OK, or an error in e.
+   * Whether client.c may retry the call on another daemon (or this one, reconnected) is decided by
+   * the code: CONNECTION, UNAVAILABLE (503 or a drain) and RESOURCE_EXHAUSTED are retried; a
+   * transport that loses its daemon mid-call reconnects by itself within the deadline when it can
+   * (the native channel hands its memory over again) before it reports CONNECTION. Thread-safe. */
+  int (*call)(segops_transport *t, const segops_tcall *call, double deadline, segops_error *e);
+  /* GET /v1/info as JSON (malloc'd, NUL-terminated), or an error. */
+  int (*info)(segops_transport *t, char **json, double deadline, segops_error *e);
+  void (*close)(segops_transport *t); /* frees t */
+} segops_transport_vt;
+
+struct segops_transport {
+  const segops_transport_vt *vt;
+};
+
+/* The client's memory shared with daemons (mem.h) when it has one, for transports that move
+ * memory without a copy; NULL otherwise. */
+struct segops_mem;
+
+/* Allocation as segops_alloc does it for the client that owns this call (shared memory when the
+ * client has it, else the heap): transports allocate outputs the caller left NULL with it. */
+void *segops_client_alloc(struct segops_mem *m, size_t nbytes);
+
+/* ---- the transports (each NULL with e filled when it cannot be opened) ---- */
+
+/* The native channel to the daemon whose channel socket is at path (native.c): connects, hands
+ * over the client's pools of mem (borrowed: it outlives the transport) and its ring. */
+segops_transport *segops_native_open(const char *path, struct segops_mem *mem, const char *token, int spin_us,
+                                     double deadline, segops_error *e);
+/* HTTP/1.1 with msgpack bodies through libcurl (http.c): url "http://host:port[/prefix]" or
+ * "unix:///path" (HTTP over the unix socket). Keep-alive connections, one per calling thread. */
+segops_transport *segops_http_open(const char *url, const char *token, segops_error *e);
+/* The CPU backend in this process (local.c). */
+segops_transport *segops_local_open(int threads, segops_error *e);
+
+/* Monotonic clock in seconds. */
+double segops_client_now(void);
+
+/* Fills e (when not NULL) with code, the table's status and name, and a formatted message that
+ * starts with "segops: "; returns code. */
+int segops_client_err(segops_error *e, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+#endif
