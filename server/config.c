@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -39,17 +40,30 @@ static const opt_desc OPTS[] = {
     {"max-body-items", "SEGOPS_MAX_BODY_ITEMS", "N", "4M",
      "most array/map items in one body (each JSON number is one); bounds the JSON decoder's memory"},
     {"max-segments", "SEGOPS_MAX_SEGMENTS", "N", "", "largest num_segments (default: max-elements)"},
-    {"max-connections", "SEGOPS_MAX_CONNECTIONS", "N", "1024", "most concurrent connections"},
+    {"max-connections", "SEGOPS_MAX_CONNECTIONS", "N", "1024",
+     "most concurrent connections; a few more are kept for /healthz and /readyz alone"},
+    {"max-connections-per-peer", "SEGOPS_MAX_CONNECTIONS_PER_PEER", "N", "512",
+     "most concurrent connections of one peer (its uid on a unix socket or loopback TCP, else its address); more "
+     "are refused at once"},
     {"max-inflight-bytes", "SEGOPS_MAX_INFLIGHT_BYTES", "BYTES", "2G",
      "request memory held at once over all connections (bodies, decoded inputs, outputs, encoded answers); "
      "beyond it 503 + Retry-After"},
+    {"max-inflight-bytes-per-peer", "SEGOPS_MAX_INFLIGHT_BYTES_PER_PEER", "BYTES", "1G",
+     "the share of --max-inflight-bytes one peer may hold at once; beyond it that peer gets 503 + Retry-After"},
     {"max-shm-bytes", "SEGOPS_MAX_SHM_BYTES", "BYTES", "1G",
      "shared-memory regions registered at once (all clients together); beyond it registration fails"},
     {"max-output-bytes", "SEGOPS_MAX_OUTPUT_BYTES", "BYTES", "256M",
      "largest answer of one request (its outputs together, before encoding); beyond it 413"},
     {"min-upload-rate", "SEGOPS_MIN_UPLOAD_RATE", "BYTES", "16k",
      "bytes per second a request body must keep up after --idle-timeout, else it is cut (0 = any)"},
+    {"min-download-rate", "SEGOPS_MIN_DOWNLOAD_RATE", "BYTES", "1M",
+     "bytes per second an answer must be taken at: one not taken whole within --answer-stall-timeout plus its size "
+     "at this rate is cut (0 = any)"},
+    {"answer-stall-timeout", "SEGOPS_ANSWER_STALL_TIMEOUT", "SECONDS", "10",
+     "an answer the client takes nothing of for this long is cut, and the memory it holds freed (0 = never)"},
     {"idle-timeout", "SEGOPS_IDLE_TIMEOUT", "SECONDS", "30", "close connections idle (or trickling) this long"},
+    {"head-timeout", "SEGOPS_HEAD_TIMEOUT", "SECONDS", "5",
+     "a new connection must send a complete request head within this long (at most --idle-timeout)"},
     {"request-timeout", "SEGOPS_REQUEST_TIMEOUT", "SECONDS", "60",
      "a request still queued after this long fails with 504; an upload still running after this long is cut"},
     {"max-queue", "SEGOPS_MAX_QUEUE", "N", "1024", "requests waiting for a worker before 503 + Retry-After"},
@@ -279,6 +293,9 @@ static int read_token_file(segops_config *c, const char *path, char *err, size_t
     return -1;
   }
   /* Room for the longest token and generous surrounding whitespace; more is refused, not cut. */
+  /* Its mode, for main's warning: a token others can read is no secret. */
+  struct stat st;
+  c->token_file_mode = fstat(fileno(f), &st) == 0 ? (unsigned)(st.st_mode & 07777) : 0;
   char buf[SEGOPS_TOKEN_MAX + 4096];
   size_t n = fread(buf, 1, sizeof buf, f);
   bool more = n == sizeof buf && fgetc(f) != EOF;
@@ -336,6 +353,19 @@ static int apply(segops_config *c, const opt_desc *o, const char *v, bool *segs_
   } else if (!strcmp(f, "max-inflight-bytes")) {
     bad = parse_i64(v, true, &i) || i < 1;
     c->max_inflight_bytes = i;
+  } else if (!strcmp(f, "max-inflight-bytes-per-peer")) {
+    bad = parse_i64(v, true, &i) || i < 1;
+    c->max_inflight_bytes_per_peer = i;
+  } else if (!strcmp(f, "max-connections-per-peer")) {
+    bad = parse_i64(v, false, &i) || i < 1 || i > 1000000;
+    c->max_connections_per_peer = i;
+  } else if (!strcmp(f, "min-download-rate")) {
+    bad = parse_i64(v, true, &i);
+    c->min_download_rate = i;
+  } else if (!strcmp(f, "answer-stall-timeout")) {
+    bad = parse_seconds(v, true, &c->answer_stall_timeout_s);
+  } else if (!strcmp(f, "head-timeout")) {
+    bad = parse_seconds(v, false, &c->head_timeout_s);
   } else if (!strcmp(f, "socket-mode")) {
     char *end;
     errno = 0;
@@ -492,6 +522,12 @@ int segops_config_load(segops_config *c, int argc, char **argv, char *err, size_
   /* A body of the largest allowed size must fit in the in-flight budget (+1: the buffer holds
    * one spare byte). */
   if (c->max_inflight_bytes < c->max_body_bytes + 1) c->max_inflight_bytes = c->max_body_bytes + 1;
+  /* A peer's share: within the whole, and room for one largest body. */
+  if (c->max_inflight_bytes_per_peer > c->max_inflight_bytes) c->max_inflight_bytes_per_peer = c->max_inflight_bytes;
+  if (c->max_inflight_bytes_per_peer < c->max_body_bytes + 1) c->max_inflight_bytes_per_peer = c->max_body_bytes + 1;
+  if (c->max_connections_per_peer > c->max_connections) c->max_connections_per_peer = c->max_connections;
+  if (c->idle_timeout_s > 0 && c->head_timeout_s > (double)c->idle_timeout_s)
+    c->head_timeout_s = (double)c->idle_timeout_s;
   if (c->http_threads <= 0) {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     c->http_threads = c->threads > 0 ? c->threads : (int)(cpus < 2 ? 2 : cpus > 64 ? 64 : cpus);

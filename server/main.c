@@ -18,8 +18,7 @@ static segops_backend *make_backend(const segops_config *c) {
   char err[256] = "";
   if (!strcmp(c->backend, "cuda") || !strcmp(c->backend, "auto")) {
     int code = SEGOPS_OK;
-    segops_backend *b =
-        segops_cuda_backend_new(c->n_devices ? c->devices : NULL, c->n_devices, &code, err, sizeof err);
+    segops_backend *b = segops_cuda_backend_new(c->n_devices ? c->devices : NULL, c->n_devices, &code, err, sizeof err);
     if (b) return b;
     /* auto falls back to the CPU only when there is no usable GPU: a bad setting (--devices,
      * SEGOPS_CUDA_*) is refused, rather than silently serving from the CPU. */
@@ -63,6 +62,10 @@ int main(int argc, char **argv) {
     return 2;
   }
   segops_log_level = cfg.log_level;
+  segops_http_fit_fd_limit(&cfg); /* before any thread: a full descriptor table makes accept() spin */
+  if (cfg.token && (cfg.token_file_mode & 077))
+    SEGOPS_LOGW("--token-file %s has mode %04o: %s may read the token; chmod 600 it", cfg.token_file,
+                cfg.token_file_mode, (cfg.token_file_mode & 07) ? "every user of this host" : "its group");
   if (segops_test_hooks_enabled())
     SEGOPS_LOGW("TEST BUILD: fault-injection hooks are enabled; never deploy this binary");
 

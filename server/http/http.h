@@ -10,10 +10,11 @@
 
 #include "backend.h"
 #include "codec.h"
-#include "oip.h"
 #include "config.h"
+#include "http_conn.h"
 #include "http_watchdog.h"
 #include "metrics.h"
+#include "oip.h"
 #include "prepare.h"
 #include "scheduler.h"
 #include "shm.h"
@@ -51,9 +52,10 @@ typedef struct segops_server {
   atomic_long busy;               /* of those, the ones accepted for work or being answered (see segops_http_busy) */
   segops_limits limits;
   segops_codec_limits codec_limits;
-  int port;                  /* the first TCP listener's bound port (0 when only unix sockets) */
-  segops_watchdog *watchdog; /* owned: the request-head deadline */
-  segops_shm *shm;           /* owned: the shared-memory registry (shm.h) */
+  int port;                   /* the first TCP listener's bound port (0 when only unix sockets) */
+  segops_watchdog *watchdog;  /* owned: deadlines of heads, bodies and answers */
+  struct segops_conns *conns; /* owned: per-peer connections and request memory (http_conn.h) */
+  segops_shm *shm;            /* owned: the shared-memory registry (shm.h) */
 } segops_server;
 
 /* Wire encodings. SEGOPS_ENC_OIP: the Open Inference Protocol's JSON header + binary tensor data. */
@@ -79,6 +81,7 @@ struct segops_http_route;
 typedef struct {
   segops_server *srv;
   struct MHD_Connection *conn;
+  segops_http_conn *cn;               /* the connection's context (http_conn.h), borrowed; NULL when untracked */
   const struct segops_http_route *rt; /* the matched row of the route table, NULL for none */
   segops_route route;                 /* the metric the request is counted under */
   char param[128];                    /* a {name} segment of the path, NUL-terminated */
@@ -96,6 +99,7 @@ typedef struct {
   bool counted;         /* already in the request metrics */
   size_t reserved;      /* bytes of srv->body_bytes this request holds for its body */
   size_t reserved_work; /* and for its decoded inputs, outputs and encoded answer (http_budget.c) */
+  bool over_peer_share; /* the last refused reservation met the peer's share, not the whole budget */
   int req_enc, resp_enc;
   segops_oip_opts oip;   /* SEGOPS_ENC_OIP: the request's header length and output choices */
   const char *resp_type; /* static Content-Type of a successful op response */
@@ -114,6 +118,13 @@ typedef struct {
   uint64_t bytes_in, bytes_out;
   segops_shm_use shm_use; /* regions an op request reads or writes (shm_io.h) */
 } segops_http_req;
+
+/* The watchdog record of r's connection (NULL when untracked). */
+static inline segops_watch *segops_http_watch(const segops_http_req *r) { return r->cn ? r->cn->watch : NULL; }
+/* r's peer uid when the kernel knows it, else -1 (peer.h). */
+static inline int64_t segops_http_peer_uid(const segops_http_req *r) {
+  return r->cn && r->cn->peer.uid_known ? (int64_t)r->cn->peer.uid : -1;
+}
 
 /* Starts one libmicrohttpd daemon per address of cfg->listen; fills srv->listeners and srv->port.
  * Returns 0, or -1 after logging (nothing left running). */
@@ -151,10 +162,13 @@ segops_http_outcome segops_http_send_json(segops_http_req *r, void *json);
 
 /* --- the in-flight memory budget (http_budget.c) --- */
 
-/* Reserves bytes against --max-inflight-bytes into *held; false (nothing taken) when over. */
-bool segops_budget_take(segops_server *srv, size_t *held, size_t bytes);
+/* Reserves bytes against --max-inflight-bytes and r's peer's share of it
+ * (--max-inflight-bytes-per-peer) into *held; false (nothing taken) when over either. */
+bool segops_budget_take(segops_http_req *r, size_t *held, size_t bytes);
 /* Gives back what *held holds. */
-void segops_budget_release(segops_server *srv, size_t *held);
+void segops_budget_release(segops_http_req *r, size_t *held);
+/* The message of a 503 after segops_budget_take failed for r: which limit it met. */
+const char *segops_budget_refusal(const segops_http_req *r);
 /* Memory a prepared request still needs beyond its body: decoded inputs the decoder made
  * (JSON numbers materialised), the idx copy, the outputs and the encoded answer. */
 size_t segops_budget_work_bytes(const segops_http_req *r);

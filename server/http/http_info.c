@@ -105,9 +105,20 @@ segops_http_outcome segops_http_info(segops_http_req *r) {
   if (limits) {
     json_object_set_new(limits, "max_output_bytes", json_integer((json_int_t)c->max_output_bytes));
     json_object_set_new(limits, "min_upload_rate", json_integer((json_int_t)c->min_upload_rate));
+    json_object_set_new(limits, "max_connections_per_peer", json_integer((json_int_t)c->max_connections_per_peer));
+    json_object_set_new(limits, "max_inflight_bytes_per_peer",
+                        json_integer((json_int_t)c->max_inflight_bytes_per_peer));
+    json_object_set_new(limits, "min_download_rate", json_integer((json_int_t)c->min_download_rate));
+    json_object_set_new(limits, "answer_stall_timeout_s", json_real(c->answer_stall_timeout_s));
+    json_object_set_new(limits, "head_timeout_s", json_real(c->head_timeout_s));
   }
+  /* Unix socket paths are told to peers on this host only: elsewhere they are no use, and they
+   * say something about the host. */
+  bool same_host = r->cn && segops_peer_same_host(&r->cn->peer);
   json_t *listeners = json_array();
-  for (int k = 0; k < srv->n_listeners; k++) json_array_append_new(listeners, json_string(srv->listeners[k].url));
+  for (int k = 0; k < srv->n_listeners; k++)
+    if (same_host || !srv->listeners[k].unix_path[0])
+      json_array_append_new(listeners, json_string(srv->listeners[k].url));
   json_t *shm = json_pack("{s:I, s:I}", "max_shm_bytes", (json_int_t)c->max_shm_bytes, "registered_bytes",
                           (json_int_t)segops_shm_registered_bytes(srv->shm));
   json_t *root =

@@ -223,12 +223,15 @@ segops_http_outcome segops_http_send_buffer(segops_http_req *r, int status, cons
     return SEGOPS_HTTP_FAIL;
   }
   if (ctype) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+  /* A connection admitted past --max-connections serves its health check and goes. */
+  if (r->cn && r->cn->reserve) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
   enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)status, resp);
   MHD_destroy_response(resp);
   if (ret == MHD_YES) {
     r->status = status;
     r->bytes_out = len;
     segops_http_busy(r);
+    segops_watchdog_answer(segops_http_watch(r), len);
   }
   return ret == MHD_YES ? SEGOPS_HTTP_ANSWERED : SEGOPS_HTTP_FAIL;
 }
@@ -271,7 +274,7 @@ segops_http_outcome segops_http_error(segops_http_req *r, int err, int http_stat
   if (status == 405 && allow) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
   if (status == 401) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"segops\"");
   if (status == 503) MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
-  if (close) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+  if (close || (r->cn && r->cn->reserve)) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
   if (r->timing[0]) MHD_add_response_header(resp, "Server-Timing", r->timing);
   enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)status, resp);
   MHD_destroy_response(resp);
@@ -279,6 +282,7 @@ segops_http_outcome segops_http_error(segops_http_req *r, int err, int http_stat
     r->status = status;
     r->bytes_out = (uint64_t)n;
     segops_http_busy(r);
+    segops_watchdog_answer(segops_http_watch(r), (uint64_t)n);
   }
   SEGOPS_LOGD("%d %s: %s", status, code, message ? message : "");
   return ret == MHD_YES ? SEGOPS_HTTP_ANSWERED : SEGOPS_HTTP_FAIL;
