@@ -81,12 +81,12 @@ struct segops_http_route;
 typedef struct {
   segops_server *srv;
   struct MHD_Connection *conn;
-  segops_http_conn *cn;               /* the connection's context (http_conn.h), borrowed; NULL when untracked */
-  const struct segops_http_route *rt; /* the matched row of the route table, NULL for none */
-  segops_route route;                 /* the metric the request is counted under */
-  char param[128];                    /* a {name} segment of the path, NUL-terminated */
-  bool oip_errors;                    /* errors as {"error": "message"}: an OIP route, or a /v2 path */
-  int op, pass;                       /* for SEGOPS_ROUTE_OP (v1 op, v2 model); -1 until known */
+  segops_http_conn *cn;                /* the connection's context (http_conn.h), borrowed; NULL when untracked */
+  const struct segops_http_route *rt;  /* the matched row of the route table, NULL for none */
+  segops_route route;                  /* the metric the request is counted under */
+  char param[SEGOPS_SHM_NAME_MAX + 1]; /* a {name} segment of the path, NUL-terminated */
+  bool oip_errors;                     /* errors as {"error": "message"}: an OIP route, or a /v2 path */
+  int op, pass;                        /* for SEGOPS_ROUTE_OP (v1 op, v2 model); -1 until known */
   int phase;
   char *body;       /* owned */
   bool body_pooled; /* body from segops_hostbuf_alloc (else malloc) */

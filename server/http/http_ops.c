@@ -198,7 +198,7 @@ segops_http_outcome segops_http_op_complete(segops_http_req *r) {
   }
   int rc = decode(r, err, sizeof err);
   if (rc != SEGOPS_OK) return segops_http_error(r, rc, 0, err, NULL, false);
-  rc = segops_shm_use_inputs(srv->shm, &r->dec.req, &r->shm_use, err, sizeof err);
+  rc = segops_shm_use_inputs(srv->shm, segops_http_peer_uid(r), &r->dec.req, &r->shm_use, err, sizeof err);
   if (rc != SEGOPS_OK) return segops_http_error(r, rc, 0, err, NULL, false);
   rc = segops_prepare(&r->dec.req, &srv->limits, &r->prep, err, sizeof err);
   if (rc != SEGOPS_OK) return segops_http_error(r, rc, 0, err, NULL, false);
@@ -206,7 +206,7 @@ segops_http_outcome segops_http_op_complete(segops_http_req *r) {
    * segops_prepare). */
   if (!segops_budget_take(r, &r->reserved_work, segops_budget_work_bytes(r)))
     return segops_http_error(r, SEGOPS_E_RESOURCE_EXHAUSTED, 0, segops_budget_refusal(r), NULL, false);
-  rc = segops_shm_use_outputs(srv->shm, &r->dec.req, &r->prep, &r->shm_use, err, sizeof err);
+  rc = segops_shm_use_outputs(srv->shm, segops_http_peer_uid(r), &r->dec.req, &r->prep, &r->shm_use, err, sizeof err);
   if (rc != SEGOPS_OK) return segops_http_error(r, rc, 0, err, NULL, false);
 
   r->job.call = &r->prep.call;
@@ -310,8 +310,8 @@ segops_http_outcome segops_http_op_respond(segops_http_req *r) {
     return segops_http_error(r, j->status, 0, j->err, NULL, false);
   }
   char shm_err[512];
-  if (segops_shm_use_finish(&r->shm_use, &r->prep, shm_err, sizeof shm_err) != SEGOPS_OK)
-    return segops_http_error(r, SEGOPS_E_INVALID_ARGUMENT, 0, shm_err, NULL, false);
+  int src = segops_shm_use_finish(&r->shm_use, &r->prep, shm_err, sizeof shm_err);
+  if (src != SEGOPS_OK) return segops_http_error(r, src, 0, shm_err, NULL, false);
 
   const segops_fn_desc *fn = r->prep.call.fn;
   segops_out_tensor outs[SEGOPS_MAX_OUTPUTS];
