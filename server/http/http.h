@@ -69,6 +69,7 @@ typedef enum {
   SEGOPS_HTTP_ANSWER_LATER, /* answer (route's finish) once the request is fully read */
   SEGOPS_HTTP_READ_BODY,    /* feed the body to the request's buffer, then call the route's finish */
   SEGOPS_HTTP_SUSPENDED,    /* the connection waits on work; the route's resume answers it */
+  SEGOPS_HTTP_DRAIN, /* answered on the socket already: the body is read and dropped, then the connection closed */
 } segops_http_outcome;
 
 /* Per-request state: created on the first access-handler callback, freed only in the
@@ -76,7 +77,9 @@ typedef enum {
 /* PH_GET: a GET route answered on the next callback (answering on the first one would make
  * libmicrohttpd close the connection). PH_ERROR: an error decided on the first callback,
  * answered once the (small) body has been read and discarded, so keep-alive survives. */
-enum { PH_BODY = 0, PH_WAIT, PH_DONE, PH_GET, PH_ERROR };
+/* PH_DRAIN: an error answered on the first callback before a body the client is still sending;
+ * the body is read and dropped so that the client's send completes and it reads the answer. */
+enum { PH_BODY = 0, PH_WAIT, PH_DONE, PH_GET, PH_ERROR, PH_DRAIN };
 struct segops_http_route;
 typedef struct {
   segops_server *srv;
@@ -108,6 +111,7 @@ typedef struct {
   segops_prepared prep; /* owned; out_buf moves to the response on success */
   segops_job job;
   bool defer_errors; /* set during the first callback when the body is small or absent */
+  bool first_call;   /* during the first callback */
   struct {
     int err, http_status;
     const char *allow;
@@ -152,7 +156,10 @@ bool segops_http_auth_ok(const char *authorization, const char *token);
  * {"error":{"code","message"}} on v1 routes, {"error":"message"} on the Open Inference Protocol's.
  * Adds Allow / WWW-Authenticate / Retry-After where the status needs them; close=true adds
  * Connection: close. During the first callback of a request with a small or no body the error is
- * recorded instead (SEGOPS_HTTP_DEFERRED) and answered once the body is dropped. */
+ * recorded instead (SEGOPS_HTTP_DEFERRED) and answered once the body is dropped; one that must go
+ * at once (close=true) before a body of a known length the client will send is written to the
+ * socket, which is then half-closed, and the body read and dropped (SEGOPS_HTTP_DRAIN): a client
+ * blocked in sending it would otherwise meet a reset instead of the answer. */
 segops_http_outcome segops_http_error(segops_http_req *r, int err, int http_status, const char *message,
                                       const char *allow, bool close);
 /* Queues a response built from a malloc'd buffer (taken over: freed by libmicrohttpd). */

@@ -37,6 +37,9 @@ static enum MHD_Result advance(segops_http_req *r, segops_http_outcome o) {
     case SEGOPS_HTTP_SUSPENDED:
       r->phase = PH_WAIT;
       return MHD_YES;
+    case SEGOPS_HTTP_DRAIN:
+      r->phase = PH_DRAIN;
+      return MHD_YES;
     default:
       r->phase = PH_DONE;
       return MHD_NO;
@@ -108,12 +111,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     segops_watchdog_request_begin(r->cn ? r->cn->watch : NULL);
     atomic_fetch_add(&srv->active, 1);
     segops_metrics_inflight_add(1);
+    r->first_call = true;
     segops_http_outcome o = first_call(r, url, method, version);
-    r->defer_errors = false;
+    r->defer_errors = r->first_call = false;
     /* A body that will be read and dropped (a GET's, or one after a deferred error) is watched
      * like an op's upload: a dead or trickling one does not hold its connection. */
     enum MHD_Result res = advance(r, o);
-    if ((r->phase == PH_GET || r->phase == PH_ERROR) && segops_http_has_body(conn))
+    if ((r->phase == PH_GET || r->phase == PH_ERROR || r->phase == PH_DRAIN) && segops_http_has_body(conn))
       segops_watchdog_upload(segops_http_watch(r), 0);
     return res;
   }
@@ -123,6 +127,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
       return advance(r, r->rt->finish(r));
     case PH_WAIT:
       return advance(r, r->rt->resume(r));
+    case PH_DRAIN: /* answered already: the body goes, then the connection */
+      if (!*upload_data_size) return MHD_NO;
+      r->bytes_in += *upload_data_size;
+      *upload_data_size = 0;
+      segops_watchdog_upload(segops_http_watch(r), (int64_t)r->bytes_in);
+      return MHD_YES;
     case PH_GET:
     case PH_ERROR:
       if (*upload_data_size) { /* a body nobody will read: count it and drop it */
