@@ -42,14 +42,15 @@ static const opt_desc OPTS[] = {
     {"max-segments", "SEGOPS_MAX_SEGMENTS", "N", "", "largest num_segments (default: max-elements)"},
     {"max-connections", "SEGOPS_MAX_CONNECTIONS", "N", "1024",
      "most concurrent connections; a few more are kept for /healthz and /readyz alone"},
-    {"max-connections-per-peer", "SEGOPS_MAX_CONNECTIONS_PER_PEER", "N", "512",
+    {"max-connections-per-peer", "SEGOPS_MAX_CONNECTIONS_PER_PEER", "N", "",
      "most concurrent connections of one peer (its uid on a unix socket or loopback TCP, else its address); more "
-     "are refused at once"},
+     "are refused at once (default: half of --max-connections)"},
     {"max-inflight-bytes", "SEGOPS_MAX_INFLIGHT_BYTES", "BYTES", "2G",
      "request memory held at once over all connections (bodies, decoded inputs, outputs, encoded answers); "
      "beyond it 503 + Retry-After"},
-    {"max-inflight-bytes-per-peer", "SEGOPS_MAX_INFLIGHT_BYTES_PER_PEER", "BYTES", "1G",
-     "the share of --max-inflight-bytes one peer may hold at once; beyond it that peer gets 503 + Retry-After"},
+    {"max-inflight-bytes-per-peer", "SEGOPS_MAX_INFLIGHT_BYTES_PER_PEER", "BYTES", "",
+     "the share of --max-inflight-bytes one peer may hold at once; beyond it that peer gets 503 + Retry-After "
+     "(default: half of --max-inflight-bytes)"},
     {"max-shm-bytes", "SEGOPS_MAX_SHM_BYTES", "BYTES", "1G",
      "shared-memory regions registered at once (all clients together); beyond it registration fails"},
     {"max-output-bytes", "SEGOPS_MAX_OUTPUT_BYTES", "BYTES", "256M",
@@ -354,11 +355,15 @@ static int apply(segops_config *c, const opt_desc *o, const char *v, bool *segs_
     bad = parse_i64(v, true, &i) || i < 1;
     c->max_inflight_bytes = i;
   } else if (!strcmp(f, "max-inflight-bytes-per-peer")) {
-    bad = parse_i64(v, true, &i) || i < 1;
-    c->max_inflight_bytes_per_peer = i;
+    if (*v) { /* "" (the default): half of --max-inflight-bytes, once that is known */
+      bad = parse_i64(v, true, &i) || i < 1;
+      c->max_inflight_bytes_per_peer = i;
+    }
   } else if (!strcmp(f, "max-connections-per-peer")) {
-    bad = parse_i64(v, false, &i) || i < 1 || i > 1000000;
-    c->max_connections_per_peer = i;
+    if (*v) { /* "" (the default): half of --max-connections */
+      bad = parse_i64(v, false, &i) || i < 1 || i > 1000000;
+      c->max_connections_per_peer = i;
+    }
   } else if (!strcmp(f, "min-download-rate")) {
     bad = parse_i64(v, true, &i);
     c->min_download_rate = i;
@@ -432,7 +437,10 @@ static void print_help(void) {
     printf("  %-36s %s\n", left, o->help);
     if (o->env)
       printf("  %-36s [env %s] default: %s\n", "", o->env,
-             o->def && *o->def ? o->def : (!strcmp(o->flag, "max-segments") ? "max-elements" : "(none)"));
+             o->def && *o->def                  ? o->def
+             : !strcmp(o->flag, "max-segments") ? "max-elements"
+             : strstr(o->help, "(default: ")    ? "derived, as said above"
+                                                : "(none)");
   }
   printf("  %-36s [env SEGOPS_TOKEN] the bearer token itself (prefer a file)\n", "");
   printf("  %-36s a token is %d to %d bytes of printable ASCII without spaces; surrounding\n", "", SEGOPS_TOKEN_MIN,
@@ -522,6 +530,9 @@ int segops_config_load(segops_config *c, int argc, char **argv, char *err, size_
   /* A body of the largest allowed size must fit in the in-flight budget (+1: the buffer holds
    * one spare byte). */
   if (c->max_inflight_bytes < c->max_body_bytes + 1) c->max_inflight_bytes = c->max_body_bytes + 1;
+  if (c->max_inflight_bytes_per_peer == 0) c->max_inflight_bytes_per_peer = c->max_inflight_bytes / 2;
+  if (c->max_connections_per_peer == 0)
+    c->max_connections_per_peer = c->max_connections > 1 ? c->max_connections / 2 : 1;
   /* A peer's share: within the whole, and room for one largest body. */
   if (c->max_inflight_bytes_per_peer > c->max_inflight_bytes) c->max_inflight_bytes_per_peer = c->max_inflight_bytes;
   if (c->max_inflight_bytes_per_peer < c->max_body_bytes + 1) c->max_inflight_bytes_per_peer = c->max_body_bytes + 1;
