@@ -21,9 +21,9 @@
 #include "native_internal.h"
 
 /* How long a sleeping channel waits on its doorbell before it looks at its socket and the stop
- * flag again: bounds how late a dead client or a stop is noticed, and costs an idle channel a
- * few microseconds 4 times a second. */
-#define SLEEP_S 0.25
+ * flag again: bounds how late a dead client is noticed (a stop wakes it at once), and costs an
+ * idle channel one wake-up a second (tens of microseconds on a virtual machine). */
+#define SLEEP_S 1.0
 /* Handshake messages must arrive within this. */
 #define HANDSHAKE_S 5
 /* Wake-ups in a row that find neither a call nor a control message before the channel naps:

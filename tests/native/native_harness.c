@@ -493,3 +493,176 @@ bool nh_good_call(segops_transport *t, segops_error *e) {
     if (out[s] != want[s]) return false;
   return o[0].ndim == 1 && o[0].shape[0] == 4;
 }
+
+/* ---- a raw channel ----------------------------------------------------------------------------------- */
+
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+
+int nh_memfd(size_t size, bool sealed) {
+  int fd = memfd_create("nh", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) return -1;
+  if (ftruncate(fd, (off_t)size) != 0 || (size && fallocate(fd, 0, 0, (off_t)size) != 0) ||
+      (sealed && fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) != 0)) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+int nh_send(int sock, const void *msg, size_t len, int fd) {
+  struct iovec iov = {(void *)msg, len};
+  union {
+    struct cmsghdr a;
+    char b[CMSG_SPACE(sizeof(int))];
+  } ctl;
+  struct msghdr mh = {0};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  if (fd >= 0) {
+    mh.msg_control = ctl.b;
+    mh.msg_controllen = sizeof ctl.b;
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  }
+  return sendmsg(sock, &mh, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
+}
+
+ssize_t nh_recv(int sock, void *buf, size_t cap, double timeout_s) {
+  struct pollfd p = {sock, POLLIN, 0};
+  if (poll(&p, 1, (int)(timeout_s * 1e3)) <= 0) return -1;
+  return recv(sock, buf, cap, 0);
+}
+
+static void nh_head(segops_msg_head *h, uint32_t type, size_t size) {
+  h->magic = SEGOPS_MSG_MAGIC;
+  h->version = SEGOPS_NATIVE_VERSION;
+  h->type = type;
+  h->size = (uint32_t)size;
+}
+
+/* The reply to a request: 0 for want, else the ERROR's code (message into msg). */
+static int nh_reply(int sock, uint32_t want, char *msg) {
+  union {
+    segops_msg_head h;
+    segops_msg_error e;
+    char raw[SEGOPS_MSG_MAX];
+  } r;
+  ssize_t n = nh_recv(sock, &r, sizeof r, 10);
+  if (n < (ssize_t)sizeof r.h) {
+    if (msg) snprintf(msg, 512, "no reply (%zd)", n);
+    return SEGOPS_E_CONNECTION;
+  }
+  if (r.h.type == SEGOPS_MSG_ERROR && n == (ssize_t)sizeof r.e) {
+    if (msg) snprintf(msg, 512, "%s", r.e.message);
+    return r.e.code;
+  }
+  if (r.h.type != want) {
+    if (msg) snprintf(msg, 512, "unexpected reply type %u", r.h.type);
+    return SEGOPS_E_PROTOCOL;
+  }
+  return 0;
+}
+
+int nh_raw_open(nh_raw *r, const char *sock, const char *token, uint32_t slots, char *msg) {
+  memset(r, 0, sizeof *r);
+  r->ring_fd = -1;
+  r->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  struct sockaddr_un sa = {0};
+  sa.sun_family = AF_UNIX;
+  snprintf(sa.sun_path, sizeof sa.sun_path, "%s", sock);
+  if (connect(r->sock, (struct sockaddr *)&sa, sizeof sa) != 0) {
+    if (msg) snprintf(msg, 512, "connect: %s", strerror(errno));
+    return SEGOPS_E_CONNECTION;
+  }
+  segops_msg_hello h;
+  memset(&h, 0, sizeof h);
+  nh_head(&h.h, SEGOPS_MSG_HELLO, sizeof h);
+  if (token) {
+    h.token_len = (uint32_t)strlen(token);
+    memcpy(h.token, token, h.token_len);
+  }
+  nh_send(r->sock, &h, sizeof h, -1);
+  int rc = nh_reply(r->sock, SEGOPS_MSG_WELCOME, msg);
+  if (rc) return rc;
+  r->slots = slots;
+  r->ring_len = (size_t)SEGOPS_RING_BYTES(slots);
+  r->ring_fd = nh_memfd(r->ring_len, true);
+  r->ring = mmap(NULL, r->ring_len, PROT_READ | PROT_WRITE, MAP_SHARED, r->ring_fd, 0);
+  r->hdr = (segops_ring_header *)(void *)r->ring;
+  r->hdr->magic = SEGOPS_RING_MAGIC;
+  r->hdr->version = SEGOPS_NATIVE_VERSION;
+  r->hdr->slot_count = slots;
+  r->hdr->slot_bytes = SEGOPS_RING_SLOT_BYTES;
+  r->hdr->header_bytes = SEGOPS_RING_HEADER_BYTES;
+  segops_msg_ring m;
+  memset(&m, 0, sizeof m);
+  nh_head(&m.h, SEGOPS_MSG_RING, sizeof m);
+  m.slot_count = slots;
+  nh_send(r->sock, &m, sizeof m, r->ring_fd);
+  return nh_reply(r->sock, SEGOPS_MSG_OK, msg);
+}
+
+int nh_raw_pool(nh_raw *r, int fd, uint64_t size, char *msg) {
+  segops_msg_pool m;
+  memset(&m, 0, sizeof m);
+  nh_head(&m.h, SEGOPS_MSG_POOL, sizeof m);
+  m.pool_id = r->pools;
+  m.size = size;
+  nh_send(r->sock, &m, sizeof m, fd);
+  __atomic_fetch_add(&r->hdr->doorbell, 1, __ATOMIC_SEQ_CST);
+  syscall(SYS_futex, &r->hdr->doorbell, FUTEX_WAKE, 1, NULL, NULL, 0);
+  int rc = nh_reply(r->sock, SEGOPS_MSG_OK, msg);
+  if (rc == 0) r->pools++;
+  return rc;
+}
+
+void nh_raw_close(nh_raw *r) {
+  if (r->ring) munmap(r->ring, r->ring_len);
+  if (r->ring_fd >= 0) close(r->ring_fd);
+  if (r->sock >= 0) close(r->sock);
+  memset(r, 0, sizeof *r);
+  r->sock = r->ring_fd = -1;
+}
+
+segops_ring_slot *nh_raw_slot(nh_raw *r, uint32_t k) {
+  return (segops_ring_slot *)(void *)(r->ring + SEGOPS_RING_HEADER_BYTES + (size_t)k * SEGOPS_RING_SLOT_BYTES);
+}
+
+void nh_raw_submit(nh_raw *r, uint32_t k, const segops_ring_request *req, uint64_t seq) {
+  segops_ring_slot *s = nh_raw_slot(r, k);
+  memcpy(&s->req, req, sizeof *req);
+  s->seq = seq;
+  __atomic_store_n(&s->state, SEGOPS_SLOT_SUBMITTED, __ATOMIC_RELEASE);
+  __atomic_fetch_add(&r->hdr->doorbell, 1, __ATOMIC_SEQ_CST);
+  syscall(SYS_futex, &r->hdr->doorbell, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+bool nh_raw_wait(nh_raw *r, uint32_t k, double timeout_s, segops_ring_answer *ans) {
+  segops_ring_slot *s = nh_raw_slot(r, k);
+  double until = segops_client_now() + timeout_s;
+  while ((__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) & SEGOPS_SLOT_STATE_MASK) != SEGOPS_SLOT_DONE) {
+    if (segops_client_now() > until) return false;
+    nh_sleep(50e-6);
+  }
+  if (ans) memcpy(ans, &s->ans, sizeof *ans);
+  __atomic_store_n(&s->state, SEGOPS_SLOT_FREE, __ATOMIC_RELEASE);
+  return true;
+}
+
+segops_ring_request nh_sum_request(int64_t n, int64_t s, uint64_t x_off, uint64_t idx_off, uint64_t out_off) {
+  segops_ring_request q;
+  memset(&q, 0, sizeof q);
+  q.fn = SEGOPS_FN_SEGMENTED_SUM_FORWARD;
+  q.num_segments = s;
+  q.in[0] = (segops_ring_tensor){SEGOPS_F64, 1, {n, 0, 0}, 0, SEGOPS_TENSOR_PRESENT, x_off, (uint64_t)n * 8, 0};
+  q.idx = (segops_ring_tensor){SEGOPS_I32, 1, {n, 0, 0}, 0, SEGOPS_TENSOR_PRESENT, idx_off, (uint64_t)n * 4, 0};
+  q.out[0] = (segops_ring_tensor){0, 0, {0, 0, 0}, 0, SEGOPS_TENSOR_PRESENT, out_off, (uint64_t)s * 8, 0};
+  return q;
+}

@@ -88,3 +88,36 @@ double nh_uniform(uint64_t *s);
 void nh_sleep(double s);
 
 #endif
+
+/* ---- a raw channel: the protocol by hand, for the tests that break it ---- */
+#include "segops_ring.h"
+typedef struct {
+  int sock;
+  int ring_fd;
+  unsigned char *ring;
+  size_t ring_len;
+  segops_ring_header *hdr;
+  uint32_t slots;
+  uint32_t pools;
+} nh_raw;
+
+/* A sealed, fully allocated memfd of size bytes (seals: F_SEAL_SHRINK when sealed), or -1. */
+int nh_memfd(size_t size, bool sealed);
+/* Sends msg (len bytes) with fd (or none, -1); 0 or -1. */
+int nh_send(int sock, const void *msg, size_t len, int fd);
+/* Receives one message into buf (cap bytes); its length, 0 at the end, -1 on error or timeout. */
+ssize_t nh_recv(int sock, void *buf, size_t cap, double timeout_s);
+/* Connects, HELLO (with token), RING of `slots` slots. 0, or the daemon's error code with its
+ * message in msg (when not NULL, 512 bytes). */
+int nh_raw_open(nh_raw *r, const char *sock, const char *token, uint32_t slots, char *msg);
+/* POOL with fd (not closed) as the next pool id and size bytes: 0, or the error code (msg). */
+int nh_raw_pool(nh_raw *r, int fd, uint64_t size, char *msg);
+void nh_raw_close(nh_raw *r);
+segops_ring_slot *nh_raw_slot(nh_raw *r, uint32_t k);
+/* Writes req into slot k, SUBMITTED, rings. */
+void nh_raw_submit(nh_raw *r, uint32_t k, const segops_ring_request *req, uint64_t seq);
+/* Waits for slot k to be DONE (at most timeout_s): true when it is; then FREE again. */
+bool nh_raw_wait(nh_raw *r, uint32_t k, double timeout_s, segops_ring_answer *ans);
+/* A request descriptor: sum forward of x (N float64 at x_off of pool 0) with idx (N int32 at
+ * idx_off) into S segments, out at out_off (S float64). */
+segops_ring_request nh_sum_request(int64_t n, int64_t s, uint64_t x_off, uint64_t idx_off, uint64_t out_off);
