@@ -93,6 +93,17 @@ void segops_native_user_give(segops_native *n, uid_t uid) {
 
 /* ---- accepting ------------------------------------------------------------------------------- */
 
+/* Answers a connection over the limits with ERROR and closes it. Its HELLO is read first (briefly
+ * waited for): closing a socket with a message unread resets the connection, and the client would
+ * see that instead of the reason. */
+static void refuse(int s, const char *why) {
+  struct pollfd p = {s, POLLIN, 0};
+  char buf[SEGOPS_MSG_MAX];
+  if (poll(&p, 1, 50) > 0) (void)!recv(s, buf, sizeof buf, MSG_DONTWAIT);
+  segops_native_send_error(s, SEGOPS_E_RESOURCE_EXHAUSTED, why);
+  close(s);
+}
+
 /* One connection: its credentials, the limits, then its own thread. */
 static void accept_one(segops_native *n, int s) {
   struct ucred cr = {0, (uid_t)-1, (gid_t)-1};
@@ -105,8 +116,7 @@ static void accept_one(segops_native *n, int s) {
   char err[256];
   if (!segops_native_user_take(n, cr.uid, err, sizeof err)) {
     SEGOPS_LOGW("native channel from pid %d uid %u refused: %s", (int)cr.pid, (unsigned)cr.uid, err);
-    segops_native_send_error(s, SEGOPS_E_RESOURCE_EXHAUSTED, err);
-    close(s);
+    refuse(s, err);
     return;
   }
   native_channel *ch = calloc(1, sizeof *ch);
@@ -140,7 +150,6 @@ static void accept_one(segops_native *n, int s) {
   if (rc != 0) {
     /* The thread would have ended the channel; do what it would do with nothing opened. */
     SEGOPS_LOGW("native channel %lu: cannot start its thread (%s); closed", ch->id, strerror(rc));
-    segops_native_send_error(s, SEGOPS_E_RESOURCE_EXHAUSTED, "segopsd cannot start a thread for the channel");
     pthread_mutex_lock(&n->mu);
     native_channel **pp = &n->channels;
     while (*pp && *pp != ch) pp = &(*pp)->next;
@@ -151,8 +160,8 @@ static void accept_one(segops_native *n, int s) {
     segops_native_user_give(n, cr.uid);
     pthread_cond_destroy(&ch->idle);
     pthread_mutex_destroy(&ch->mu);
-    close(s);
     free(ch);
+    refuse(s, "segopsd cannot start a thread for the channel");
   }
 }
 

@@ -212,7 +212,7 @@ static int count_dir(const char *path) {
 }
 
 nh_usage nh_usage_of(pid_t pid) {
-  nh_usage u = {-1, -1, -1, -1};
+  nh_usage u = {-1, -1, -1, -1, -1};
   char p[64], line[512];
   snprintf(p, sizeof p, "/proc/%d/fd", (int)pid);
   u.fds = count_dir(p);
@@ -221,8 +221,11 @@ nh_usage nh_usage_of(pid_t pid) {
   snprintf(p, sizeof p, "/proc/%d/maps", (int)pid);
   FILE *f = fopen(p, "r");
   if (f) {
-    u.maps = 0;
-    while (fgets(line, sizeof line, f)) u.maps++;
+    u.maps = u.memfd_maps = 0;
+    while (fgets(line, sizeof line, f)) {
+      u.maps++;
+      u.memfd_maps += strstr(line, "/memfd:") != NULL;
+    }
     fclose(f);
   }
   snprintf(p, sizeof p, "/proc/%d/status", (int)pid);

@@ -53,6 +53,7 @@ char *nh_daemon_log(const nh_daemon *d);
 /* ---- resources of a process ---- */
 typedef struct {
   int fds, maps, threads;
+  int memfd_maps; /* mappings of memfds: clients' rings and pools */
   long rss_kb;
 } nh_usage;
 nh_usage nh_usage_of(pid_t pid);
