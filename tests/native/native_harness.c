@@ -307,6 +307,16 @@ long nh_http_get(const char *url, const char *path, const char *token, char **bo
   return st;
 }
 
+long nh_http_post_json(const char *url, const char *path, const char *json, char **body) {
+  CURL *h = curl_easy_init();
+  curl_easy_setopt(h, CURLOPT_POSTFIELDS, json);
+  grow g = {NULL, 0};
+  long st = perform(h, url, path, NULL, curl_slist_append(NULL, "Content-Type: application/json"), &g);
+  curl_easy_cleanup(h);
+  *body = g.p ? g.p : strdup("");
+  return st;
+}
+
 static void pack_str(msgpack_packer *pk, const char *s) {
   msgpack_pack_str(pk, strlen(s));
   msgpack_pack_str_body(pk, s, strlen(s));

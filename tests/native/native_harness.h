@@ -65,6 +65,8 @@ long nh_stat_ticks(pid_t pid);
 /* ---- HTTP (libcurl) ---- */
 /* GET url path; *body malloc'd; returns the HTTP status, or -1. */
 long nh_http_get(const char *url, const char *path, const char *token, char **body);
+/* POST a JSON body to url path; *body malloc'd; returns the HTTP status, or -1. */
+long nh_http_post_json(const char *url, const char *path, const char *json, char **body);
 /* The call over POST /v1/{op}/{pass} (msgpack both ways); dtype >= 0 adds the request's "dtype"
  * key. Requested outputs with data NULL are malloc'd (free()). Returns SEGOPS_OK or the daemon's
  * error in e. */

@@ -4,6 +4,7 @@
  * token, a version mismatch on both sides, /v1/info and /metrics, and an idle daemon's and
  * client's CPU. */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
@@ -397,14 +398,85 @@ static void case_idle_cpu(void) {
   t->vt->close(t);
 }
 
+/* ---- containers: another uid, its own IPC and mount namespaces and a fresh /dev/shm ---- */
+
+static int run(const char *const *argv) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 2);
+    execv(argv[0], (char *const *)argv);
+    _exit(127);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void case_container(void) {
+  if (geteuid() != 0) nh_skip("the container test makes namespaces as root");
+  if (access("/usr/bin/unshare", X_OK) || access("/usr/bin/setpriv", X_OK)) nh_skip("no unshare or setpriv");
+  const char *probe[] = {"/usr/bin/unshare", "--ipc", "--mount", "--pid", "--fork", "/bin/true", NULL};
+  if (run(probe) != 0) nh_skip("unshare --ipc --mount --pid is not permitted here");
+  const char *args[] = {"--socket-mode", "0666", NULL};
+  if (nh_daemon_start(&D, DIR_, false, args, NULL)) return;
+  char self[512], script[1400];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  self[n > 0 ? n : 0] = 0;
+  snprintf(script, sizeof script,
+           "mount -t tmpfs -o mode=1777 tmpfs /dev/shm && exec /usr/bin/setpriv --reuid=65534 --regid=65534 "
+           "--clear-groups '%s' container_child '%s' '%s'",
+           self, D.sock, D.url);
+  const char *argv[] = {"/usr/bin/unshare", "--ipc", "--mount", "--pid", "--fork", "--propagation", "private",
+                        "/bin/sh", "-c", script, NULL};
+  pid_t pid = fork();
+  if (pid == 0) {
+    execv(argv[0], (char *const *)argv);
+    _exit(127);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  NH_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the client in the container exited with status %d", st);
+}
+
+/* In the container (as uid 65534): named shared memory made here is out of the daemon's reach,
+ * and the native channel works all the same. */
+static int container_child(const char *sock, const char *url) {
+  int bad = 0;
+  if (getuid() != 65534) fprintf(stderr, "container: uid %d\n", (int)getuid()), bad++;
+  char name[64], body[200], *answer = NULL;
+  snprintf(name, sizeof name, "/segops-container-%d", (int)getpid());
+  int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0 || ftruncate(fd, 4096) != 0) fprintf(stderr, "container: shm_open: %s\n", strerror(errno)), bad++;
+  snprintf(body, sizeof body, "{\"key\": \"%s\", \"byte_size\": 4096}", name);
+  long st = nh_http_post_json(url, "/v2/systemsharedmemory/region/c/register", body, &answer);
+  if (st == 200) fprintf(stderr, "container: the daemon registered the container's named shm: %s\n", answer), bad++;
+  free(answer);
+  shm_unlink(name);
+  segops_mem *mem = segops_mem_new();
+  segops_error e;
+  segops_transport *t = mem ? segops_native_open(sock, mem, NULL, -1, segops_client_now() + 10, &e) : NULL;
+  if (!t) {
+    fprintf(stderr, "container: native channel: %s\n", mem ? e.message : "no memfds");
+    return 1;
+  }
+  for (int i = 0; i < 20; i++)
+    if (!nh_good_call(t, &e)) fprintf(stderr, "container: call: %s\n", e.message), bad++;
+  t->vt->close(t);
+  segops_mem_free_all(mem);
+  return bad ? 1 : 0;
+}
+
 static const struct {
   const char *name;
   void (*fn)(void);
 } CASES[] = {{"threads", case_threads},         {"fork", case_fork},       {"restart_term", case_restart_term},
              {"restart_kill", case_restart_kill}, {"drain", case_drain},     {"token", case_token},
-             {"version", case_version},         {"info_metrics", case_info_metrics}, {"idle_cpu", case_idle_cpu}};
+             {"version", case_version},         {"info_metrics", case_info_metrics}, {"idle_cpu", case_idle_cpu},
+             {"container", case_container}};
 
 int main(int argc, char **argv) {
+  if (argc == 4 && !strcmp(argv[1], "container_child")) return container_child(argv[2], argv[3]);
   for (size_t k = 0; argc == 2 && k < sizeof CASES / sizeof CASES[0]; k++) {
     if (strcmp(argv[1], CASES[k].name)) continue;
     nh_tempdir(DIR_, sizeof DIR_);
