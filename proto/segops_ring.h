@@ -94,7 +94,7 @@ typedef struct {
 #define SEGOPS_RING_MAX_SLOTS 256u
 #define SEGOPS_RING_HEADER_BYTES 256u
 #define SEGOPS_RING_SLOT_BYTES 2048u
-#define SEGOPS_RING_BYTES(slots) ((uint64_t)SEGOPS_RING_HEADER_BYTES + (uint64_t)(slots) * SEGOPS_RING_SLOT_BYTES)
+#define SEGOPS_RING_BYTES(slots) ((uint64_t)SEGOPS_RING_HEADER_BYTES + (uint64_t)(slots)*SEGOPS_RING_SLOT_BYTES)
 
 typedef struct {
   /* line 0: written once by the client before the hand-over */
@@ -146,8 +146,8 @@ typedef struct {
   uint32_t fn;   /* SEGOPS_FN_* (op * 3 + pass, in the op table's order) */
   uint32_t want; /* bit k: output k of the function is computed; 0: every output */
   int64_t num_segments;
-  uint32_t flags; /* SEGOPS_REQ_* */
-  uint32_t dtype; /* with SEGOPS_REQ_DTYPE: SEGOPS_F32 or SEGOPS_F64 */
+  uint32_t flags;      /* SEGOPS_REQ_* */
+  uint32_t dtype;      /* with SEGOPS_REQ_DTYPE: SEGOPS_F32 or SEGOPS_F64 */
   uint64_t timeout_us; /* how long the client will wait for this call; 0: no bound of its own */
   uint8_t reserved[32];
   segops_ring_tensor in[5]; /* the function's inputs in the table's order (SEGOPS_MAX_INPUTS) */
@@ -164,10 +164,10 @@ typedef struct {
 typedef struct {
   int32_t status; /* SEGOPS_OK or SEGOPS_E_* */
   uint32_t reserved0;
-  uint64_t seq;               /* the request's seq, echoed */
-  segops_ring_shape out[3];   /* on success: each requested output's dtype and shape */
-  char name[40];              /* on failure: the wire code ("invalid_argument"), NUL-terminated */
-  char message[512];          /* on failure: the same message HTTP gives, NUL-terminated */
+  uint64_t seq;             /* the request's seq, echoed */
+  segops_ring_shape out[3]; /* on success: each requested output's dtype and shape */
+  char name[40];            /* on failure: the wire code ("invalid_argument"), NUL-terminated */
+  char message[512];        /* on failure: the same message HTTP gives, NUL-terminated */
   uint8_t reserved1[40];
 } segops_ring_answer;
 

@@ -14,8 +14,8 @@
 #include "http.h"
 #include "log.h"
 #include "native.h"
-#include "segops_ring.h"
 #include "scheduler.h"
+#include "segops_ring.h"
 
 static segops_backend *make_backend(const segops_config *c) {
   char err[256] = "";

@@ -247,16 +247,17 @@ static void put_native(sbuf *b) {
             (long long)atomic_load_explicit(&M.native_mapped, RLX));
   put_gauge(b, "segops_native_pinned_bytes", "Of that, memory pinned for direct device copies.",
             (long long)atomic_load_explicit(&M.native_pinned, RLX));
-  put(b, "# HELP segops_native_calls_total Calls answered over native channels, by op, pass and status (ok, or the "
-         "error code).\n# TYPE segops_native_calls_total counter\n");
+  put(b,
+      "# HELP segops_native_calls_total Calls answered over native channels, by op, pass and status (ok, or the "
+      "error code).\n# TYPE segops_native_calls_total counter\n");
   for (int f = 0; f <= SEGOPS_OP_COUNT * SEGOPS_PASS_COUNT; f++)
     for (int s = 0; s < N_NATIVE_STATUS; s++) {
       uint64_t v = ld(&M.native_calls[f][s]);
       bool fn = f < SEGOPS_OP_COUNT * SEGOPS_PASS_COUNT;
       if (!v && (s != 0 || !fn)) continue; /* every function's ok series, others when seen */
       put(b, "segops_native_calls_total{op=\"%s\",pass=\"%s\",status=\"%s\"} %llu\n",
-          fn ? segops_op_name(f / SEGOPS_PASS_COUNT) : "unknown", fn ? segops_pass_name(f % SEGOPS_PASS_COUNT) : "unknown",
-          native_status_label(-s), (unsigned long long)v);
+          fn ? segops_op_name(f / SEGOPS_PASS_COUNT) : "unknown",
+          fn ? segops_pass_name(f % SEGOPS_PASS_COUNT) : "unknown", native_status_label(-s), (unsigned long long)v);
     }
 }
 

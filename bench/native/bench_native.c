@@ -3,7 +3,8 @@
  * same run: a bare spinning round trip between two processes on shared memory, a futex round trip
  * between them, and the same empty call over HTTP on a unix socket and on TCP (libcurl,
  * keep-alive, msgpack bodies). Client on one core, daemon (or the floor's peer) on another.
- * Prints median and p99 per round trip, and the client's and the daemon's CPU per call.
+ * Prints median and p99 per round trip, and the client's and the daemon's CPU per call; then a
+ * call with work in it (2^14 elements) with and without the client's spinning.
  *   bench_native --segopsd PATH [--calls N] [--out FILE] [--cpus C,D] */
 #include <curl/curl.h>
 #include <errno.h>
@@ -160,7 +161,9 @@ static pid_t start_daemon(const char *bin, const char *dir, int *port) {
 
 /* ---- the empty call ---- */
 
-static row native_empty(const char *name, const char *sock, pid_t daemon, int n, int spin_us) {
+/* segmented_sum forward of `elems` float64 into 64 segments (0: the empty call, S = 0), arrays in
+ * the pools as segops_alloc gives them: nothing is copied. */
+static row native_call(const char *name, const char *sock, pid_t daemon, int n, int spin_us, int64_t elems) {
   segops_mem *mem = segops_mem_new();
   segops_error e;
   segops_transport *t = segops_native_open(sock, mem, NULL, spin_us, now() + 10, &e);
@@ -168,10 +171,13 @@ static row native_empty(const char *name, const char *sock, pid_t daemon, int n,
     fprintf(stderr, "bench_native: %s\n", e.message);
     exit(1);
   }
-  /* Arrays in the pools (none has bytes): nothing is copied, as with segops_alloc'd tensors. */
-  void *p = segops_mem_alloc(mem, 64);
-  segops_array x = {SEGOPS_F64, 1, {0}, p, 0}, idx = {SEGOPS_I32, 1, {0}, p, 0};
-  segops_array out = {SEGOPS_F64, 1, {0}, p, 64};
+  int64_t segs = elems ? 64 : 0;
+  double *xs = segops_mem_alloc(mem, (size_t)elems * 8 + 64);
+  int32_t *is = segops_mem_alloc(mem, (size_t)elems * 4 + 64);
+  void *p = segops_mem_alloc(mem, (size_t)segs * 8 + 64);
+  for (int64_t i = 0; i < elems; i++) xs[i] = (double)i, is[i] = (int32_t)(i * segs / elems);
+  segops_array x = {SEGOPS_F64, 1, {elems}, xs, 0}, idx = {SEGOPS_I32, 1, {elems}, is, 0};
+  segops_array out = {SEGOPS_F64, 1, {segs}, p, (size_t)segs * 8 + 64};
   segops_tcall c;
   memset(&c, 0, sizeof c);
   c.fn = SEGOPS_FN_SEGMENTED_SUM_FORWARD;
@@ -182,6 +188,7 @@ static row native_empty(const char *name, const char *sock, pid_t daemon, int n,
   c.in_name[0] = "x";
   c.in[0] = &x;
   c.idx = &idx;
+  c.num_segments = segs;
   c.want = 1;
   c.out_name[0] = "out";
   c.out[0] = &out;
@@ -213,11 +220,10 @@ static size_t sink(char *d, size_t s, size_t m, void *u) {
 static row http_empty(const char *name, const char *url, const char *unix_path, pid_t daemon, int n) {
   /* {"x": {"dtype": "float64", "shape": [0], "data": bin 0}, "idx": {... int32 ...}, "num_segments": 0} */
   static const unsigned char BODY[] = {
-      0x83, 0xa1, 'x',  0x83, 0xa5, 'd',  't',  'y',  'p',  'e',  0xa7, 'f',  'l',  'o',  'a',  't',  '6',
-      '4',  0xa5, 's',  'h',  'a',  'p',  'e',  0x91, 0x00, 0xa4, 'd',  'a',  't',  'a',  0xc4, 0x00, 0xa3,
-      'i',  'd',  'x',  0x83, 0xa5, 'd',  't',  'y',  'p',  'e',  0xa5, 'i',  'n',  't',  '3',  '2',  0xa5,
-      's',  'h',  'a',  'p',  'e',  0x91, 0x00, 0xa4, 'd',  'a',  't',  'a',  0xc4, 0x00, 0xac, 'n',  'u',
-      'm',  '_',  's',  'e',  'g',  'm',  'e',  'n',  't',  's',  0x00};
+      0x83, 0xa1, 'x', 0x83, 0xa5, 'd',  't',  'y', 'p', 'e', 0xa7, 'f',  'l',  'o',  'a', 't', '6',  '4',  0xa5, 's',
+      'h',  'a',  'p', 'e',  0x91, 0x00, 0xa4, 'd', 'a', 't', 'a',  0xc4, 0x00, 0xa3, 'i', 'd', 'x',  0x83, 0xa5, 'd',
+      't',  'y',  'p', 'e',  0xa5, 'i',  'n',  't', '3', '2', 0xa5, 's',  'h',  'a',  'p', 'e', 0x91, 0x00, 0xa4, 'd',
+      'a',  't',  'a', 0xc4, 0x00, 0xac, 'n',  'u', 'm', '_', 's',  'e',  'g',  'm',  'e', 'n', 't',  's',  0x00};
   CURL *h = curl_easy_init();
   char full[300];
   snprintf(full, sizeof full, "%s/v1/segmented_sum/forward", url);
@@ -290,10 +296,14 @@ int main(int argc, char **argv) {
   int nr = 0;
   rows[nr++] = floor_pingpong("floor: spinning round trip (shared memory)", n, false);
   rows[nr++] = floor_pingpong("floor: futex round trip (shared memory)", n, true);
-  rows[nr++] = native_empty("native, default spin (client 50 us)", sock, d, n, -1);
-  rows[nr++] = native_empty("native, client spin 0 (sleeps at once)", sock, d, n, 0);
+  rows[nr++] = native_call("native, default spin (client 50 us)", sock, d, n, -1, 0);
+  rows[nr++] = native_call("native, client spin 0 (sleeps at once)", sock, d, n, 0, 0);
   rows[nr++] = http_empty("HTTP on the unix socket", "http://localhost", hsock, d, n / 4);
   rows[nr++] = http_empty("HTTP on TCP 127.0.0.1", url, NULL, d, n / 4);
+  /* The spin budget against a call with work in it: 2^14 elements (MLIP sizes). */
+  row big[2];
+  big[0] = native_call("N = 2^14, default spin (client 50 us)", sock, d, n / 4, -1, 1 << 14);
+  big[1] = native_call("N = 2^14, client spin 0", sock, d, n / 4, 0, 1 << 14);
   kill(d, SIGTERM);
   waitpid(d, NULL, 0);
   unlink(sock);
@@ -305,6 +315,10 @@ int main(int argc, char **argv) {
   for (int i = 0; i < nr; i++)
     say("%-44s %10.2f %10.2f %12.2f %12.2f %10.1f\n", rows[i].name, rows[i].med_us, rows[i].p99_us, rows[i].client_us,
         rows[i].peer_us, rows[i].med_us / rows[0].med_us);
+  say("\nsegmented_sum forward, N = 2^14 float64 into 64 segments, arrays in the pools:\n");
+  for (int i = 0; i < 2; i++)
+    say("%-44s %10.2f %10.2f %12.2f %12.2f\n", big[i].name, big[i].med_us, big[i].p99_us, big[i].client_us,
+        big[i].peer_us);
   if (OUT) fclose(OUT);
   return 0;
 }

@@ -38,8 +38,8 @@ int segops_unix_listen(const char *path, unsigned mode, unsigned long long *dev,
   return segops_unix_listen_type(path, SOCK_STREAM, mode, dev, ino, err, errlen);
 }
 
-int segops_unix_listen_type(const char *path, int type, unsigned mode, unsigned long long *dev,
-                            unsigned long long *ino, char *err, size_t errlen) {
+int segops_unix_listen_type(const char *path, int type, unsigned mode, unsigned long long *dev, unsigned long long *ino,
+                            char *err, size_t errlen) {
   struct sockaddr_un sa;
   if (fill_addr(&sa, path)) {
     snprintf(err, errlen, "unix socket path '%.200s' is empty or longer than %zu bytes", path, sizeof sa.sun_path - 1);

@@ -11,7 +11,7 @@
 #include "metrics.h"
 #include "native_internal.h"
 
-#define DRAINING_MSG                                                                                           \
+#define DRAINING_MSG                                                                                          \
   "segopsd is draining (it is shutting down): the call was not run; send it to another daemon or again once " \
   "this one is back"
 

@@ -124,8 +124,8 @@ static int check_head(const any_msg *m, ssize_t n, char *err, size_t errlen) {
     return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
                        "not a segops native-channel message (%zd bytes, bad magic)", n);
   if (m->h.version != SEGOPS_NATIVE_VERSION)
-    return segops_errf(SEGOPS_E_NOT_IMPLEMENTED, err, errlen, "segopsd speaks native channel version %u, this client %u",
-                       SEGOPS_NATIVE_VERSION, m->h.version);
+    return segops_errf(SEGOPS_E_NOT_IMPLEMENTED, err, errlen,
+                       "segopsd speaks native channel version %u, this client %u", SEGOPS_NATIVE_VERSION, m->h.version);
   if (m->h.size != (uint32_t)n)
     return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
                        "malformed native-channel message: its head says %" PRIu32 " bytes, the packet has %zd",
@@ -156,7 +156,8 @@ static int hello(native_channel *ch, char *err, size_t errlen) {
   int fd;
   ssize_t got = recv_msg(ch->sock, &m, &fd, 0);
   if (fd >= 0) close(fd);
-  if (got <= 0) return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "no HELLO (%s)", got ? strerror(errno) : "closed");
+  if (got <= 0)
+    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "no HELLO (%s)", got ? strerror(errno) : "closed");
   int rc = check_head(&m, got, err, errlen);
   if (rc == SEGOPS_OK && (m.h.type != SEGOPS_MSG_HELLO || got != (ssize_t)sizeof m.hello ||
                           m.hello.token_len > SEGOPS_TOKEN_BYTES || fd >= 0))
@@ -198,8 +199,8 @@ static int take_ring(native_channel *ch, const any_msg *m, ssize_t got, int fd, 
     if (fd >= 0) close(fd);
     return rc;
   }
-  rc = segops_native_mem_open(&ch->ring, fd, 0, (uint64_t)ch->srv->d.cfg->native_max_map_bytes, "the ring", err,
-                              errlen);
+  rc =
+      segops_native_mem_open(&ch->ring, fd, 0, (uint64_t)ch->srv->d.cfg->native_max_map_bytes, "the ring", err, errlen);
   if (rc) return rc;
   uint32_t slots = m->ring.slot_count;
   segops_ring_header h;
@@ -211,7 +212,8 @@ static int take_ring(native_channel *ch, const any_msg *m, ssize_t got, int fd, 
   if (h.magic != SEGOPS_RING_MAGIC || h.version != SEGOPS_NATIVE_VERSION || h.slot_count != slots ||
       h.slot_bytes != SEGOPS_RING_SLOT_BYTES || h.header_bytes != SEGOPS_RING_HEADER_BYTES)
     return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
-                       "the ring's header is not a version %u ring of %" PRIu32 " slots (magic, version, slot count "
+                       "the ring's header is not a version %u ring of %" PRIu32
+                       " slots (magic, version, slot count "
                        "and sizes as proto/segops_ring.h defines them)",
                        SEGOPS_NATIVE_VERSION, slots);
   ch->calls = calloc(slots, sizeof *ch->calls);
@@ -334,8 +336,8 @@ static int control(native_channel *ch) {
   }
   if (fd >= 0) close(fd);
   if (rc == SEGOPS_OK)
-    rc = segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, sizeof err, "unexpected message type %" PRIu32 " on an open channel",
-                     m.h.type);
+    rc = segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, sizeof err,
+                     "unexpected message type %" PRIu32 " on an open channel", m.h.type);
   SEGOPS_LOGI("native channel %lu (pid %d) closed: %s", ch->id, (int)ch->pid, err);
   segops_native_send_error(ch->sock, rc, err);
   return -1;

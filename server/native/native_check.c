@@ -7,8 +7,8 @@
 
 #include "errors.h"
 
-_Static_assert(SEGOPS_FN_SEGMENTED_MATVEC_DOUBLE_BACKWARD == SEGOPS_OP_MATVEC * SEGOPS_PASS_COUNT +
-                                                                  SEGOPS_PASS_DOUBLE_BACKWARD,
+_Static_assert(SEGOPS_FN_SEGMENTED_MATVEC_DOUBLE_BACKWARD ==
+                   SEGOPS_OP_MATVEC * SEGOPS_PASS_COUNT + SEGOPS_PASS_DOUBLE_BACKWARD,
                "function ids are op * 3 + pass in the op table's order");
 _Static_assert(SEGOPS_FN_COUNT == SEGOPS_OP_COUNT * SEGOPS_PASS_COUNT, "18 functions");
 _Static_assert(SEGOPS_MAX_INPUTS == 5 && SEGOPS_MAX_OUTPUTS == 3 && SEGOPS_MAX_NDIM == 3,
@@ -50,8 +50,9 @@ static int take_input(const char *who, const char *name, const segops_ring_tenso
                        "%s: %s has dtype %" PRIu32 ", which is none of float32 (0), float64 (1), int32 (2), int64 (3)",
                        who, name, t->dtype);
   if (t->ndim > SEGOPS_MAX_NDIM)
-    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: %s has %" PRIu32 " dimensions; at most %d are allowed",
-                       who, name, t->ndim, SEGOPS_MAX_NDIM);
+    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
+                       "%s: %s has %" PRIu32 " dimensions; at most %d are allowed", who, name, t->ndim,
+                       SEGOPS_MAX_NDIM);
   int rc = check_range(who, name, t, npools, views, err, errlen);
   if (rc) return rc;
   if (req->nargs >= SEGOPS_MAX_REQ_ARGS) return segops_errf(SEGOPS_E_INTERNAL, err, errlen, "%s: too many inputs", who);
@@ -76,7 +77,8 @@ static int check_head(const segops_ring_request *r, segops_native_checked *c, ch
                        "native channel: function id %" PRIu32 " is not one of the %d functions (0 to %d)", r->fn,
                        SEGOPS_FN_COUNT, SEGOPS_FN_COUNT - 1);
   c->fn = (int)r->fn;
-  const segops_fn_desc *fn = segops_fn((segops_op)(r->fn / SEGOPS_PASS_COUNT), (segops_pass)(r->fn % SEGOPS_PASS_COUNT));
+  const segops_fn_desc *fn =
+      segops_fn((segops_op)(r->fn / SEGOPS_PASS_COUNT), (segops_pass)(r->fn % SEGOPS_PASS_COUNT));
   const char *op = segops_op_name(fn->op);
   if (r->want >> fn->n_out)
     return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
@@ -134,7 +136,8 @@ int segops_native_check(const segops_ring_request *r, const segops_native_view *
   c->fn = -1;
   int rc = check_head(r, c, err, errlen);
   if (rc) return rc;
-  const segops_fn_desc *fn = segops_fn((segops_op)(c->fn / SEGOPS_PASS_COUNT), (segops_pass)(c->fn % SEGOPS_PASS_COUNT));
+  const segops_fn_desc *fn =
+      segops_fn((segops_op)(c->fn / SEGOPS_PASS_COUNT), (segops_pass)(c->fn % SEGOPS_PASS_COUNT));
   char who[64];
   prefix(who, sizeof who, c->fn);
   segops_request *req = &c->req;
@@ -190,8 +193,8 @@ int segops_native_place_outputs(const segops_native_checked *c, const segops_nat
                            fn->out[k].name, j < fn->n_in ? fn->in[j].name : IN_IDX);
     for (int m = 0; m < k; m++)
       if (p->requested[m] && ranges_meet(o, need, &c->out[m], p->out_nbytes[m]))
-        return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: outputs %s and %s overlap", op,
-                           fn->out[m].name, fn->out[k].name);
+        return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: outputs %s and %s overlap", op, fn->out[m].name,
+                           fn->out[k].name);
   }
   for (int k = 0; k < fn->n_out; k++)
     if (p->requested[k] && p->out_nbytes[k]) p->call.out[k] = views[c->out[k].pool].base + c->out[k].offset;

@@ -49,7 +49,7 @@ struct native_channel {
   atomic_uchar *busy;      /* nslots: the daemon holds the slot's call */
   pthread_mutex_t mu;
   pthread_cond_t idle;
-  int inflight; /* calls handed to the scheduler and not answered; under mu */
+  int inflight;         /* calls handed to the scheduler and not answered; under mu */
   native_channel *next; /* in the server's list, under its lock */
 };
 

@@ -47,8 +47,8 @@ static int check_fd(int fd, uint64_t expect, uint64_t room, const char *what, st
   uint64_t size = (uint64_t)st->st_size;
   if (size == 0) return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s is empty", what);
   if (expect && size != expect)
-    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
-                       "%s is %" PRIu64 " bytes, but its message says %" PRIu64, what, size, expect);
+    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s is %" PRIu64 " bytes, but its message says %" PRIu64,
+                       what, size, expect);
   if (size > room || size > (uint64_t)SIZE_MAX / 2)
     return segops_errf(SEGOPS_E_RESOURCE_EXHAUSTED, err, errlen,
                        "%s is %" PRIu64 " bytes, more than this channel may still hand over (%" PRIu64
@@ -71,8 +71,7 @@ int segops_native_mem_open(segops_native_mem *m, int fd, uint64_t expect, uint64
   size_t size = (size_t)st.st_size;
   void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) {
-    rc = segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: cannot map it read-write: %s", what,
-                     strerror(errno));
+    rc = segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: cannot map it read-write: %s", what, strerror(errno));
     close(fd);
     return rc;
   }

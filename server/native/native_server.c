@@ -195,8 +195,7 @@ segops_native *segops_native_start(const segops_native_deps *d, const char *path
   pthread_cond_init(&n->gone, NULL);
   snprintf(n->path, sizeof n->path, "%s", path);
   char err[320];
-  n->listen_fd =
-      segops_unix_listen_type(path, SOCK_SEQPACKET, d->cfg->socket_mode, &n->dev, &n->ino, err, sizeof err);
+  n->listen_fd = segops_unix_listen_type(path, SOCK_SEQPACKET, d->cfg->socket_mode, &n->dev, &n->ino, err, sizeof err);
   if (n->listen_fd < 0) {
     SEGOPS_LOGE("native channel: %s", err);
     goto fail;

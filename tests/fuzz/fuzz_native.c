@@ -80,11 +80,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uint32_t slots = 1u + data[0] % 64u, slot = data[1] % slots, npools = data[2] % (MAX_POOLS + 1);
   size_t at = 3;
   size_t sizes[MAX_POOLS] = {0};
-  for (uint32_t k = 0; k < npools; k++, at += 2) sizes[k] = at + 1 < size ? (size_t)data[at] | (size_t)data[at + 1] << 8 : 64;
+  for (uint32_t k = 0; k < npools; k++, at += 2)
+    sizes[k] = at + 1 < size ? (size_t)data[at] | (size_t)data[at + 1] << 8 : 64;
   /* The request, in its slot of a ring of `slots` slots, copied out as the daemon copies it. */
   size_t ring_len = (size_t)SEGOPS_RING_BYTES(slots);
   unsigned char *ring = calloc(1, ring_len);
-  segops_ring_slot *s = (segops_ring_slot *)(void *)(ring + SEGOPS_RING_HEADER_BYTES + (size_t)slot * SEGOPS_RING_SLOT_BYTES);
+  segops_ring_slot *s =
+      (segops_ring_slot *)(void *)(ring + SEGOPS_RING_HEADER_BYTES + (size_t)slot * SEGOPS_RING_SLOT_BYTES);
   if (at < size) memcpy(&s->req, data + at, size - at < sizeof s->req ? size - at : sizeof s->req);
   segops_ring_request copy;
   memcpy(&copy, &s->req, sizeof copy);

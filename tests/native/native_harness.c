@@ -369,7 +369,8 @@ static const msgpack_object *map_get(const msgpack_object *m, const char *key) {
   if (m->type != MSGPACK_OBJECT_MAP) return NULL;
   for (uint32_t i = 0; i < m->via.map.size; i++) {
     const msgpack_object *k = &m->via.map.ptr[i].key;
-    if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == strlen(key) && !memcmp(k->via.str.ptr, key, k->via.str.size))
+    if (k->type == MSGPACK_OBJECT_STR && k->via.str.size == strlen(key) &&
+        !memcmp(k->via.str.ptr, key, k->via.str.size))
       return &m->via.map.ptr[i].val;
   }
   return NULL;
@@ -456,8 +457,8 @@ int nh_http_call(const char *url, const segops_tcall *call, const char *token, i
 
 /* ---- native calls --------------------------------------------------------------------------------------- */
 
-void nh_tcall(segops_tcall *c, int fn, const segops_array *const *in, const segops_array *idx, int64_t s,
-              unsigned want, segops_array *out) {
+void nh_tcall(segops_tcall *c, int fn, const segops_array *const *in, const segops_array *idx, int64_t s, unsigned want,
+              segops_array *out) {
   memset(c, 0, sizeof *c);
   const segops_fn_desc *d = segops_fn((segops_op)(fn / SEGOPS_PASS_COUNT), (segops_pass)(fn % SEGOPS_PASS_COUNT));
   c->fn = fn;

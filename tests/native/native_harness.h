@@ -17,9 +17,9 @@
 /* ---- checks: every failure is printed; nh_exit() returns 1 after any ---- */
 extern int nh_failures;
 void nh_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-#define NH_CHECK(cond, ...)                                    \
-  do {                                                         \
-    if (!(cond)) nh_fail(__FILE__, __LINE__, __VA_ARGS__);     \
+#define NH_CHECK(cond, ...)                                \
+  do {                                                     \
+    if (!(cond)) nh_fail(__FILE__, __LINE__, __VA_ARGS__); \
   } while (0)
 /* Prints the case's verdict; the process's exit status. */
 int nh_exit(const char *name);
@@ -31,7 +31,7 @@ typedef struct {
   pid_t pid;
   int port;
   char url[64];
-  char sock[200];   /* the native channel's socket */
+  char sock[200]; /* the native channel's socket */
   char errpath[220];
   char dir[160];
 } nh_daemon;
@@ -75,8 +75,8 @@ int nh_http_call(const char *url, const segops_tcall *call, const char *token, i
 /* ---- native calls ---- */
 /* Fills a call of function fn (SEGOPS_FN_*): inputs in[0..n_in) (NULL: omitted), idx,
  * num_segments, want (0: every output), out[k] for the outputs (unrequested ones untouched). */
-void nh_tcall(segops_tcall *c, int fn, const segops_array *const *in, const segops_array *idx, int64_t s,
-              unsigned want, segops_array *out);
+void nh_tcall(segops_tcall *c, int fn, const segops_array *const *in, const segops_array *idx, int64_t s, unsigned want,
+              segops_array *out);
 /* A native transport on d's socket (NULL after a failed check). */
 segops_transport *nh_native(const nh_daemon *d, segops_mem *mem, const char *token, double timeout_s);
 /* A small call that must succeed (sum forward of 64 float64 into 4 segments, checked against its

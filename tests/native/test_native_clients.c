@@ -3,9 +3,12 @@
  * parent, daemon restarts mid-call (SIGTERM and SIGKILL) with no call lost, the drain answer, the
  * token, a version mismatch on both sides, /v1/info and /metrics, and an idle daemon's and
  * client's CPU. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <inttypes.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -350,7 +353,8 @@ static void case_info_metrics(void) {
   NH_CHECK(t->vt->call(t, &c, segops_client_now() + 10, &e) == SEGOPS_E_INVALID_ARGUMENT, "bad idx");
   NH_CHECK(metric("segops_native_channels ") == 1, "one channel open");
   NH_CHECK(metric("segops_native_mapped_bytes ") > 0, "memory mapped");
-  NH_CHECK(metric("segops_native_calls_total{op=\"segmented_sum\",pass=\"forward\",status=\"ok\"} ") == 5, "5 calls ok");
+  NH_CHECK(metric("segops_native_calls_total{op=\"segmented_sum\",pass=\"forward\",status=\"ok\"} ") == 5,
+           "5 calls ok");
   NH_CHECK(metric("segops_native_calls_total{op=\"segmented_sum\",pass=\"forward\",status=\"invalid_argument\"} ") == 1,
            "1 call refused");
   t->vt->close(t);
@@ -360,6 +364,45 @@ static void case_info_metrics(void) {
     mapped = metric("segops_native_mapped_bytes ");
   }
   NH_CHECK(open == 0 && mapped == 0, "after the channel closed: %ld open, %ld bytes mapped", open, mapped);
+}
+
+/* A non-loopback IPv4 address of this host, or false. */
+static bool remote_address(char *buf, size_t len) {
+  struct ifaddrs *ifs = NULL, *i;
+  bool found = false;
+  if (getifaddrs(&ifs) != 0) return false;
+  for (i = ifs; i && !found; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+    const struct sockaddr_in *a = (const struct sockaddr_in *)(const void *)i->ifa_addr;
+    if ((ntohl(a->sin_addr.s_addr) >> 24) == 127) continue;
+    found = inet_ntop(AF_INET, &a->sin_addr, buf, (socklen_t)len) != NULL;
+  }
+  freeifaddrs(ifs);
+  return found;
+}
+
+/* ---- /v1/info to a peer of another host (one that is not loopback) names no socket ---- */
+
+static void case_info_remote(void) {
+  char ip[64], listen[96], url[96];
+  if (!remote_address(ip, sizeof ip)) nh_skip("this host has no non-loopback IPv4 address");
+  snprintf(listen, sizeof listen, "%s:0", ip);
+  /* the harness's 127.0.0.1 listener first, then the remote-facing one (same port choice: 0) */
+  const char *args[] = {"--listen", listen, "--allow-unauthenticated", NULL};
+  if (nh_daemon_start(&D, DIR_, false, args, NULL)) return;
+  char *body = NULL;
+  /* The listen list replaced the default: find the bound port of the one address it serves. */
+  NH_CHECK(nh_http_get(D.url, "/v1/info", NULL, &body) == 200, "GET /v1/info");
+  NH_CHECK(body && strstr(body, "\"native\""), "no native channel for a loopback peer: %s", body);
+  const char *l = body ? strstr(body, ip) : NULL;
+  int port = l ? atoi(l + strlen(ip) + 1) : 0;
+  free(body);
+  NH_CHECK(port > 0, "the remote listener's port");
+  snprintf(url, sizeof url, "http://%s:%d", ip, port);
+  NH_CHECK(nh_http_get(url, "/v1/info", NULL, &body) == 200, "GET /v1/info from %s", ip);
+  NH_CHECK(body && !strstr(body, "\"native\"") && !strstr(body, D.sock), "/v1/info told a remote peer the socket: %s",
+           body);
+  free(body);
 }
 
 /* ---- an idle daemon and an idle client use no CPU ---- */
@@ -427,8 +470,8 @@ static void case_container(void) {
            "mount -t tmpfs -o mode=1777 tmpfs /dev/shm && exec /usr/bin/setpriv --reuid=65534 --regid=65534 "
            "--clear-groups '%s' container_child '%s' '%s'",
            self, D.sock, D.url);
-  const char *argv[] = {"/usr/bin/unshare", "--ipc", "--mount", "--pid", "--fork", "--propagation", "private",
-                        "/bin/sh", "-c", script, NULL};
+  const char *argv[] = {"/usr/bin/unshare", "--ipc",   "--mount", "--pid", "--fork", "--propagation",
+                        "private",          "/bin/sh", "-c",      script,  NULL};
   pid_t pid = fork();
   if (pid == 0) {
     execv(argv[0], (char *const *)argv);
@@ -470,10 +513,17 @@ static int container_child(const char *sock, const char *url) {
 static const struct {
   const char *name;
   void (*fn)(void);
-} CASES[] = {{"threads", case_threads},         {"fork", case_fork},       {"restart_term", case_restart_term},
-             {"restart_kill", case_restart_kill}, {"drain", case_drain},     {"token", case_token},
-             {"version", case_version},         {"info_metrics", case_info_metrics}, {"idle_cpu", case_idle_cpu},
-             {"container", case_container}};
+} CASES[] = {{"threads", case_threads},
+             {"fork", case_fork},
+             {"restart_term", case_restart_term},
+             {"restart_kill", case_restart_kill},
+             {"drain", case_drain},
+             {"token", case_token},
+             {"version", case_version},
+             {"info_metrics", case_info_metrics},
+             {"idle_cpu", case_idle_cpu},
+             {"container", case_container},
+             {"info_remote", case_info_remote}};
 
 int main(int argc, char **argv) {
   if (argc == 4 && !strcmp(argv[1], "container_child")) return container_child(argv[2], argv[3]);

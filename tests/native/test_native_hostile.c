@@ -464,8 +464,10 @@ static void bad_ring(uint32_t slots, size_t bytes, bool bad_magic, const char *w
   nh_recv(s, buf, sizeof buf, 10);
   int fd = nh_memfd(bytes, true);
   segops_ring_header *hdr = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  *hdr = (segops_ring_header){.magic = bad_magic ? 1 : SEGOPS_RING_MAGIC, .version = SEGOPS_NATIVE_VERSION,
-                              .slot_count = slots, .slot_bytes = SEGOPS_RING_SLOT_BYTES,
+  *hdr = (segops_ring_header){.magic = bad_magic ? 1 : SEGOPS_RING_MAGIC,
+                              .version = SEGOPS_NATIVE_VERSION,
+                              .slot_count = slots,
+                              .slot_bytes = SEGOPS_RING_SLOT_BYTES,
                               .header_bytes = SEGOPS_RING_HEADER_BYTES};
   munmap(hdr, bytes);
   segops_msg_ring m;
@@ -539,11 +541,10 @@ static void case_user_limit(void) {
 static const struct {
   const char *name;
   void (*fn)(void);
-} CASES[] = {{"die_mid_call", case_die_mid_call},     {"close_socket", case_close_socket},
-             {"corrupt_ring", case_corrupt_ring},     {"rewrite_idx", case_rewrite_idx},
-             {"bad_memory", case_bad_memory},         {"flood", case_flood},
-             {"hole_punch", case_hole_punch},         {"bad_handshake", case_bad_handshake},
-             {"user_limit", case_user_limit}};
+} CASES[] = {
+    {"die_mid_call", case_die_mid_call}, {"close_socket", case_close_socket},   {"corrupt_ring", case_corrupt_ring},
+    {"rewrite_idx", case_rewrite_idx},   {"bad_memory", case_bad_memory},       {"flood", case_flood},
+    {"hole_punch", case_hole_punch},     {"bad_handshake", case_bad_handshake}, {"user_limit", case_user_limit}};
 
 int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);

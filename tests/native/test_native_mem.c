@@ -78,8 +78,8 @@ int main(void) {
     if (cycle == 10) count = segops_mem_pool_count(m), bytes = pool_bytes(m);
   }
   NH_CHECK(segops_mem_pool_count(m) == count && pool_bytes(m) == bytes,
-           "pools grew over 10^5 cycles: %d pools / %zu bytes after 10 cycles, %d / %zu after",
-           count, bytes, segops_mem_pool_count(m), pool_bytes(m));
+           "pools grew over 10^5 cycles: %d pools / %zu bytes after 10 cycles, %d / %zu after", count, bytes,
+           segops_mem_pool_count(m), pool_bytes(m));
   printf("10^5 cycles: %d pool(s), %zu bytes\n", segops_mem_pool_count(m), pool_bytes(m));
   pools_sealed_and_allocated(m);
   /* a fork: the child allocates in pools of its own, never in its parent's (shared) bytes */
@@ -92,7 +92,7 @@ int main(void) {
     uint64_t co;
     int ok = c && segops_mem_locate(m, c, 4096, &cp, &co) && (int)cp >= before;
     ok = ok && segops_mem_locate(m, parent, 4096, &cp, &co); /* the parent's bytes are still readable here */
-    segops_mem_release(m, parent); /* the parent's: ignored here */
+    segops_mem_release(m, parent);                           /* the parent's: ignored here */
     _exit(ok ? 0 : 1);
   }
   int st = 0;

@@ -121,8 +121,8 @@ static void run_case(segops_transport *t, const char *url, int fn, segops_dtype 
     if (!cn.out[k]) continue;
     NH_CHECK(nat[k].ndim == web[k].ndim && !memcmp(nat[k].shape, web[k].shape, sizeof nat[k].shape),
              "%s: %s: shapes differ", what, d->out[k].name);
-    NH_CHECK(nat[k].dtype == web[k].dtype && nat[k].nbytes == web[k].nbytes, "%s: %s: %zu bytes native, %zu HTTP",
-             what, d->out[k].name, nat[k].nbytes, web[k].nbytes);
+    NH_CHECK(nat[k].dtype == web[k].dtype && nat[k].nbytes == web[k].nbytes, "%s: %s: %zu bytes native, %zu HTTP", what,
+             d->out[k].name, nat[k].nbytes, web[k].nbytes);
     NH_CHECK(nat[k].nbytes == web[k].nbytes && !memcmp(nat[k].data, web[k].data, web[k].nbytes),
              "%s: %s: the bytes differ", what, d->out[k].name);
   }
@@ -213,7 +213,8 @@ int main(void) {
     const segops_fn_desc *fd = segops_fn((segops_op)(fn / 3), (segops_pass)(fn % 3));
     for (int dt = SEGOPS_F32; dt <= SEGOPS_F64; dt++)
       for (int width = fd->vec3_only ? 3 : 1; width <= 3; width += 2)
-        for (int variant = 0; variant < 3; variant++, cases++) run_case(t, d.url, fn, (segops_dtype)dt, width, variant, &rng);
+        for (int variant = 0; variant < 3; variant++, cases++)
+          run_case(t, d.url, fn, (segops_dtype)dt, width, variant, &rng);
   }
   if (t) {
     errors(t, d.url);

@@ -184,7 +184,8 @@ static int recv_reply(int sock, uint32_t want, size_t want_len, reply *r, double
   ssize_t n = recv(sock, r, sizeof *r, MSG_CMSG_CLOEXEC);
   if (pr < 0 || n <= 0) {
     *gone = true;
-    return segops_client_err(e, SEGOPS_E_CONNECTION, "the native channel closed (%s)", n == 0 ? "by the daemon" : strerror(errno));
+    return segops_client_err(e, SEGOPS_E_CONNECTION, "the native channel closed (%s)",
+                             n == 0 ? "by the daemon" : strerror(errno));
   }
   if (n < (ssize_t)sizeof r->h || r->h.magic != SEGOPS_MSG_MAGIC)
     return segops_client_err(e, SEGOPS_E_PROTOCOL, "the native channel's socket is not a segopsd (bad magic)");
@@ -260,7 +261,8 @@ static int handshake(chan *c, const native_t *t, double deadline, bool *gone, se
   memset(&h, 0, sizeof h);
   head(&h.h, SEGOPS_MSG_HELLO, sizeof h);
   size_t tl = t->token ? strlen(t->token) : 0;
-  if (tl > SEGOPS_TOKEN_BYTES) return segops_client_err(e, SEGOPS_E_INVALID_ARGUMENT, "the token is longer than %u bytes", SEGOPS_TOKEN_BYTES);
+  if (tl > SEGOPS_TOKEN_BYTES)
+    return segops_client_err(e, SEGOPS_E_INVALID_ARGUMENT, "the token is longer than %u bytes", SEGOPS_TOKEN_BYTES);
   h.token_len = (uint32_t)tl;
   if (tl) memcpy(h.token, t->token, tl);
   /* A daemon that refuses at once (a full channel table) has sent its ERROR already: a failed
@@ -276,7 +278,8 @@ static int handshake(chan *c, const native_t *t, double deadline, bool *gone, se
   m.slot_count = SLOTS;
   if (send_msg(c->sock, &m, sizeof m, c->ring_fd) != 0) {
     *gone = true;
-    return segops_client_err(e, SEGOPS_E_CONNECTION, "the native channel closed during the handshake: %s", strerror(errno));
+    return segops_client_err(e, SEGOPS_E_CONNECTION, "the native channel closed during the handshake: %s",
+                             strerror(errno));
   }
   return recv_reply(c->sock, SEGOPS_MSG_OK, sizeof r.ok, &r, deadline, gone, e);
 }
@@ -422,9 +425,12 @@ static int place_input(native_t *t, placed *pl, const char *op, const char *name
   memset(d, 0, sizeof *d);
   if (!a) return SEGOPS_OK;
   if ((unsigned)a->dtype >= SEGOPS_DTYPE_COUNT)
-    return segops_client_err(e, SEGOPS_E_INVALID_ARGUMENT, "%s: %s has dtype %d, which is none of float32, float64, int32, int64", op, name, (int)a->dtype);
+    return segops_client_err(e, SEGOPS_E_INVALID_ARGUMENT,
+                             "%s: %s has dtype %d, which is none of float32, float64, int32, int64", op, name,
+                             (int)a->dtype);
   if (a->ndim < 0 || a->ndim > SEGOPS_MAX_NDIM)
-    return segops_client_err(e, SEGOPS_E_INVALID_ARGUMENT, "%s: %s has %d dimensions; at most %d are allowed", op, name, a->ndim, SEGOPS_MAX_NDIM);
+    return segops_client_err(e, SEGOPS_E_INVALID_ARGUMENT, "%s: %s has %d dimensions; at most %d are allowed", op, name,
+                             a->ndim, SEGOPS_MAX_NDIM);
   d->flags = SEGOPS_TENSOR_PRESENT;
   d->dtype = (uint32_t)a->dtype;
   d->ndim = (uint32_t)a->ndim;
@@ -445,7 +451,8 @@ static int place_input(native_t *t, placed *pl, const char *op, const char *name
 /* The bytes output k will have, from the op table as the daemon computes them (0 when the inputs
  * do not say: the daemon then refuses the call by its own rules before any output matters). */
 static uint64_t output_bytes(const segops_tcall *call, int k, const segops_ring_request *r) {
-  const segops_fn_desc *fn = segops_fn((segops_op)(call->fn / SEGOPS_PASS_COUNT), (segops_pass)(call->fn % SEGOPS_PASS_COUNT));
+  const segops_fn_desc *fn =
+      segops_fn((segops_op)(call->fn / SEGOPS_PASS_COUNT), (segops_pass)(call->fn % SEGOPS_PASS_COUNT));
   int width = fn->vec3_only ? 3 : 0;
   uint32_t dtype = (r->flags & SEGOPS_REQ_DTYPE) ? r->dtype : SEGOPS_F64;
   bool have_dtype = false;
@@ -493,7 +500,8 @@ static int place_output(native_t *t, placed *pl, const segops_tcall *call, int k
     if (need == 0 && segops_mem_pool_count(t->mem) > 0) return SEGOPS_OK; /* nothing is written */
     void *p = tmp_alloc(t, pl, (size_t)need);
     if (!p || !segops_mem_locate(t->mem, p, (size_t)need, &d->pool, &d->offset))
-      return segops_client_err(e, SEGOPS_E_NOMEM, "%s: no shared memory left for output %s", call->op, call->out_name[k]);
+      return segops_client_err(e, SEGOPS_E_NOMEM, "%s: no shared memory left for output %s", call->op,
+                               call->out_name[k]);
     pl->out_place[k] = p;
     pl->out_copy[k] = true;
     return SEGOPS_OK;
@@ -596,8 +604,7 @@ static int await(chan *c, uint32_t k, int spin_us, double deadline) {
 }
 
 /* The answer of a successful call into the caller's arrays (copies out where needed). */
-static int take_outputs(const segops_tcall *call, placed *pl, const segops_ring_answer *a,
-                        segops_error *e) {
+static int take_outputs(const segops_tcall *call, placed *pl, const segops_ring_answer *a, segops_error *e) {
   for (int k = 0; k < call->n_out; k++) {
     segops_array *o = call->out[k];
     if (!o) continue;
@@ -676,7 +683,8 @@ static int call_on(native_t *t, chan *c, const segops_tcall *call, placed *pl, d
   int k = slot_claim(c, deadline);
   if (k < 0) {
     *retry = atomic_load(&c->broken);
-    return segops_client_err(e, *retry ? SEGOPS_E_CONNECTION : SEGOPS_E_TIMEOUT, "no free slot on the native channel before the deadline");
+    return segops_client_err(e, *retry ? SEGOPS_E_CONNECTION : SEGOPS_E_TIMEOUT,
+                             "no free slot on the native channel before the deadline");
   }
   segops_ring_slot *s = slot_at(c, (uint32_t)k);
   uint64_t seq = atomic_fetch_add(&c->seq, 1) + 1;
@@ -687,13 +695,15 @@ static int call_on(native_t *t, chan *c, const segops_tcall *call, placed *pl, d
   rc = await(c, (uint32_t)k, t->spin_us, deadline);
   if (rc == SEGOPS_E_TIMEOUT) {
     abandon(c, (uint32_t)k, pl);
-    return segops_client_err(e, SEGOPS_E_TIMEOUT, "%s: no answer from the native channel before the deadline", call->op);
+    return segops_client_err(e, SEGOPS_E_TIMEOUT, "%s: no answer from the native channel before the deadline",
+                             call->op);
   }
   if (rc == SEGOPS_E_CONNECTION) {
     atomic_store(&c->broken, true);
     *retry = true;
     slot_release(c, k);
-    return segops_client_err(e, SEGOPS_E_CONNECTION, "%s: the native channel's daemon went away during the call", call->op);
+    return segops_client_err(e, SEGOPS_E_CONNECTION, "%s: the native channel's daemon went away during the call",
+                             call->op);
   }
   segops_ring_answer a;
   memcpy(&a, &s->ans, sizeof a);
@@ -740,7 +750,8 @@ static int native_call(segops_transport *tp, const segops_tcall *call, double de
 
 static int native_info(segops_transport *tp, char **json, double deadline, segops_error *e) {
   (void)tp, (void)json, (void)deadline;
-  return segops_client_err(e, SEGOPS_E_NOT_IMPLEMENTED, "the native channel carries calls only; ask the daemon's HTTP address for /v1/info");
+  return segops_client_err(e, SEGOPS_E_NOT_IMPLEMENTED,
+                           "the native channel carries calls only; ask the daemon's HTTP address for /v1/info");
 }
 
 static void native_close(segops_transport *tp) {
@@ -775,7 +786,7 @@ segops_transport *segops_native_open(const char *path, struct segops_mem *mem, c
     segops_client_err(e, SEGOPS_E_NOT_IMPLEMENTED, "the native channel needs memfds, which this system does not give");
     return NULL;
   }
-  if (!path || !path[0] || strlen(path) >= sizeof ((native_t *)0)->path) {
+  if (!path || !path[0] || strlen(path) >= sizeof((native_t *)0)->path) {
     segops_client_err(e, SEGOPS_E_INVALID_ARGUMENT, "the native channel's socket path is empty or too long");
     return NULL;
   }
