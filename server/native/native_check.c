@@ -109,6 +109,7 @@ static int take_outputs(const segops_ring_request *r, const segops_fn_desc *fn, 
   unsigned want = r->want ? r->want : (1u << fn->n_out) - 1u;
   segops_request *req = &c->req;
   req->has_outputs = true;
+  req->outputs_placed = true; /* segops_native_place_outputs points them into the pools */
   for (int k = 0; k < fn->n_out; k++) {
     const segops_ring_tensor *t = &r->out[k];
     if (!((want >> k) & 1u)) {
@@ -176,7 +177,7 @@ int segops_native_place_outputs(const segops_native_checked *c, const segops_nat
     if (!p->requested[k]) continue;
     const segops_native_range *o = &c->out[k];
     uint64_t need = p->out_nbytes[k];
-    if (!o->present || o->pool >= npools)
+    if (!o->present || o->pool >= npools) /* cannot happen after segops_native_check */
       return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: output %s has no place", op, fn->out[k].name);
     if (need > o->nbytes)
       return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
@@ -196,7 +197,9 @@ int segops_native_place_outputs(const segops_native_checked *c, const segops_nat
         return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: outputs %s and %s overlap", op, fn->out[m].name,
                            fn->out[k].name);
   }
+  /* Every requested output gets its place, an empty one too (nothing is written there): a NULL
+   * output means "not requested" to a backend. */
   for (int k = 0; k < fn->n_out; k++)
-    if (p->requested[k] && p->out_nbytes[k]) p->call.out[k] = views[c->out[k].pool].base + c->out[k].offset;
+    if (p->requested[k]) p->call.out[k] = views[c->out[k].pool].base + c->out[k].offset;
   return SEGOPS_OK;
 }

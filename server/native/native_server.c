@@ -14,6 +14,7 @@
 #include "listen_unix.h"
 #include "log.h"
 #include "native_internal.h"
+#include "shm_guard.h"
 
 /* ---- the path ------------------------------------------------------------------------------ */
 
@@ -191,10 +192,15 @@ segops_native *segops_native_start(const segops_native_deps *d, const char *path
   if (!n) return NULL;
   n->d = *d;
   n->wake[0] = n->wake[1] = -1;
+  n->listen_fd = -1;
   pthread_mutex_init(&n->mu, NULL);
   pthread_cond_init(&n->gone, NULL);
   snprintf(n->path, sizeof n->path, "%s", path);
   char err[320];
+  if (!segops_guard_install()) { /* clients' pages must never take the daemon down */
+    SEGOPS_LOGE("native channel: cannot install the SIGBUS guard");
+    goto fail;
+  }
   n->listen_fd = segops_unix_listen_type(path, SOCK_SEQPACKET, d->cfg->socket_mode, &n->dev, &n->ino, err, sizeof err);
   if (n->listen_fd < 0) {
     SEGOPS_LOGE("native channel: %s", err);
