@@ -348,14 +348,14 @@ int segops_prepare(const segops_request *req, const segops_limits *lim, segops_p
                        "%s: the outputs would take %zu bytes, more than the limit (--max-output-bytes %" PRId64 ")", op,
                        total, lim->max_output_bytes);
   }
-  p->out_buf = segops_hostbuf_alloc(total);
-  if (!p->out_buf) {
+  p->out_buf = req->outputs_placed ? NULL : segops_hostbuf_alloc(total);
+  if (!p->out_buf && !req->outputs_placed) {
     free(copy);
     segops_idx_cache_release(hold);
     return segops_errf(SEGOPS_E_NOMEM, err, errlen, "%s: out of memory for outputs (%zu bytes)", op, total);
   }
   size_t off = 0;
-  for (int o = 0; o < fn->n_out; o++) {
+  for (int o = 0; o < fn->n_out && p->out_buf; o++) {
     if (!want[o]) continue;
     p->call.out[o] = (char *)p->out_buf + off;
     off += (p->out_nbytes[o] + 63) & ~(size_t)63;

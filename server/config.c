@@ -83,6 +83,17 @@ static const opt_desc OPTS[] = {
      "after the drain, new work gets 503 and in-flight work must finish within this long (else exit 1)"},
     {"allow-unauthenticated", "SEGOPS_ALLOW_UNAUTHENTICATED", NULL, "0",
      "allow a non-loopback --listen address without a token (flag; env 1 or 0)"},
+    {"native-socket", "SEGOPS_NATIVE_SOCKET", "PATH|off", "",
+     "unix socket of the native same-node channel (clients hand over their memory as memfds; mode as "
+     "--socket-mode); empty: /tmp/segopsd-PORT.native.sock from the first TCP port; off: none"},
+    {"native-spin-us", "SEGOPS_NATIVE_SPIN_US", "US", "50",
+     "a native channel's thread polls its ring this long after a call before it sleeps (0 = sleep at once)"},
+    {"native-max-channels-per-uid", "SEGOPS_NATIVE_MAX_CHANNELS_PER_UID", "N", "256",
+     "native channels one user id may hold open at once (all users together: --max-connections)"},
+    {"native-max-map-bytes", "SEGOPS_NATIVE_MAX_MAP_BYTES", "BYTES", "16G",
+     "client memory one native channel may hand over (its ring and pools), mapped by the daemon"},
+    {"native-max-pinned-bytes", "SEGOPS_NATIVE_MAX_PINNED_BYTES", "BYTES", "2G",
+     "of a native channel's memory, how much is pinned for direct device copies (CUDA); the rest is used unpinned"},
     {"help", NULL, NULL, NULL, "print this help and exit"},
     {"version", NULL, NULL, NULL, "print the version and exit"},
 };
@@ -414,6 +425,21 @@ static int apply(segops_config *c, const opt_desc *o, const char *v, bool *segs_
   } else if (!strcmp(f, "worker-spin-us")) {
     bad = parse_i64(v, false, &i) || i > 100000;
     c->worker_spin_us = i;
+  } else if (!strcmp(f, "native-socket")) {
+    bad = strcmp(v, "off") && *v && (v[0] != '/' || strlen(v) >= sizeof c->native_socket);
+    snprintf(c->native_socket, sizeof c->native_socket, "%s", bad ? "" : v);
+  } else if (!strcmp(f, "native-spin-us")) {
+    bad = parse_i64(v, false, &i) || i > 100000;
+    c->native_spin_us = i;
+  } else if (!strcmp(f, "native-max-channels-per-uid")) {
+    bad = parse_i64(v, false, &i) || i < 1 || i > 1000000;
+    c->native_max_channels_per_uid = i;
+  } else if (!strcmp(f, "native-max-map-bytes")) {
+    bad = parse_i64(v, true, &i) || i < 1;
+    c->native_max_map_bytes = i;
+  } else if (!strcmp(f, "native-max-pinned-bytes")) {
+    bad = parse_i64(v, true, &i);
+    c->native_max_pinned_bytes = i;
   } else if (!strcmp(f, "log-level")) {
     c->log_level = segops_log_parse(v);
     bad = c->log_level < 0;
@@ -530,7 +556,12 @@ int segops_config_load(segops_config *c, int argc, char **argv, char *err, size_
   /* A body of the largest allowed size must fit in the in-flight budget (+1: the buffer holds
    * one spare byte). */
   if (c->max_inflight_bytes < c->max_body_bytes + 1) c->max_inflight_bytes = c->max_body_bytes + 1;
-  if (c->max_inflight_bytes_per_peer == 0) c->max_inflight_bytes_per_peer = c->max_inflight_bytes / 2;
+  if (c->max_inflight_bytes_per_peer == 0) { /* half the whole, but room for a largest body and as much work */
+    int64_t room = 2 * (c->max_body_bytes + 1);
+    c->max_inflight_bytes_per_peer = c->max_inflight_bytes / 2;
+    if (c->max_inflight_bytes_per_peer < room)
+      c->max_inflight_bytes_per_peer = room < c->max_inflight_bytes ? room : c->max_inflight_bytes;
+  }
   if (c->max_connections_per_peer == 0)
     c->max_connections_per_peer = c->max_connections > 1 ? c->max_connections / 2 : 1;
   /* A peer's share: within the whole, and room for one largest body. */

@@ -58,6 +58,13 @@ typedef struct {
   double drain_seconds;      /* after SIGTERM: readyz 503 but keep serving this long */
   double shutdown_timeout_s; /* then: finish in-flight work within this long, or exit 1 */
   int allow_unauthenticated; /* a non-loopback listen address without a token is refused unless set */
+
+  /* The native channel (server/native/). */
+  char native_socket[108];             /* its socket: "" derived from the port, "off" none */
+  int64_t native_spin_us;              /* a channel's thread polls its ring this long after a call */
+  int64_t native_max_channels_per_uid; /* native channels one user may hold open */
+  int64_t native_max_map_bytes;        /* client memory one channel may hand over (ring and pools) */
+  int64_t native_max_pinned_bytes;     /* of that, how much is pinned for device copies */
 } segops_config;
 
 #define SEGOPS_BATCH_AUTO (-1)

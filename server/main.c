@@ -1,5 +1,6 @@
-/* main.c: segopsd entry point: configuration, backend choice, scheduler, HTTP server, and the
- * signal-driven graceful shutdown (any terminating signal but SIGHUP -> drain -> exit 0). */
+/* main.c: segopsd entry point: configuration, backend choice, scheduler, HTTP server, the native
+ * channel, and the signal-driven graceful shutdown (any terminating signal but SIGHUP -> drain ->
+ * exit 0). */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -13,7 +14,9 @@
 #include "hostbuf.h"
 #include "http.h"
 #include "log.h"
+#include "native.h"
 #include "scheduler.h"
+#include "segops_ring.h"
 
 static segops_backend *make_backend(const segops_config *c) {
   char err[256] = "";
@@ -47,6 +50,33 @@ static void shutdown_signals(sigset_t *set) {
   sigemptyset(set);
   for (size_t k = 0; k < sizeof SIGS / sizeof SIGS[0]; k++) sigaddset(set, SIGS[k]);
   for (int s = SIGRTMIN; s <= SIGRTMAX; s++) sigaddset(set, s); /* real-time signals end a process too */
+}
+
+static bool takes_work(const void *ctx) {
+  return segops_server_takes_work(atomic_load(&((const segops_server *)ctx)->state));
+}
+
+/* The native channel beside the HTTP listeners (a derived path that cannot be served is only a
+ * warning; a configured one stops the start). Returns -1 when the daemon must not start. */
+static int start_native(segops_config *cfg, segops_server *srv, segops_native **out) {
+  char path[108];
+  bool derived;
+  *out = NULL;
+  segops_native_socket_path(cfg, srv->port, path, sizeof path, &derived);
+  if (!path[0]) {
+    if (derived) SEGOPS_LOGW("native channel: no socket path can be derived (no TCP port); give --native-socket");
+    return 0;
+  }
+  segops_native_deps d = {cfg, srv->backend, srv->sched, &srv->limits, takes_work, srv};
+  *out = segops_native_start(&d, path);
+  if (!*out) {
+    if (!derived) return -1;
+    SEGOPS_LOGW("native channel off: %s could not be served (--native-socket PATH chooses another)", path);
+    return 0;
+  }
+  snprintf(srv->native_socket, sizeof srv->native_socket, "%s", path);
+  SEGOPS_LOGI("native channel on %s (version %u)", path, SEGOPS_NATIVE_VERSION);
+  return 0;
 }
 
 int main(int argc, char **argv) {
@@ -107,6 +137,16 @@ int main(int argc, char **argv) {
     segops_config_free(&cfg);
     return 1;
   }
+  segops_native *native = NULL;
+  if (start_native(&cfg, &srv, &native) != 0) {
+    cfg.drain_seconds = 0;
+    segops_server_drain_and_stop(&srv);
+    segops_sched_free(sched);
+    segops_hostbuf_detach();
+    segops_backend_free(backend);
+    segops_config_free(&cfg);
+    return 1;
+  }
   atomic_store(&srv.state, SEGOPS_STATE_READY);
   if (geteuid() == 0)
     SEGOPS_LOGI("running as root: shared memory maps only objects owned by the requesting client's uid or open to "
@@ -125,7 +165,8 @@ int main(int argc, char **argv) {
     SEGOPS_LOGI("received SIGHUP: ignored (logs go to stderr, there is nothing to reopen)");
   }
   SEGOPS_LOGI("received signal %d (%s); draining", sig, strsignal(sig));
-  segops_server_drain_and_stop(&srv);
+  segops_server_drain_and_stop(&srv); /* the native channel answers "draining" from here on */
+  segops_native_stop(native);
   segops_sched_free(sched);
   segops_hostbuf_detach();
   segops_backend_free(backend);

@@ -56,6 +56,7 @@ typedef struct segops_server {
   segops_watchdog *watchdog;  /* owned: deadlines of heads, bodies and answers */
   struct segops_conns *conns; /* owned: per-peer connections and request memory (http_conn.h) */
   segops_shm *shm;            /* owned: the shared-memory registry (shm.h) */
+  char native_socket[108];    /* the native channel's socket (server/native/), "" when off; set by main */
 } segops_server;
 
 /* Wire encodings. SEGOPS_ENC_OIP: the Open Inference Protocol's JSON header + binary tensor data. */

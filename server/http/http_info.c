@@ -3,9 +3,11 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "errors.h"
 #include "http.h"
+#include "segops_ring.h"
 
 segops_http_outcome segops_http_healthz(segops_http_req *r) {
   char *b = strdup("{\"status\":\"ok\"}");
@@ -126,5 +128,8 @@ segops_http_outcome segops_http_info(segops_http_req *r) {
                 "backend", be->name ? be->name : "?", "devices", devs, "listeners", listeners, "shm", shm, "limits",
                 limits, "auth", c->token != NULL, "encodings", "application/msgpack", "application/x-msgpack",
                 "application/vnd.msgpack", "application/json", "ops", op_table_json());
+  if (root && srv->native_socket[0] && same_host) /* only such a peer can use it */
+    json_object_set_new(root, "native",
+                        json_pack("{s:s, s:i}", "socket", srv->native_socket, "version", (int)SEGOPS_NATIVE_VERSION));
   return segops_http_send_json(r, root);
 }
