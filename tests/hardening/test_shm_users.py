@@ -233,3 +233,42 @@ def test_a_full_house_still_answers_health_checks(daemon, py):
         for h in hogs:
             h.kill()
             h.wait()
+
+
+def test_a_daemon_of_its_own_user_hands_out_none_of_its_objects(py, tmp_path):
+    """The daemon run as its own user (the documented hardening): a client of another uid cannot
+    register the daemon user's objects through it, and segops' own client, whose 0600 regions that
+    daemon cannot open, says so and sends bodies instead (never silently)."""
+    import warnings
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python", "src"))
+    import segops
+
+    binary = os.environ.get("SEGOPSD")
+    if not binary:
+        pytest.skip("$SEGOPSD does not name a built segopsd")
+    from segopsd_proc import Daemon
+
+    d = Daemon(binary, [], wrapper=["setpriv", f"--reuid={OTHER_UID}", f"--regid={OTHER_UID}", "--clear-groups"])
+    key = None
+    try:
+        out = run_as(OTHER_UID, py, r"""
+key, m = shm_object(4096, 0o600, "daemons")
+m.close()
+print(key)
+""")
+        key = out.strip()
+        st, body = register(d.url, "theirs", key, 4096)  # root asks for the daemon user's object
+        assert st == 400 and "not the requesting client's" in body["error"], body
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            c = segops.Client(d.url, timeout=30)
+            x = np.arange(1.0, 7.0)
+            got = c.segmented_sum(x, np.array([0, 0, 1, 1, 1, 2], np.int32), 3)
+        assert got.tolist() == [3.0, 12.0, 6.0] and c.transport_used != "shm"
+        assert any("shared memory refused" in str(w.message) for w in seen), [str(w.message) for w in seen]
+        c.close()
+    finally:
+        if key and os.path.exists("/dev/shm" + key):
+            os.unlink("/dev/shm" + key)
+        d.stop_and_check()
