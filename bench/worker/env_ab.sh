@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # env_ab.sh: A/B of daemon settings given by environment (e.g. how the CUDA workers wait for the
 # GPU, SEGOPS_CUDA_WAIT / SEGOPS_CUDA_WAIT_POLL_US, or how many there are, SEGOPS_CUDA_LANES),
-# through the worker benchmark, on the GPU machine after a build:
+# through the worker benchmark, on a GPU host after a build:
 #   . .device/env.sh && VARIANTS="base SEGOPS_CUDA_WAIT=block SEGOPS_CUDA_LANES=8,SEGOPS_CUDA_WAIT=block" \
 #     ROUNDS=2 bash bench/worker/env_ab.sh
 # A variant is `base` (the defaults) or NAME=VALUE[,NAME=VALUE...] given to the daemon. Rounds

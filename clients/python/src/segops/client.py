@@ -23,7 +23,8 @@ _USER_AGENT = "segops-python/0.1"
 # the request is sent again once on a fresh connection (every segops call is idempotent).
 _STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
 # How long a call to a daemon on this host polls for its answer before sleeping (microseconds;
-# Client(spin_us=...), else $SEGOPS_CLIENT_SPIN_US, else this). bench/RESULTS.md, session 17.
+# Client(spin_us=...), else $SEGOPS_CLIENT_SPIN_US, else this). 0: polling did not help 16 workers
+# on a 16-core GPU host (bench/worker/worker_bench.py --worker-env SEGOPS_CLIENT_SPIN_US=0|200).
 DEFAULT_SPIN_US = 0
 
 
