@@ -7,7 +7,7 @@
 # A variant is `base` (the defaults) or NAME=VALUE[,NAME=VALUE...] given to the daemon. Rounds
 # alternate the variants so drift hits them alike. OPS, SIZES, WORKERS, TRANSPORT, WINDOW pick the
 # cells; BACKEND (cuda) and B (build-gpu) the daemon. Each run's table and JSON go to $LOGS
-# (default /tmp/gpu-logs/env_ab), then a summary: per cell, each variant's W-worker steps/s, one
+# (default bench/out/env_ab), then a summary: per cell, each variant's W-worker steps/s, one
 # worker's step latency and the daemon's CPU per step, medians over the rounds.
 set -uo pipefail
 VARIANTS=${VARIANTS:-"base SEGOPS_CUDA_WAIT=block"}
@@ -19,7 +19,7 @@ TRANSPORT=${TRANSPORT:-shm}
 WINDOW=${WINDOW:-0.4}
 B=${B:-build-gpu}
 BACKEND=${BACKEND:-cuda}
-LOGS=${LOGS:-/tmp/gpu-logs/env_ab}
+LOGS=${LOGS:-bench/out/env_ab}
 PY=${SEGOPS_PYTHON:-python3}
 mkdir -p "$LOGS"
 for r in $(seq 1 "$ROUNDS"); do
