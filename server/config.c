@@ -423,6 +423,7 @@ static const segops_setting LIMIT_ROWS[] = {
      .hi = 86400,
      .def = "30",
      .metavar = "SECONDS",
+     .range_doc = "0 to 86400 whole seconds",
      .help = "close connections idle (or trickling) this long"},
     {.name = "request-timeout",
      .env = "SEGOPS_REQUEST_TIMEOUT",
