@@ -24,7 +24,10 @@ static segops_backend *make_backend(const segops_config *c) {
     /* auto falls back to the CPU only when there is no usable GPU: a bad setting (--devices,
      * --cuda-*) is refused, rather than silently serving from the CPU. */
     if (!strcmp(c->backend, "cuda") || code != SEGOPS_E_UNAVAILABLE) {
-      SEGOPS_LOGE("--backend %s: %s", c->backend, err[0] ? err : "unknown reason");
+      if (code == SEGOPS_E_UNAVAILABLE)
+        SEGOPS_LOGE("--backend %s: no usable GPU (%s)", c->backend, err[0] ? err : "unknown reason");
+      else
+        SEGOPS_LOGE("--backend %s: %s", c->backend, err[0] ? err : "unknown reason");
       return NULL;
     }
     /* Without an NVIDIA driver (no /dev/nvidiactl) the CUDA runtime's reason ("driver version is
