@@ -1,10 +1,12 @@
-/* config.h: the daemon's configuration (README.md, Configuration; segopsd --help): flags, environment variables,
- * defaults. */
+/* config.h: the daemon's configuration: its own rows of the configuration table (core/settings.h)
+ * and the values they fill; docs/configuration.md and segopsd --help are generated from them. */
 #ifndef SEGOPS_CONFIG_H
 #define SEGOPS_CONFIG_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "settings.h"
 
 #define SEGOPS_MAX_DEVICE_LIST 64
 /* Bounds on a configured bearer token, in bytes (config.c: set_token). */
@@ -30,7 +32,7 @@ typedef struct {
   char backend[8];       /* "auto", "cpu", "cuda" */
   int devices[SEGOPS_MAX_DEVICE_LIST];
   int n_devices;            /* 0 = all GPUs */
-  int threads;              /* CPU backend compute threads; 0 = every online CPU */
+  int threads;              /* the CPU backend's --threads (segops_cpu_conf), copied for the HTTP pool's default */
   int http_threads;         /* libmicrohttpd thread pool size */
   char *token;              /* owned; NULL when auth is off */
   char token_file[512];     /* where the token came from ("" for the environment) */
@@ -40,11 +42,11 @@ typedef struct {
   int64_t max_body_items; /* array/map items per body: a JSON tree costs ~50 bytes an item */
   int64_t max_segments;   /* bound on num_segments */
   int64_t max_connections;
-  int64_t max_connections_per_peer;    /* of one uid (unix sockets, loopback TCP) or address */
+  int64_t max_connections_per_peer;    /* of one uid (unix sockets, loopback TCP) or address; -1: auto */
   int64_t max_output_bytes;            /* outputs of one request together */
   int64_t min_upload_rate;             /* bytes/s a body must keep up after idle_timeout; 0 = any */
   int64_t max_inflight_bytes;          /* request memory held at once (bodies, decoded inputs, outputs, answers) */
-  int64_t max_inflight_bytes_per_peer; /* of that, by one peer */
+  int64_t max_inflight_bytes_per_peer; /* of that, by one peer; -1: auto */
   int64_t min_download_rate;           /* bytes/s an answer must be taken at after answer_stall_timeout_s; 0 = any */
   double answer_stall_timeout_s;       /* an answer nothing is taken of for this long is cut; 0 = never */
   double head_timeout_s;               /* a new connection's first request head must come within this */
@@ -72,10 +74,15 @@ typedef struct {
 
 enum { SEGOPS_CONFIG_OK = 0, SEGOPS_CONFIG_EXIT_OK = 1, SEGOPS_CONFIG_ERROR = 2 };
 
-/* Fills cfg from defaults, then the environment, then argv (flags win). Prints --help or
- * --version to stdout and returns SEGOPS_CONFIG_EXIT_OK for them; on a bad value writes a
- * message to err and returns SEGOPS_CONFIG_ERROR. cfg owns its token: segops_config_free. */
+/* Fills cfg, and the backends' and the core's settings, from defaults, then the environment, then
+ * argv (flags win). Prints --help, --help-markdown or --version to stdout and returns
+ * SEGOPS_CONFIG_EXIT_OK for them; on a bad value writes a message naming the option to err and
+ * returns SEGOPS_CONFIG_ERROR. cfg owns its token: segops_config_free. */
 int segops_config_load(segops_config *cfg, int argc, char **argv, char *err, size_t errlen);
 void segops_config_free(segops_config *cfg);
+
+/* The configuration table segopsd parses (a NULL-terminated list: the daemon's groups, whose
+ * values live in the segops_config last loaded, then the backends' and the core's), for /v1/info. */
+segops_settings_group *const *segops_config_groups(void);
 
 #endif

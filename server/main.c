@@ -25,13 +25,20 @@ static segops_backend *make_backend(const segops_config *c) {
     segops_backend *b = segops_cuda_backend_new(c->n_devices ? c->devices : NULL, c->n_devices, &code, err, sizeof err);
     if (b) return b;
     /* auto falls back to the CPU only when there is no usable GPU: a bad setting (--devices,
-     * SEGOPS_CUDA_*) is refused, rather than silently serving from the CPU. */
+     * --cuda-*) is refused, rather than silently serving from the CPU. */
     if (!strcmp(c->backend, "cuda") || code != SEGOPS_E_UNAVAILABLE) {
-      SEGOPS_LOGE("--backend %s: %s%s", c->backend, code == SEGOPS_E_UNAVAILABLE ? "no usable GPU: " : "",
-                  err[0] ? err : "unknown reason");
+      if (code == SEGOPS_E_UNAVAILABLE)
+        SEGOPS_LOGE("--backend %s: no usable GPU (%s)", c->backend, err[0] ? err : "unknown reason");
+      else
+        SEGOPS_LOGE("--backend %s: %s", c->backend, err[0] ? err : "unknown reason");
       return NULL;
     }
-    SEGOPS_LOGI("no usable GPU (%s); using the CPU backend", err[0] ? err : "unknown reason");
+    /* Without an NVIDIA driver (no /dev/nvidiactl) the CUDA runtime's reason ("driver version is
+     * insufficient") would mislead: there is simply no GPU. */
+    if (access("/dev/nvidiactl", F_OK) != 0)
+      SEGOPS_LOGI("no GPU found; serving from the CPU backend");
+    else
+      SEGOPS_LOGI("no usable GPU (%s); serving from the CPU backend", err[0] ? err : "unknown reason");
   }
   segops_backend *b = segops_cpu_backend_new(c->threads);
   if (!b) SEGOPS_LOGE("the CPU backend could not be created");
@@ -39,7 +46,7 @@ static segops_backend *make_backend(const segops_config *c) {
 }
 
 /* Every catchable signal whose default action would end the process: all of them drain like
- * SIGTERM (README.md, Configuration: no catchable signal ends the daemon without the drain), except SIGHUP,
+ * SIGTERM (docs/operations.md: no catchable signal ends the daemon without the drain), except SIGHUP,
  * which is taken and ignored. They are blocked in every thread and taken by main with sigwait.
  * SIGPIPE is ignored instead (a peer closing mid-write is an error return, not a signal); the
  * synchronous faults (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS) keep their

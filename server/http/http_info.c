@@ -69,6 +69,41 @@ static json_t *op_table_json(void) {
   return ops;
 }
 
+/* One setting's value as JSON, by its type: numbers for sizes, counts and seconds ("auto" where the
+ * owner decides), true/false for flags, a list of strings for lists, else the text. */
+static json_t *setting_json(const segops_settings_group *g, const segops_setting *s) {
+  char text[1024];
+  segops_settings_text(g, s, text, sizeof text);
+  switch (s->type) {
+    case SEGOPS_SET_BYTES:
+    case SEGOPS_SET_INT:
+      return strcmp(text, "auto") ? json_integer((json_int_t)segops_settings_int(g, s)) : json_string(text);
+    case SEGOPS_SET_SECONDS:
+      return json_real(segops_settings_seconds(g, s));
+    case SEGOPS_SET_FLAG:
+      return json_boolean(segops_settings_int(g, s));
+    case SEGOPS_SET_LIST: {
+      json_t *a = json_array();
+      for (char *save = NULL, *t = strtok_r(text, ",", &save); t; t = strtok_r(NULL, ",", &save))
+        json_array_append_new(a, json_string(t));
+      return a;
+    }
+    default:
+      return s->flags & SEGOPS_SET_SECRET ? json_boolean(text[0] != 0) : json_string(text);
+  }
+}
+
+/* Every row of the configuration table by option name: what this daemon runs with. Paths on this
+ * host (SEGOPS_SET_HOST_ONLY) only for a peer on this host. */
+static json_t *settings_json(bool local) {
+  json_t *o = json_object();
+  for (segops_settings_group *const *g = segops_config_groups(); *g; g++)
+    for (size_t k = 0; k < (*g)->n_rows; k++)
+      if (local || !((*g)->rows[k].flags & SEGOPS_SET_HOST_ONLY))
+        json_object_set_new(o, (*g)->rows[k].name, setting_json(*g, &(*g)->rows[k]));
+  return o;
+}
+
 segops_http_outcome segops_http_info(segops_http_req *r) {
   segops_server *srv = r->srv;
   const segops_config *c = srv->cfg;
@@ -131,5 +166,6 @@ segops_http_outcome segops_http_info(segops_http_req *r) {
   if (root && srv->native_socket[0] && same_host) /* only such a peer can use it */
     json_object_set_new(root, "native",
                         json_pack("{s:s, s:i}", "socket", srv->native_socket, "version", (int)SEGOPS_NATIVE_VERSION));
+  if (root) json_object_set_new(root, "settings", settings_json(same_host));
   return segops_http_send_json(r, root);
 }
