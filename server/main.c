@@ -156,8 +156,9 @@ int main(int argc, char **argv) {
   }
   atomic_store(&srv.state, SEGOPS_STATE_READY);
   if (geteuid() == 0)
-    SEGOPS_LOGI("running as root: shared memory maps only objects owned by the requesting client's uid or open to "
-                "every user, for clients whose uid the kernel reports (proto/API.md, Shared memory)");
+    SEGOPS_LOGI(
+        "running as root: shared memory maps only objects owned by the requesting client's uid or open to "
+        "every user, for clients whose uid the kernel reports (proto/API.md, Shared memory)");
   for (int k = 0; k < srv.n_listeners; k++) printf("segopsd listening on %s\n", srv.listeners[k].url);
   fflush(stdout);
   SEGOPS_LOGI("backend %s (%d worker%s), %d HTTP threads, auth %s, max body %lld bytes, queue %lld%s", backend->name,
