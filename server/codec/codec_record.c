@@ -199,8 +199,7 @@ static int take_shm(const segops_record_ctx *c, const segops_tensor_record *r, c
   out->shm_region_len = r->region_len;
   out->shm_offset = r->offset;
   out->shm_sized = sized;
-  out->t.data = NULL;
-  out->t.nbytes = sized ? (size_t)bytes : 0;
+  out->shm_bytes = sized ? bytes : 0;
   return SEGOPS_OK;
 }
 

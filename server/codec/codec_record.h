@@ -81,9 +81,9 @@ typedef struct {
 /* Turns record r into the checked tensor *out: its dtype known (by the wire's name or code) and its
  * rank at most SEGOPS_MAX_NDIM; its numbers materialised into c->store, each a number that converts
  * to the dtype exactly enough (integers for integer dtypes, in range for int32 and float32); a
- * shared-memory reference sized to prod(shape) * itemsize (equal to the declared size where the
- * client declared one; left unsized, shm_sized false, when a dimension is negative: prepare refuses
- * the shape) and resolved later by the server (shm_io.h). out's pointers borrow r's (and c->store's).
+ * shared-memory reference sized, shm_bytes, to prod(shape) * itemsize (equal to the declared size
+ * where the client declared one; left unsized, shm_sized false, when a dimension is negative: prepare
+ * refuses the shape), and resolved later by the server (shm_io.h). out's pointers borrow r's (and c->store's).
  * Returns SEGOPS_OK, or an error whose message names the op, the argument and the rule; a tensor
  * refused under a name the function does not take is reported as that unknown argument. */
 int segops_record_check(const segops_record_ctx *c, const segops_tensor_record *r, segops_named_tensor *out, char *err,

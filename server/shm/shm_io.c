@@ -30,7 +30,7 @@ int segops_shm_use_inputs(segops_shm *reg, int64_t uid, segops_request *req, seg
     if (!a->shm_sized) continue;
     segops_shm_ref *ref = &u->in[u->n_in];
     char why[400];
-    int rc = segops_shm_acquire(reg, uid, a->shm_region, a->shm_region_len, a->shm_offset, a->t.nbytes, ref, why,
+    int rc = segops_shm_acquire(reg, uid, a->shm_region, a->shm_region_len, a->shm_offset, a->shm_bytes, ref, why,
                                 sizeof why);
     /* An unknown region keeps its own code: the client registers it again and resends. */
     if (rc) return segops_errf(rc, err, errlen, "%s: %.*s: %s", opn, (int)a->name_len, a->name, why);
