@@ -136,7 +136,9 @@ static int check_dtype(const segops_record_ctx *c, const segops_tensor_record *r
   }
   if (r->dtype_code == SEGOPS_REC_DTYPE_INT) {
     numbers n = {c, r, an, SEGOPS_I32, NULL, false, err, errlen};
-    int rc = r->src == SEGOPS_REC_NUMBERS && r->ndim <= SEGOPS_MAX_NDIM ? r->visit(r->list, widest, &n) : SEGOPS_OK;
+    int rc = r->src == SEGOPS_REC_NUMBERS && !r->ndim_open && r->ndim <= SEGOPS_MAX_NDIM
+                 ? r->visit(r->list, widest, &n)
+                 : SEGOPS_OK; /* a rank refused next */
     *dt = n.wide ? SEGOPS_I64 : SEGOPS_I32;
     return rc;
   }
