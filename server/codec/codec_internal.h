@@ -1,4 +1,4 @@
-/* codec_internal.h: helpers shared by the msgpack and JSON codecs (not part of the public API). */
+/* codec_internal.h: helpers the decoders (msgpack, JSON, the OIP) and the record check share; not public. */
 #ifndef SEGOPS_CODEC_INTERNAL_H
 #define SEGOPS_CODEC_INTERNAL_H
 
