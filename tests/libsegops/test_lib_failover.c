@@ -134,7 +134,7 @@ static void all_down(tl_daemon d[3]) {
   TL_CHECK(rc == SEGOPS_E_CONNECTION, "all down: %d %s", rc, e.message);
   for (int i = 0; i < 3; i++)
     TL_CHECK(strstr(e.message, d[i].url) != NULL, "'%s' does not name %s", e.message, d[i].url);
-  TL_CHECK(strstr(e.message, "no daemon answered in") != NULL, "'%s' does not say the time spent", e.message);
+  TL_CHECK(strstr(e.message, "no daemon took the call in") != NULL, "'%s' does not say the time spent", e.message);
   TL_CHECK(took > 0.7 && took < 3, "all down: gave up after %.2f s with a 1 s timeout", took);
   segops_close(c);
 }

@@ -45,37 +45,33 @@ typedef struct {
   int last_code;
 } call_state;
 
-/* The healthy endpoint with the fewest calls in flight, preferring those this call has not tried;
- * with none, the time to wait (< 0: give up). Takes the endpoint's in_flight. */
+/* Whether endpoint i may take this attempt: not resting (unless this is the last try), and in the
+ * first round not one this call already tried. */
+static bool candidate(const segops_client *c, const call_state *cs, int i, double now, bool fresh_only) {
+  return (c->eps[i].resting_until <= now || cs->last_try) && !(fresh_only && ((cs->tried >> i) & 1u));
+}
+
+/* The healthy endpoint with the fewest calls in flight (ties in turn), preferring those this call
+ * has not tried; with none, the time to wait (< 0: give up). Takes the endpoint's in_flight. */
 static segops_endpoint *pick(segops_client *c, call_state *cs, double now, double *wait) {
-  segops_endpoint *best = NULL;
-  int n_best = 0;
-  for (int pass = 0; pass < 2 && !best; pass++) {
+  for (int round = 0; round < 2; round++) {
+    bool fresh_only = round == 0;
+    int least = -1, ties = 0;
     for (int i = 0; i < c->n_eps; i++) {
-      segops_endpoint *ep = &c->eps[i];
-      bool usable = ep->resting_until <= now || cs->last_try;
-      if (!usable || (pass == 0 && ((cs->tried >> i) & 1u))) continue;
-      if (!best || ep->in_flight < best->in_flight) {
-        best = ep;
-        n_best = 1;
-      } else if (ep->in_flight == best->in_flight) {
-        n_best++;
+      if (!candidate(c, cs, i, now, fresh_only)) continue;
+      if (least < 0 || c->eps[i].in_flight < least) {
+        least = c->eps[i].in_flight;
+        ties = 0;
       }
+      ties += c->eps[i].in_flight == least;
     }
-  }
-  if (best && n_best > 1) { /* ties go round */
-    int k = (int)(c->turn++ % (unsigned)n_best);
-    for (int i = 0; i < c->n_eps; i++) {
-      segops_endpoint *ep = &c->eps[i];
-      if (ep->in_flight == best->in_flight && (ep->resting_until <= now || cs->last_try) && k-- == 0) {
-        best = ep;
-        break;
+    if (least < 0) continue;
+    int k = (int)(c->turn++ % (unsigned)ties);
+    for (int i = 0; i < c->n_eps; i++)
+      if (candidate(c, cs, i, now, fresh_only) && c->eps[i].in_flight == least && k-- == 0) {
+        c->eps[i].in_flight++;
+        return &c->eps[i];
       }
-    }
-  }
-  if (best) {
-    best->in_flight++;
-    return best;
   }
   double earliest = c->eps[0].resting_until;
   for (int i = 1; i < c->n_eps; i++)
@@ -93,7 +89,9 @@ static segops_endpoint *pick(segops_client *c, call_state *cs, double now, doubl
   return NULL;
 }
 
-static void mark_failed(segops_client *c, segops_endpoint *ep, const segops_error *err) {
+/* Marks ep failed (under c->mu); returns a replaced transport that no call uses any more, which
+ * the caller closes after unlocking. */
+static segops_held *mark_failed(segops_client *c, segops_endpoint *ep, const segops_error *err) {
   ep->failures++;
   ep->last = *err;
   double rest = BACKOFF_MIN_S * (double)(1u << (ep->failures < 8 ? ep->failures - 1 : 7));
@@ -108,21 +106,22 @@ static void mark_failed(segops_client *c, segops_endpoint *ep, const segops_erro
     ep->cur = NULL;
     ep->state = SEGOPS_EP_UNRESOLVED;
     h->retired = true;
-    if (h->refs == 0) {
-      h->t->vt->close(h->t);
-      free(h);
-    }
+    if (h->refs == 0) return h;
   }
+  return NULL;
+}
+
+static void held_close(segops_held *h) {
+  if (!h) return;
+  h->t->vt->close(h->t);
+  free(h);
 }
 
 static void release(segops_client *c, segops_held *h) {
   pthread_mutex_lock(&c->mu);
   bool close_it = --h->refs == 0 && h->retired;
   pthread_mutex_unlock(&c->mu);
-  if (close_it) {
-    h->t->vt->close(h->t);
-    free(h);
-  }
+  if (close_it) held_close(h);
 }
 
 /* ---- one attempt ---- */
@@ -189,7 +188,7 @@ static int attempt(segops_client *c, segops_endpoint *ep, int failures, segops_a
 static int fail_all(segops_client *c, call_state *cs, const char *what, segops_error *e) {
   if (!e) return cs->last_code;
   char msg[sizeof e->message];
-  size_t o = (size_t)snprintf(msg, sizeof msg, "%s: no daemon answered in %.3g s (timeout %.3g s)", what,
+  size_t o = (size_t)snprintf(msg, sizeof msg, "%s: no daemon took the call in %.3g s (timeout %.3g s)", what,
                               segops_client_now() - cs->t0, c->timeout_s);
   pthread_mutex_lock(&c->mu);
   for (int i = 0; i < c->n_eps && o < sizeof msg; i++) {
@@ -222,8 +221,9 @@ int segops_endpoints_run(segops_client *c, segops_attempt_fn fn, void *arg, cons
     pthread_mutex_lock(&c->mu);
     ep->in_flight--;
     if (rc == SEGOPS_OK) ep->failures = 0;
-    if (rc != SEGOPS_OK && segops_retryable(rc)) mark_failed(c, ep, e);
+    segops_held *gone = rc != SEGOPS_OK && segops_retryable(rc) ? mark_failed(c, ep, e) : NULL;
     pthread_mutex_unlock(&c->mu);
+    held_close(gone);
     if (rc == SEGOPS_OK || !segops_retryable(rc)) return rc;
     cs.tried |= 1ull << (ep - c->eps);
     cs.last_code = rc;
