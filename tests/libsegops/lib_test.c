@@ -2,6 +2,7 @@
 #include "lib_test.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -74,7 +75,7 @@ bool tl_daemon_start(tl_daemon *d, const char *listen, const char *const *args) 
   for (int i = 0; args && args[i] && argc < 31; i++) argv[argc++] = args[i];
   argv[argc] = NULL;
   int pipefd[2];
-  if (pipe(pipefd)) return false;
+  if (pipe2(pipefd, O_CLOEXEC)) return false; /* dup2 onto the child's stdout clears it there */
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
@@ -96,7 +97,7 @@ bool tl_daemon_start(tl_daemon *d, const char *listen, const char *const *args) 
   char line[256], host[128];
   bool ok = read_line(pipefd[0], line, sizeof line) &&
             sscanf(line, "segopsd listening on http://%127[^:]:%d", host, &d->port) == 2;
-  close(pipefd[0]); /* the daemon prints nothing more */
+  d->out_fd = pipefd[0];
   if (!ok) {
     fprintf(stderr, "lib_test: segopsd did not start: '%s'\n", line);
     tl_daemon_signal(d, SIGKILL);
@@ -119,12 +120,14 @@ int tl_daemon_wait(tl_daemon *d, double timeout_s) {
     pid_t r = waitpid(d->pid, &st, WNOHANG);
     if (r == d->pid) {
       d->pid = 0;
+      close(d->out_fd);
       return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     }
     if (now_s() > end) {
       kill(d->pid, SIGKILL);
       waitpid(d->pid, &st, 0);
       d->pid = 0;
+      close(d->out_fd);
       return -1;
     }
     usleep(10000);

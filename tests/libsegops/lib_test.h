@@ -29,6 +29,7 @@ typedef struct {
   pid_t pid;
   char url[192]; /* http://HOST:PORT as the daemon printed it */
   int port;
+  int out_fd; /* its stdout, kept open (it may print more lines) until it is waited for */
 } tl_daemon;
 /* Starts $SEGOPSD --listen listen --log-level warn [args...] (NULL-terminated) and waits for its
  * "listening on" line; false when it did not start within 30 s. */

@@ -210,6 +210,53 @@ static void with_daemon(segops_client *local) {
   rmdir(dir);
 }
 
+/* Which transport each choice ends with on a daemon that also listens on a unix socket. */
+static void transports(void) {
+  char dir[] = "/tmp/segops-lib-tr-XXXXXX", listen[96], url[96];
+  TL_CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+  snprintf(listen, sizeof listen, "unix:%s/segops.sock", dir);
+  snprintf(url, sizeof url, "unix://%s/segops.sock", dir);
+  const char *args[] = {"--backend", "cpu", "--threads", "1", "--listen", listen, NULL};
+  tl_daemon d;
+  if (!tl_daemon_start(&d, "127.0.0.1:0", args)) {
+    TL_CHECK(0, "segopsd did not start");
+    return;
+  }
+  struct {
+    const char *url, *transport, *used;
+  } cases[] = {{d.url, NULL, "unix"},
+               {d.url, "unix", "unix"},
+               {d.url, "http", "http"},
+               {url, NULL, "unix"},
+               {url, "http", "unix"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    segops_options o;
+    segops_options_init(&o);
+    o.transport = cases[i].transport;
+    segops_client *c = NULL;
+    segops_error e;
+    int rc = segops_open(&c, cases[i].url, &o, &e) || sum_call(c, &e);
+    TL_CHECK(rc == 0 && !strcmp(segops_transport_used(c), cases[i].used), "%s with %s: %d %s, used '%s' (want %s)",
+             cases[i].url, cases[i].transport ? cases[i].transport : "auto", rc, e.message, segops_transport_used(c),
+             cases[i].used);
+    segops_close(c);
+  }
+  /* Forced native on a daemon that offers none here: a clear error at once, not a wait. */
+  segops_options o;
+  segops_options_init(&o);
+  o.transport = "native";
+  segops_client *c = NULL;
+  segops_error e;
+  double t0 = now_s();
+  int rc = segops_open(&c, d.url, &o, &e);
+  if (!rc) rc = sum_call(c, &e);
+  TL_CHECK(rc == SEGOPS_E_INVALID_ARGUMENT && strstr(e.message, "native") && now_s() - t0 < 5, "native: %d '%s'", rc,
+           e.message);
+  segops_close(c);
+  TL_CHECK(tl_daemon_stop(&d), "segopsd did not exit 0");
+  rmdir(dir);
+}
+
 /* No daemon: the call keeps trying until its timeout, then names the daemon and the time spent. */
 static void nobody_there(void) {
   segops_client *c = NULL;
@@ -238,6 +285,7 @@ int main(void) {
   memory(local);
   TL_CHECK(sum_call(local, &e) == 0 && !strcmp(segops_transport_used(local), "local"), "local: %s", e.message);
   with_daemon(local);
+  transports();
   nobody_there();
   segops_close(local);
   return tl_summary("test_lib_api");
