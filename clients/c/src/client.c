@@ -95,16 +95,27 @@ static void orphan_add(segops_held *h) {
   pthread_mutex_unlock(&reg_mu);
 }
 
+/* The child's own shared memory: the parent's pools are shared with the parent (a native channel
+ * here must hand over memory of its own), so they only take back what was allocated from them. */
+static void fresh_mem(segops_client *c) {
+  if (!c->mem) return;
+  segops_mem **more = realloc(c->inherited, sizeof *more * (size_t)(c->n_inherited + 1));
+  if (!more) return; /* keep the parent's: this child then shares them, as before */
+  c->inherited = more;
+  c->inherited[c->n_inherited++] = c->mem;
+  c->mem = segops_mem_new();
+}
+
 /* First use in a process that is not the one that made the transports: they are set aside, and
  * every daemon is resolved again from this process. */
 static void after_fork(segops_client *c) {
   unsigned gen = atomic_load(&fork_gen);
   pthread_mutex_lock(&c->mu);
-  if (c->fork_gen == gen) {
+  if (atomic_load(&c->fork_gen) == gen) {
     pthread_mutex_unlock(&c->mu);
     return;
   }
-  c->fork_gen = gen;
+  fresh_mem(c);
   for (int i = 0; i < c->n_eps; i++) {
     segops_endpoint *ep = &c->eps[i];
     if (ep->cur && ep->cur != ep->http) orphan_add(ep->cur);
@@ -119,11 +130,12 @@ static void after_fork(segops_client *c) {
     ep->in_flight = 0;
   }
   atomic_store(&c->used, "");
+  atomic_store(&c->fork_gen, gen); /* last: a thread that sees it sees the rest */
   pthread_mutex_unlock(&c->mu);
 }
 
 static inline void check_fork(segops_client *c) {
-  if (atomic_load_explicit(&fork_gen, memory_order_relaxed) != c->fork_gen) after_fork(c);
+  if (atomic_load_explicit(&fork_gen, memory_order_relaxed) != atomic_load(&c->fork_gen)) after_fork(c);
 }
 
 /* ---- options ---- */
@@ -190,6 +202,8 @@ void segops_close(segops_client *c) {
   for (int i = 0; i < c->n_eps; i++) endpoint_free(&c->eps[i]);
   free(c->eps);
   segops_mem_free_all(c->mem);
+  for (int i = 0; i < c->n_inherited; i++) segops_mem_free_all(c->inherited[i]); /* this process' mappings only */
+  free(c->inherited);
   free(c->token);
   pthread_cond_destroy(&c->cv);
   pthread_mutex_destroy(&c->mu);
@@ -212,6 +226,7 @@ static int endpoint_init(segops_client *c, segops_endpoint *ep, const char *url,
 static int parse_urls(segops_client *c, const char *list, segops_error *e) {
   c->eps = calloc(MAX_URLS, sizeof *c->eps);
   if (!c->eps) return segops_client_err(e, SEGOPS_E_NOMEM, "out of memory");
+  if (c->want == SEGOPS_WANT_LOCAL) list = "local"; /* one in-process backend, whatever the URLs */
   for (const char *p = list; *p;) {
     const char *end = strchr(p, ',');
     if (!end) end = p + strlen(p);
@@ -252,7 +267,7 @@ int segops_open(segops_client **out, const char *url, const segops_options *opts
   pthread_mutex_init(&c->mu, NULL);
   cond_init_monotonic(&c->cv);
   atomic_init(&c->used, "");
-  c->fork_gen = atomic_load(&fork_gen);
+  atomic_init(&c->fork_gen, atomic_load(&fork_gen));
   if (!url || !*url) url = getenv("SEGOPS_URL");
   if (!url || !*url) url = DEFAULT_URL;
   int rc = client_options(c, opts, err);
@@ -272,14 +287,28 @@ const char *segops_transport_used(segops_client *c) { return c ? atomic_load(&c-
 
 /* ---- memory ---- */
 
-void *segops_alloc(segops_client *c, size_t nbytes) { return c ? segops_client_alloc(c->mem, nbytes) : NULL; }
+void *segops_alloc(segops_client *c, size_t nbytes) {
+  if (!c) return NULL;
+  check_fork(c);
+  return segops_client_alloc(c->mem, nbytes);
+}
+
+/* The pools p came from (this process' or an inherited one), or NULL for the heap. */
+static segops_mem *owner_of(segops_client *c, void *p) {
+  uint32_t pool;
+  uint64_t off;
+  if (c->mem && segops_mem_locate(c->mem, p, 1, &pool, &off)) return c->mem;
+  for (int i = 0; i < c->n_inherited; i++)
+    if (segops_mem_locate(c->inherited[i], p, 1, &pool, &off)) return c->inherited[i];
+  return NULL;
+}
 
 void segops_free(segops_client *c, void *p) {
   if (!p) return;
-  uint32_t pool;
-  uint64_t off;
-  if (c && c->mem && segops_mem_locate(c->mem, p, 1, &pool, &off))
-    segops_mem_release(c->mem, p);
+  if (c) check_fork(c);
+  segops_mem *m = c ? owner_of(c, p) : NULL;
+  if (m)
+    segops_mem_release(m, p);
   else
     free(p);
 }

@@ -55,9 +55,12 @@ struct segops_client {
   char *token; /* owned; NULL: none */
   double timeout_s;
   int spin_us, threads;
-  segops_mem *mem;                /* shared memory for the native channel; NULL where memfds cannot be made */
+  segops_mem *mem;        /* shared memory for the native channel; NULL where memfds cannot be made */
+  segops_mem **inherited; /* in a forked child: the parents' pools (memory from them is still freed
+                             into them; nothing new comes from them) */
+  int n_inherited;
   _Atomic(const char *) used;     /* segops_transport_used */
-  unsigned fork_gen;              /* segops_fork_gen when the transports were made (client.c) */
+  _Atomic unsigned fork_gen;      /* the fork count when the transports and mem were made (client.c) */
   struct segops_client *reg_next; /* the registry fork handlers walk (client.c) */
   struct segops_client *reg_prev;
 };
