@@ -17,6 +17,16 @@
 #define CHILDREN 4
 
 static segops_client *http, *local;
+/* Under AddressSanitizer a fork must not land while another thread allocates: the sanitizer's own
+ * allocator (GCC 12's) keeps a lock the child inherits held, and the child hangs in malloc. There
+ * the parent's threads hold this lock for reading around each call and the fork takes it for
+ * writing; elsewhere forks land in the middle of calls, which the library must survive. */
+static pthread_rwlock_t calling; /* writer-preferring: the fork is not starved by the callers */
+#if defined(__SANITIZE_ADDRESS__)
+static const bool pause_for_fork = true;
+#else
+static const bool pause_for_fork = false;
+#endif
 static volatile int stop = 1; /* threads make 150 calls, and more until stop while children run */
 
 /* One random call through both clients; true when both answered with the same bits. */
@@ -45,7 +55,12 @@ static bool one_call(tl_rng *r, int k) {
 
 static void *worker(void *arg) {
   tl_rng r = {(uint64_t)(intptr_t)arg * 977 + 1};
-  for (int k = 0; k < 150 || !stop; k++) TL_CHECK(one_call(&r, k), "thread %d call %d", (int)(intptr_t)arg, k);
+  for (int k = 0; k < 150 || !stop; k++) {
+    if (pause_for_fork) pthread_rwlock_rdlock(&calling);
+    bool ok = one_call(&r, k);
+    if (pause_for_fork) pthread_rwlock_unlock(&calling);
+    TL_CHECK(ok, "thread %d call %d", (int)(intptr_t)arg, k);
+  }
   return NULL;
 }
 
@@ -71,8 +86,10 @@ static void forked_children(void) {
   pid_t kids[CHILDREN];
   for (int i = 0; i < CHILDREN; i++) {
     usleep(20000);
+    if (pause_for_fork) pthread_rwlock_wrlock(&calling);
     kids[i] = fork();
     if (kids[i] == 0) child(i);
+    if (pause_for_fork) pthread_rwlock_unlock(&calling);
     TL_CHECK(kids[i] > 0, "fork");
   }
   for (int i = 0; i < CHILDREN; i++) {
@@ -87,6 +104,10 @@ static void forked_children(void) {
 }
 
 int main(void) {
+  pthread_rwlockattr_t ra;
+  pthread_rwlockattr_init(&ra);
+  pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+  pthread_rwlock_init(&calling, &ra);
   const char *args[] = {"--backend", "cpu", "--threads", "2", NULL};
   tl_daemon d;
   if (!tl_daemon_start(&d, "127.0.0.1:0", args)) return 1;

@@ -18,19 +18,25 @@
 
 /* ---- fork: every open client is in a registry; the fork handlers hold every client's lock
  * across fork() (so the child never inherits one held by a thread it does not have) and count
- * forks in the child, where the next call drops the parent's transports (segops_client_after_fork). */
+ * forks in the child, where the next call drops the parent's transports (after_fork). */
 
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static segops_client *reg_head;
 static pthread_once_t reg_once = PTHREAD_ONCE_INIT;
 static atomic_uint fork_gen;
 
+/* Lock order: reg_mu, then clients' mu, then orphan_mu (after_fork holds a client's mu when it
+ * takes orphan_mu). */
+static pthread_mutex_t orphan_mu = PTHREAD_MUTEX_INITIALIZER;
+
 static void fork_prepare(void) {
   pthread_mutex_lock(&reg_mu);
   for (segops_client *c = reg_head; c; c = c->reg_next) pthread_mutex_lock(&c->mu);
+  pthread_mutex_lock(&orphan_mu);
 }
 
 static void fork_parent(void) {
+  pthread_mutex_unlock(&orphan_mu);
   for (segops_client *c = reg_head; c; c = c->reg_next) pthread_mutex_unlock(&c->mu);
   pthread_mutex_unlock(&reg_mu);
 }
@@ -45,6 +51,7 @@ static void cond_init_monotonic(pthread_cond_t *cv) {
 
 static void fork_child(void) {
   atomic_fetch_add(&fork_gen, 1);
+  pthread_mutex_unlock(&orphan_mu);
   for (segops_client *c = reg_head; c; c = c->reg_next) {
     cond_init_monotonic(&c->cv); /* its waiters were the parent's threads */
     pthread_mutex_unlock(&c->mu);
@@ -89,10 +96,10 @@ static void orphan_add(segops_held *h) {
   orphan *o = malloc(sizeof *o);
   if (!o) return; /* unreachable then; nothing better to do with it in the child */
   o->h = h;
-  pthread_mutex_lock(&reg_mu);
+  pthread_mutex_lock(&orphan_mu);
   o->next = orphans;
   orphans = o;
-  pthread_mutex_unlock(&reg_mu);
+  pthread_mutex_unlock(&orphan_mu);
 }
 
 /* The child's own shared memory: the parent's pools are shared with the parent (a native channel
