@@ -162,6 +162,32 @@ static int sum_call(segops_client *c, segops_error *e) {
   return rc;
 }
 
+/* A call of n float64 (4 MB): more than --max-body-bytes. */
+static int big_call(segops_client *c, int64_t n, segops_error *e, double *took) {
+  double *x = calloc((size_t)n, sizeof *x);
+  int32_t *idx = calloc((size_t)n, sizeof *idx);
+  segops_array ax = {SEGOPS_F64, 1, {n}, x, 0}, ai = {SEGOPS_I32, 1, {n}, idx, 0}, out = {0};
+  double t0 = now_s();
+  int rc = segops_segmented_sum_forward(c, &ax, &ai, 1, &out, e);
+  *took = now_s() - t0;
+  segops_free(c, out.data);
+  free(x);
+  free(idx);
+  return rc;
+}
+
+static void early_answers(segops_client *anon, segops_client *auth) {
+  segops_error e;
+  double took;
+  int rc = big_call(anon, 1 << 19, &e, &took);
+  TL_CHECK(rc == SEGOPS_E_UNAUTHENTICATED && took < 5, "a large body without a token: %d after %.2f s '%s'", rc, took,
+           e.message);
+  rc = big_call(auth, 1 << 19, &e, &took);
+  TL_CHECK(rc == SEGOPS_E_TOO_LARGE && e.http_status == 413 && took < 5, "over the body limit: %d after %.2f s '%s'",
+           rc, took, e.message);
+  TL_CHECK(sum_call(auth, &e) == 0, "a call after the early answers: %s", e.message);
+}
+
 static void with_daemon(segops_client *local) {
   char dir[] = "/tmp/segops-lib-api-XXXXXX", tokfile[64];
   TL_CHECK(mkdtemp(dir) != NULL, "mkdtemp");
@@ -170,7 +196,8 @@ static void with_daemon(segops_client *local) {
   FILE *f = fopen(tokfile, "w");
   fputs(token, f);
   fclose(f);
-  const char *args[] = {"--backend", "cpu", "--threads", "1", "--token-file", tokfile, NULL};
+  const char *args[] = {"--backend",        "cpu",    "--threads", "1", "--token-file", tokfile,
+                        "--max-body-bytes", "200000", NULL};
   tl_daemon d;
   if (!tl_daemon_start(&d, "127.0.0.1:0", args)) {
     TL_CHECK(0, "segopsd did not start");
@@ -189,6 +216,9 @@ static void with_daemon(segops_client *local) {
            "no token: %d %d %s '%s'", rc, e.http_status, e.name, e.message);
   o.token = token;
   TL_CHECK(segops_open(&auth, d.url, &o, &e) == 0 && sum_call(auth, &e) == 0, "token: %s", e.message);
+  /* The daemon answers before it has read a large body (no token; over its body limit) and closes:
+   * its answer, at once, not a connection failure retried until the timeout. */
+  early_answers(anon, auth);
   /* $SEGOPS_URL and $SEGOPS_TOKEN when the caller gives neither. */
   setenv("SEGOPS_URL", d.url, 1);
   setenv("SEGOPS_TOKEN", token, 1);

@@ -136,7 +136,9 @@ SEGOPS_API const char *segops_fn_output_name(int fn, int k);
  * As an input: dtype, ndim, shape and data are read; nbytes is ignored.
  * As an output: when data is NULL the library allocates it (free it with segops_free); else
  * data holds nbytes writable bytes for it (SEGOPS_E_INVALID_ARGUMENT when the output needs
- * more). On success the library sets dtype, ndim, shape and nbytes to the output's. */
+ * more). On success the library sets dtype, ndim, shape and nbytes to the output's. On failure
+ * nothing the library allocated is left (data stays NULL), and a caller's memory may have been
+ * partly written. Two outputs of one call never share memory (SEGOPS_E_INVALID_ARGUMENT). */
 typedef struct {
   segops_dtype dtype;
   int ndim; /* 0..3 */
@@ -183,7 +185,10 @@ SEGOPS_API const char *segops_transport_used(segops_client *c);
  * omitted input (a cotangent that is zero, or one the formula does not read). want: bit k asks for
  * output k (0: every output). outputs: segops_fn_outputs(fn) arrays; only the requested ones are
  * touched. Inputs are only read; an input or output in memory from segops_alloc on a native
- * client travels without a copy. Returns SEGOPS_OK, or an error with e filled (e may be NULL). */
+ * client travels without a copy. inputs may be NULL (every input omitted) and so may idx (the
+ * daemon then says it is required). The library refuses only what it cannot send; the daemon (or
+ * "local", with the same rules and messages) validates the rest. Returns SEGOPS_OK, or an error
+ * with e filled (e may be NULL). */
 SEGOPS_API int segops_run(segops_client *c, int fn, const segops_array *const *inputs, const segops_array *idx,
                 int64_t num_segments, unsigned want, segops_array *outputs, segops_error *e);
 
