@@ -125,6 +125,17 @@ static void bad_calls(segops_client *c) {
   refused(segops_segmented_dot_backward(c, &ag, &ax, &ax, &ai, 2, &a1, &a2, &e), &e, "grad_x and grad_y share memory");
   segops_array same = {0};
   refused(segops_segmented_dot_backward(c, &ag, &ax, &ax, &ai, 2, &same, &same, &e), &e, "share memory");
+  /* Outputs foretold without a call; refused where the inputs contradict each other. */
+  segops_array shapes[3] = {{0}};
+  TL_CHECK(segops_output_shapes(SEGOPS_FN_SEGMENTED_SUM_FORWARD, in, &ai, 2, 0, shapes, &e) == SEGOPS_OK &&
+               shapes[0].dtype == SEGOPS_F64 && shapes[0].ndim == 1 && shapes[0].shape[0] == 2 &&
+               shapes[0].nbytes == 16,
+           "output_shapes: %s", e.message);
+  float xf[3] = {0};
+  segops_array axf = {SEGOPS_F32, 1, {3}, xf, 0};
+  const segops_array *mixed[3] = {&ag, &axf, &ax};
+  refused(segops_output_shapes(SEGOPS_FN_SEGMENTED_DOT_BACKWARD, mixed, &ai, 2, 0, shapes, &e), &e,
+          "the inputs do not determine the outputs");
   /* e may be NULL. */
   TL_CHECK(segops_segmented_sum_forward(c, &bad, &ai, 2, &out, NULL) == SEGOPS_E_INVALID_ARGUMENT, "e NULL");
   TL_CHECK(segops_info(c, NULL, &e) == SEGOPS_E_INVALID_ARGUMENT, "info(NULL)");

@@ -80,6 +80,14 @@ static void run_case(clients *cs, tl_call *c, const char *label) {
     dump_call(cs->dump, c, ref);
     cs->n_dumped++;
   }
+  /* What segops_output_shapes foretells is what came. */
+  segops_array shapes[SEGOPS_MAX_OUTPUTS] = {{0}};
+  rc = segops_output_shapes(c->fn, c->inp, &c->idx, c->s, 0, shapes, &e);
+  for (int o = 0; o < n_out; o++)
+    TL_CHECK(rc == SEGOPS_OK && shapes[o].dtype == ref[o].dtype && shapes[o].ndim == ref[o].ndim &&
+                 !memcmp(shapes[o].shape, ref[o].shape, sizeof(int64_t) * (size_t)ref[o].ndim) &&
+                 shapes[o].nbytes == ref[o].nbytes && !shapes[o].data,
+             "%s: segops_output_shapes of %s: %d %s", label, c->row->out[o].name, rc, rc ? e.message : "differs");
   segops_client *locals[2] = {cs->local1, cs->local2};
   for (int l = 0; l < 2; l++) {
     /* Caller memory for the first output, misaligned by 8 bytes; the library's for the others. */

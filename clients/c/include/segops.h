@@ -192,6 +192,15 @@ SEGOPS_API const char *segops_transport_used(segops_client *c);
 SEGOPS_API int segops_run(segops_client *c, int fn, const segops_array *const *inputs, const segops_array *idx,
                 int64_t num_segments, unsigned want, segops_array *outputs, segops_error *e);
 
+/* The outputs segops_run would give for these arguments, without running anything: for each
+ * requested output (want as segops_run's) its dtype, ndim, shape and nbytes (data untouched), as
+ * the daemon's validation infers them; so a caller can allocate outputs (in segops_alloc memory,
+ * a tensor of its own) before the call. SEGOPS_OK, or SEGOPS_E_INVALID_ARGUMENT when the
+ * arguments do not determine them (the call itself then fails with the daemon's reason).
+ * Thread-safe; needs no client. */
+SEGOPS_API int segops_output_shapes(int fn, const segops_array *const *inputs, const segops_array *idx,
+                                    int64_t num_segments, unsigned want, segops_array *outputs, segops_error *e);
+
 /* nbytes (at least 1) of 64-byte-aligned memory for inputs and outputs: in the memory the native
  * channel shares with the daemon when this client uses it (then never copied), else ordinary
  * heap memory. NULL when none is left. Valid until segops_free, across daemon restarts. */

@@ -339,8 +339,8 @@ int segops_client_run(segops_client *c, int fn, const segops_array *const *in, c
   return segops_endpoints_run(c, attempt_call, &tc, what, e);
 }
 
-int segops_run(segops_client *c, int fn, const segops_array *const *inputs, const segops_array *idx,
-               int64_t num_segments, unsigned want, segops_array *outputs, segops_error *e) {
+/* segops_run's outputs and want as one pointer per output (NULL: not asked for). */
+static int outputs_by_want(int fn, unsigned want, segops_array *outputs, segops_array *outs[], segops_error *e) {
   int n_out = segops_fn_outputs(fn);
   if (n_out < 0)
     return segops_client_err(e, SEGOPS_E_INVALID_ARGUMENT, "function %d does not exist (SEGOPS_FN_*: 0 to %d)", fn,
@@ -352,9 +352,40 @@ int segops_run(segops_client *c, int fn, const segops_array *const *inputs, cons
   if (!outputs)
     return segops_client_err(e, SEGOPS_E_INVALID_ARGUMENT, "%s %s: outputs is NULL", segops_fn_op(fn),
                              segops_fn_pass(fn));
-  segops_array *outs[SEGOPS_MAX_OUTPUTS] = {0};
-  for (int k = 0; k < n_out; k++) outs[k] = (want >> k) & 1u ? &outputs[k] : NULL;
-  return segops_client_run(c, fn, inputs, idx, num_segments, outs, e);
+  for (int k = 0; k < SEGOPS_MAX_OUTPUTS; k++) outs[k] = k < n_out && (want >> k) & 1u ? &outputs[k] : NULL;
+  return SEGOPS_OK;
+}
+
+int segops_run(segops_client *c, int fn, const segops_array *const *inputs, const segops_array *idx,
+               int64_t num_segments, unsigned want, segops_array *outputs, segops_error *e) {
+  segops_array *outs[SEGOPS_MAX_OUTPUTS];
+  int rc = outputs_by_want(fn, want, outputs, outs, e);
+  return rc ? rc : segops_client_run(c, fn, inputs, idx, num_segments, outs, e);
+}
+
+int segops_output_shapes(int fn, const segops_array *const *inputs, const segops_array *idx, int64_t num_segments,
+                         unsigned want, segops_array *outputs, segops_error *e) {
+  segops_array *outs[SEGOPS_MAX_OUTPUTS], probe[SEGOPS_MAX_OUTPUTS] = {{0}};
+  int rc = outputs_by_want(fn, want, outputs, outs, e);
+  if (rc) return rc;
+  segops_array *probes[SEGOPS_MAX_OUTPUTS] = {0};
+  for (int k = 0; k < SEGOPS_MAX_OUTPUTS; k++) probes[k] = outs[k] ? &probe[k] : NULL; /* no memory to check */
+  segops_tcall tc;
+  rc = segops_call_build(fn, inputs, idx, num_segments, probes, &tc, e);
+  if (rc) return rc;
+  if (!tc.expect_known)
+    return segops_client_err(e, SEGOPS_E_INVALID_ARGUMENT,
+                             "%s %s: the inputs do not determine the outputs (the call will be refused: run it for "
+                             "the reason)",
+                             tc.op, tc.pass);
+  for (int k = 0; k < tc.n_out; k++) {
+    if (!outs[k]) continue;
+    outs[k]->dtype = tc.out_dtype;
+    outs[k]->ndim = tc.out_ndim[k];
+    memcpy(outs[k]->shape, tc.out_shape[k], sizeof outs[k]->shape);
+    outs[k]->nbytes = tc.out_nbytes[k];
+  }
+  return SEGOPS_OK;
 }
 
 /* ---- /v1/info ---- */
