@@ -27,7 +27,7 @@
 #define SEGOPS_SEG_PER_WARP 4 /* short segments per warp: one per group of 8 lanes */
 /* Minimum resident blocks of seg_kernel per multiprocessor (launch bounds: the register budget),
  * for ops with at most 3 accumulators and for the others; with the tile role and without it
- * (sorted idx whose longest segment is known to be short). Measured on the H200 (bench/RESULTS.md):
+ * (sorted idx whose longest segment is known to be short). Measured on one H200 (bench_cuda):
  * with the tile role, more registers keep long chunks fast; without it, more warps. */
 #ifndef SEGOPS_SEG_MINB
 #define SEGOPS_SEG_MINB 4
@@ -44,7 +44,7 @@
 /* The same for the kernel without the tile role that writes a mixed function's element outputs
  * from its walks (IE 2): compiled for 4 blocks (up to 64 registers) instead of 8 (32), mul
  * backward seg32 ran 1.32x (2^20) and 1.36x (2^25) faster in float64, 1.04x in float32
- * (bench/RESULTS.md, v13).
+ * (one H200, bench_cuda --log2n 20|25, two builds).
  * The split's segment launch (IE 1, past 2^22) keeps SEGOPS_SEG_MINB_SHORT: there 4 lost
  * (powerlaw 0.92-0.95x). */
 #ifndef SEGOPS_SEG_MINB_IE
@@ -56,8 +56,8 @@
  * keep 2 and the compiler's unrolling). Neither changes an addition's order, so neither changes a
  * bit; bench/cuda/gpu_variants.sh times them. Combining 16 rows at a time was level at 2^25 and
  * slower at 2^12 and 2^17 (single rows up to 17 %); 8 rows in flight in the walk, 3-7 % slower at
- * 2^12 and 2^17 (bench/RESULTS.md, CUDA backend v9). An L2 prefetch of each long chunk (v8) lost
- * too, by up to 27 %, and is gone. */
+ * 2^12 and 2^17 (one H200, bench_cuda). An L2 prefetch of each long chunk lost too, by up to
+ * 27 %, and is gone. */
 #ifndef SEGOPS_CHUNK_ROWS
 #define SEGOPS_CHUNK_ROWS 4
 #endif
@@ -67,7 +67,7 @@
 /* Block order of a fused mixed function (seg_kernel with an ELEM): 1, the gather role's blocks
  * after the reduction's, so the reduction's chain of dependent loads (offsets, chunk walk, ticket,
  * combine) starts in the first wave instead of after the gather's blocks were dispatched; 0, the
- * gather first (before session 17). Measured on the H200 (bench/RESULTS.md, session 17), 2
+ * gather first. Measured on one H200 (bench_cuda --log2n 17|12, both orders), 2
  * rounds, every layout, both dtypes: at 2^17 the 144 rows 1.210 -> 1.147 ms, dot double backward
  * float32 powerlaw 14.8 -> 11.2 µs, unsorted 17.4 -> 13.6 µs; at 2^12 dot double backward float32
  * powerlaw 11.2 -> 8.7 µs; no row slower beyond the rounds' spread; bits identical. */
@@ -116,8 +116,8 @@ __device__ __forceinline__ int64_t elem_at(const segops_seg_layout *L, int64_t p
 /* Element values: T = float or double through global addresses, loads on the read-only path
  * (__ldg); gen<T> (the staged gather, which runs the same elem code on rows it copied into shared
  * memory) through generic addresses, global (segment rows) or shared (the staged element rows).
- * Segment rows through __ldg there (a test of __isGlobal per load) measured slower on the H200
- * (bench/RESULTS.md, session 14). val<T>::type is the stored type, val<T>::ro the load path. */
+ * Segment rows through __ldg there (a test of __isGlobal per load) measured slower on one H200
+ * (bench_cuda). val<T>::type is the stored type, val<T>::ro the load path. */
 template <typename T>
 struct gen {};
 template <typename T>
@@ -289,7 +289,7 @@ __device__ __forceinline__ void seg_long_chunk(const segops_kargs *a, int64_t s,
   warp_sum<OP::K>(acc);
   /* IE: the chunk's element outputs in a second walk. Each group of UV rows' outputs right after
    * its visits instead (rows still in L1) measured slower for float32 at 2^20 (mul backward S=1
-   * 22.7 -> 31.2 µs), as the stores hold back the next group's loads (bench/RESULTS.md, v13). */
+   * 22.7 -> 31.2 µs), as the stores hold back the next group's loads (one H200, bench_cuda). */
   elem_inline<IEL, T, W>(a, cb + lane, ce, 32, s);
   if (SEGOPS_CHUNK_SOLO && e - b <= cl) {
     /* The segment is this one chunk: no partial row, fence or ticket. The combine below would
@@ -476,8 +476,8 @@ struct post_elem {
  * 16-byte stores: whole sectors in both directions, where elem's own accesses are W scalars at a
  * stride of W values. The arithmetic is elem's own, so the bits are the same. An elem struct that
  * defines rows_in and rows_out (bit k: in[k] read, out[k] written at element rows; host functions
- * of the call's kargs) runs staged in float64 from SEGOPS_STAGE_MIN_N elements. Measured on the
- * H200 (bench/RESULTS.md, session 14), every gather staged against none, 2 rounds: float64 dot
+ * of the call's kargs) runs staged in float64 from SEGOPS_STAGE_MIN_N elements. Measured on one
+ * H200 (bench_cuda, SEGOPS_GATHER_STAGE=1 against 0), every gather staged against none, 2 rounds: float64 dot
  * backward 1.6x at 2^25 and 1.45x at 2^20 and 2^17, dot and mul double backward 1.3x (2^25),
  * mean and sum backward up to 1.4x (2^20); float32, and the gathers that read a matrix or one input
  * row (mul forward and backward, matvec, rms_norm's post), 0.6-0.95x; every gather at 2^12 0.85-0.93x.
@@ -548,8 +548,8 @@ int64_t segops_cuda_seg_blocks(int64_t n, int64_t s, int sm_count, int long_role
  * launches: the segment role in a kernel compiled without the tile role (LONG = 0: fewer
  * registers, twice the resident warps, which its short, latency-bound walks need), leaving
  * segments longer than a tile alone, then the tile role in a grid of its own (LONG = 1 with no
- * segment-role warps). The same warps' code, so the same bits. On the H200 (bench/RESULTS.md,
- * session 13) at 2^25 powerlaw float32 the reductions ran up to 1.44x faster (median 1.12x; seg32
+ * segment-role warps). The same warps' code, so the same bits. On one H200 (bench_cuda
+ * --log2n 25|20) at 2^25 powerlaw float32 the reductions ran up to 1.44x faster (median 1.12x; seg32
  * and S=1 level); at 2^20 the second launch cost more than it gained (powerlaw 0.94x, S=1 0.95x);
  * between the two it is not measured. Unsorted idx (through the permutation) stays one launch:
  * split, it was slower at both sizes (the LONG = 0 kernel with the permutation spills). */
@@ -560,8 +560,8 @@ int64_t segops_cuda_seg_blocks(int64_t n, int64_t s, int sm_count, int long_role
 /* Functions of at most this many elements run as one launch where they can: the gather of a
  * function that also reduces runs in the segment kernel's last blocks, and the post pass of short
  * sorted segments inside it (IP). Past it, separate kernels in element order, which the profile
- * at N = 2^25 showed to be faster (bench/cuda/NOTES.md). Unsorted idx as two launches from 2^16
- * measured level to slower (matvec double backward 0.90x at 2^17; bench/RESULTS.md, session 17). */
+ * at N = 2^25 showed to be faster (ncu, bench_cuda --log2n 25). Unsorted idx as two launches from 2^16
+ * measured level to slower (matvec double backward 0.90x at 2^17; one H200, bench_cuda). */
 #ifndef SEGOPS_CUDA_FUSE_N
 #define SEGOPS_CUDA_FUSE_N ((int64_t)1 << 18)
 #endif
@@ -571,7 +571,7 @@ static inline bool segops_one_launch(const segops_cuda_job *job) { return job->n
  * (elem_inline, IE) instead of a separate gather that reads the inputs both share a second time.
  * Up to SEGOPS_CUDA_IP_N elements (default: any), an op with a post pass over short sorted
  * segments runs it inside the segment kernel (IP) instead of a post gather. Measured on the H200
- * (bench/RESULTS.md, CUDA backend v13), 2^20 and 2^25, sorted layouts, 2 rounds, bits identical:
+ * (bench_cuda --log2n 20|25), sorted layouts, 2 rounds, bits identical:
  * IE 1.07-1.35x for mul backward (float64 S=1 excepted: 0.85x at 2^25, hence its walk_inline)
  * and 1.13-1.27x for matvec backward over short segments, but 0.4-0.97x for most rows of the
  * double backwards (two or three outputs; at 32 or 64 registers alike) and for matvec backward
@@ -683,8 +683,8 @@ cudaError_t segops_run_seg(const segops_cuda_job *job, const segops_kargs *a, cu
  * warp's loads and stores cover 32 consecutive values. The value stored is (T)src, as a row
  * gather's st<T>(ld<T>(...)), so the bits are the same. A gather struct that is such a copy defines
  * copy_src<T>(a), the segment rows' array (its element type: T, or double for mean's quotients);
- * segops_run_gather runs it this way over an unsorted idx. On the H200 (bench/RESULTS.md, session
- * 23): sum backward float64 1.77x at 2^20 and 1.46x at 2^25, the other unsorted rows 1.10-1.23x
+ * segops_run_gather runs it this way over an unsorted idx. On one H200 (bench_cuda --layouts 3,
+ * SEGOPS_COPY_GATHER=1 against 0): sum backward float64 1.77x at 2^20 and 1.46x at 2^25, the other unsorted rows 1.10-1.23x
  * (mean backward float64 at 2^25 0.96x), 1.01-1.07x at 2^12; over a sorted idx, where a row
  * gather's segment loads hit L1, it lost (float32 0.55-0.67x at 2^25). SEGOPS_COPY_GATHER 0: never
  * (a timing knob). */
@@ -757,9 +757,9 @@ cudaError_t segops_run_gather(const segops_cuda_job *job, const segops_kargs *a,
  * launch up to SEGOPS_CUDA_FUSE_N elements (they read the same inputs and write different
  * outputs); past it, over a sorted idx, in one launch where the gather struct says so
  * (walk_inline: IE), else one after the other. The wide reductions (matvec's 9 accumulators)
- * over long segments were kept as two launches until session 14, when fusing them too measured 1.29-1.47x
- * faster on matvec backward and double backward at 2^12 (powerlaw, S=1) and 1.11-1.24x at 2^17,
- * bits unchanged (bench/RESULTS.md, session 14). */
+ * over long segments are fused too: against two launches that measured 1.29-1.47x faster on
+ * matvec backward and double backward at 2^12 (powerlaw, S=1) and 1.11-1.24x at 2^17, bits
+ * unchanged (one H200, bench_cuda --log2n 12|17). */
 template <typename T, int W, typename RED, typename ELEM>
 cudaError_t segops_run_mixed(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
   const bool ew = ELEM::wanted(a), rw = RED::wanted(a);

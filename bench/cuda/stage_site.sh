@@ -1,6 +1,6 @@
 #!/bin/bash
 # stage_site.sh: run here, from the repository root, before the GPU calls that need nvalchemiops
-# (gpu_run.sh parity, nvalchemi). The GPU machine has no network and a call carries at most 64 MiB;
+# (gpu_run.sh parity, nvalchemi), for a GPU host without network access whose call carries at most 64 MiB;
 # warp-lang's wheel alone is 149 MB (four 48 MiB parts, so four warm calls in a row). This stages
 # the wheels' files as installed (examples and tests left out) in one xz tarball, 99 MB, cut into
 # two parts: .device/wheels/part1 and part2 (git-ignored), and .device/wheels/install.sh.
@@ -8,8 +8,8 @@
 # Then two calls back to back (the machine stays warm ~30 s between them), each starting with
 # ". .device/env.sh" (it gathers the carried parts into /tmp/segops-wheels), the first carrying
 # .device/wheels/part1 and the second .device/wheels/part2, both .device/wheels/install.sh; in the
-# second, ". .device/wheels/install.sh" unpacks into /tmp/site and sets PYTHONPATH. Session 19
-# ran `gpu_run.sh build bench ctest sanitizer` in the first and `parity nvalchemi` in the second.
+# second, ". .device/wheels/install.sh" unpacks into /tmp/site and sets PYTHONPATH. For
+# example `gpu_run.sh build bench ctest sanitizer` in the first and `parity nvalchemi` in the second.
 set -euo pipefail
 [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ] && { sed -n 2,12p "$0"; exit 0; }
 [ -f CMakeLists.txt ] || { echo "run from the repository root" >&2; exit 2; }
@@ -32,7 +32,7 @@ for p in .device/wheels/part1 .device/wheels/part2; do # a call carries 64 MiB w
 done
 (cd "$tmp" && sha256sum site.tar.xz) | awk '{print $1"  /tmp/segops-wheels/site.tar.xz"}' > .device/wheels/part1/site.sha256
 cat > .device/wheels/install.sh <<'EOF'
-# Sourced on the GPU machine once part1 and part2 were carried (made by bench/cuda/stage_site.sh).
+# Sourced on the GPU host once part1 and part2 were carried (made by bench/cuda/stage_site.sh).
 W=/tmp/segops-wheels
 if [ ! -e /tmp/site/.done ]; then
   cat "$W"/site.xz.0 "$W"/site.xz.1 > "$W"/site.tar.xz || return 1

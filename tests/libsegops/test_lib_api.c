@@ -251,13 +251,14 @@ static void with_daemon(segops_client *local) {
   rmdir(dir);
 }
 
-/* Which transport each choice ends with on a daemon that also listens on a unix socket. */
+/* Which transport each choice ends with on a daemon that also listens on a unix socket and serves
+ * no native channel ("auto" with a native channel: test_lib_bits). */
 static void transports(void) {
   char dir[] = "/tmp/segops-lib-tr-XXXXXX", listen[96], url[96];
   TL_CHECK(mkdtemp(dir) != NULL, "mkdtemp");
   snprintf(listen, sizeof listen, "unix:%s/segops.sock", dir);
   snprintf(url, sizeof url, "unix://%s/segops.sock", dir);
-  const char *args[] = {"--backend", "cpu", "--threads", "1", "--listen", listen, NULL};
+  const char *args[] = {"--backend", "cpu", "--threads", "1", "--listen", listen, "--native-socket", "off", NULL};
   tl_daemon d;
   if (!tl_daemon_start(&d, "127.0.0.1:0", args)) {
     TL_CHECK(0, "segopsd did not start");

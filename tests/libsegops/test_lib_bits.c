@@ -1,6 +1,7 @@
 /* test_lib_bits.c: every function, both dtypes, both layouts, sorted and unsorted idx (int32 and
- * int64), empty segments and N = 0, through libsegops over HTTP to the real segopsd (CPU backend)
- * and in-process ("local"): the same dtype, shape and bytes, whether outputs are allocated by the
+ * int64), empty segments and N = 0, through libsegops over HTTP to the real segopsd (CPU backend),
+ * over its native channel ("auto" on this host) and in-process ("local"): the same dtype, shape and
+ * bytes, whether outputs are allocated by the
  * library or given by the caller (unaligned too), all of them asked for or one. Invalid calls get
  * the daemon's code, status and message, the same ones from "local".
  * With --dump FILE the HTTP calls and their answers are written (a stream of msgpack maps) for
@@ -88,19 +89,19 @@ static void run_case(clients *cs, tl_call *c, const char *label) {
                  !memcmp(shapes[o].shape, ref[o].shape, sizeof(int64_t) * (size_t)ref[o].ndim) &&
                  shapes[o].nbytes == ref[o].nbytes && !shapes[o].data,
              "%s: segops_output_shapes of %s: %d %s", label, c->row->out[o].name, rc, rc ? e.message : "differs");
-  segops_client *locals[2] = {cs->local1, cs->local2};
-  for (int l = 0; l < 2; l++) {
+  segops_client *others[3] = {cs->local1, cs->local2, cs->autoc};
+  const char *names[3] = {"local (1 thread)", "local (3 threads)", "auto (native)"};
+  for (int l = 0; l < 3; l++) {
     /* Caller memory for the first output, misaligned by 8 bytes; the library's for the others. */
     unsigned char *mine = malloc(ref[0].nbytes + 72);
     memset(got, 0, sizeof got);
     got[0].data = mine + 8;
     got[0].nbytes = ref[0].nbytes + 64;
-    rc = segops_run(locals[l], c->fn, c->inp, &c->idx, c->s, 0, got, &e);
-    TL_CHECK(rc == SEGOPS_OK, "%s local%d: %d %s", label, l + 1, rc, e.message);
+    rc = segops_run(others[l], c->fn, c->inp, &c->idx, c->s, 0, got, &e);
+    TL_CHECK(rc == SEGOPS_OK, "%s %s: %d %s", label, names[l], rc, e.message);
     for (int o = 0; o < n_out && !rc; o++) {
-      TL_CHECK(same_array(&ref[o], &got[o]), "%s local%d: %s differs from the daemon's", label, l + 1,
-               c->row->out[o].name);
-      if (o > 0) segops_free(locals[l], got[o].data);
+      TL_CHECK(same_array(&ref[o], &got[o]), "%s %s: %s differs from HTTP's", label, names[l], c->row->out[o].name);
+      if (o > 0) segops_free(others[l], got[o].data);
     }
     TL_CHECK(got[0].data == mine + 8, "%s: the caller's output memory was replaced", label);
     free(mine);
@@ -198,9 +199,8 @@ static void errors(clients *cs) {
            "2^40 segments: %d %d %s '%s'", rc, e.http_status, e.name, e.message);
 }
 
-/* "auto" on a daemon without a native channel or a unix listener: HTTP over the URL. */
+/* "auto" on a daemon on this host: its native channel (the daemon serves one by default). */
 static void auto_transport(clients *cs) {
-  TL_CHECK(!strcmp(segops_transport_used(cs->autoc), ""), "transport used before any call");
   double x[2] = {1, 2};
   int32_t idx[2] = {0, 0};
   segops_array ax = {SEGOPS_F64, 1, {2}, x, 0}, ai = {SEGOPS_I32, 1, {2}, idx, 0};
@@ -209,7 +209,7 @@ static void auto_transport(clients *cs) {
   segops_error e;
   int rc = segops_segmented_sum_forward(cs->autoc, &ax, &ai, 1, &out, &e);
   TL_CHECK(rc == SEGOPS_OK && sum == 3 && out.ndim == 1 && out.shape[0] == 1, "auto: %d %s", rc, e.message);
-  TL_CHECK(!strcmp(segops_transport_used(cs->autoc), "http"), "auto used %s", segops_transport_used(cs->autoc));
+  TL_CHECK(!strcmp(segops_transport_used(cs->autoc), "native"), "auto used %s", segops_transport_used(cs->autoc));
   TL_CHECK(!strcmp(segops_transport_used(cs->local1), "local"), "local used %s", segops_transport_used(cs->local1));
 }
 
@@ -230,6 +230,7 @@ int main(int argc, char **argv) {
   int rc = segops_open(&cs.http, d.url, &oh, &e) || segops_open(&cs.local1, "local", &ol1, &e) ||
            segops_open(&cs.local2, "local", &ol2, &e) || segops_open(&cs.autoc, d.url, NULL, &e);
   TL_CHECK(rc == 0, "open: %s", e.message);
+  TL_CHECK(!rc && !strcmp(segops_transport_used(cs.autoc), ""), "transport used before any call");
   FILE *f = NULL;
   msgpack_packer pk;
   if (dump_path && (f = fopen(dump_path, "wb"))) {

@@ -180,6 +180,9 @@ int main(void) {
   segops_options o, ol;
   segops_options_init(&o);
   o.timeout_s = 30;
+  /* HTTP: the native channel's client (native.c) waits within the call for the daemon it was
+   * talking to to come back, so a call in flight on a killed daemon does not move to another. */
+  o.transport = "http";
   segops_options_init(&ol);
   ol.threads = 1;
   char urls[600];

@@ -16,7 +16,8 @@
 #define THREADS 8
 #define CHILDREN 4
 
-static segops_client *http, *local;
+static segops_client *remote, *local; /* remote: the daemon's URL, "auto" (its native channel here) */
+static char parent_transport[16];
 /* Under AddressSanitizer a fork must not land while another thread allocates: the sanitizer's own
  * allocator (GCC 12's) keeps a lock the child inherits held, and the child hangs in malloc. There
  * the parent's threads hold this lock for reading around each call and the fork takes it for
@@ -37,16 +38,16 @@ static bool one_call(tl_rng *r, int k) {
                1 + (int64_t)(tl_next(r) % 20), k % 3 == 0, k % 5 == 0, r);
   segops_array a[SEGOPS_MAX_OUTPUTS] = {{0}}, b[SEGOPS_MAX_OUTPUTS] = {{0}};
   segops_error ea, eb;
-  int ra = segops_run(http, fn, c.inp, &c.idx, c.s, 0, a, &ea);
+  int ra = segops_run(remote, fn, c.inp, &c.idx, c.s, 0, a, &ea);
   int rb = segops_run(local, fn, c.inp, &c.idx, c.s, 0, b, &eb);
   bool ok = ra == SEGOPS_OK && rb == SEGOPS_OK;
   if (!ok)
-    fprintf(stderr, "pid %d: %s %s: http %d '%s', local %d '%s'\n", getpid(), segops_fn_op(fn), segops_fn_pass(fn), ra,
-            ea.message, rb, eb.message);
+    fprintf(stderr, "pid %d: %s %s: remote %d '%s', local %d '%s'\n", getpid(), segops_fn_op(fn), segops_fn_pass(fn),
+            ra, ea.message, rb, eb.message);
   for (int o = 0; ok && o < c.row->n_out; o++)
     ok = a[o].nbytes == b[o].nbytes && !memcmp(a[o].data, b[o].data, a[o].nbytes);
   for (int o = 0; o < c.row->n_out; o++) {
-    segops_free(http, a[o].data);
+    segops_free(remote, a[o].data);
     segops_free(local, b[o].data);
   }
   tl_call_free(&c);
@@ -75,7 +76,7 @@ static void child(int i) {
   tl_rng r = {(uint64_t)i * 31 + 7};
   int bad = 0;
   for (int k = 0; k < 60; k++) bad += !one_call(&r, k);
-  bad += strcmp(segops_transport_used(http), "http") != 0;
+  bad += strcmp(segops_transport_used(remote), parent_transport) != 0; /* found again here, the same way */
   _exit(bad ? 1 : 0); /* the parent's atexit handlers and its clients are the parent's */
 }
 
@@ -117,13 +118,15 @@ int main(void) {
   segops_options_init(&ol);
   ol.threads = 2;
   segops_error e;
-  if (segops_open(&http, d.url, &o, &e) || segops_open(&local, "local", &ol, &e)) {
+  if (segops_open(&remote, d.url, &o, &e) || segops_open(&local, "local", &ol, &e)) {
     fprintf(stderr, "open: %s\n", e.message);
     return 1;
   }
   threads_at_once();
+  snprintf(parent_transport, sizeof parent_transport, "%s", segops_transport_used(remote));
+  TL_CHECK(!strcmp(parent_transport, "native"), "auto used %s", parent_transport);
   forked_children();
-  segops_close(http);
+  segops_close(remote);
   segops_close(local);
   TL_CHECK(tl_daemon_stop(&d), "segopsd did not exit 0");
   return tl_summary("test_lib_threads");

@@ -102,17 +102,6 @@ static void orphan_add(segops_held *h) {
   pthread_mutex_unlock(&orphan_mu);
 }
 
-/* The child's own shared memory: the parent's pools are shared with the parent (a native channel
- * here must hand over memory of its own), so they only take back what was allocated from them. */
-static void fresh_mem(segops_client *c) {
-  if (!c->mem) return;
-  segops_mem **more = realloc(c->inherited, sizeof *more * (size_t)(c->n_inherited + 1));
-  if (!more) return; /* keep the parent's: this child then shares them, as before */
-  c->inherited = more;
-  c->inherited[c->n_inherited++] = c->mem;
-  c->mem = segops_mem_new();
-}
-
 /* First use in a process that is not the one that made the transports: they are set aside, and
  * every daemon is resolved again from this process. */
 static void after_fork(segops_client *c) {
@@ -122,7 +111,6 @@ static void after_fork(segops_client *c) {
     pthread_mutex_unlock(&c->mu);
     return;
   }
-  fresh_mem(c);
   for (int i = 0; i < c->n_eps; i++) {
     segops_endpoint *ep = &c->eps[i];
     if (ep->cur && ep->cur != ep->http) orphan_add(ep->cur);
@@ -209,8 +197,6 @@ void segops_close(segops_client *c) {
   for (int i = 0; i < c->n_eps; i++) endpoint_free(&c->eps[i]);
   free(c->eps);
   segops_mem_free_all(c->mem);
-  for (int i = 0; i < c->n_inherited; i++) segops_mem_free_all(c->inherited[i]); /* this process' mappings only */
-  free(c->inherited);
   free(c->token);
   pthread_cond_destroy(&c->cv);
   pthread_mutex_destroy(&c->mu);
@@ -300,30 +286,21 @@ void *segops_alloc(segops_client *c, size_t nbytes) {
   return segops_client_alloc(c->mem, nbytes);
 }
 
-/* The pools p came from (this process' or an inherited one), or NULL for the heap. */
-static segops_mem *owner_of(segops_client *c, void *p) {
-  uint32_t pool;
-  uint64_t off;
-  if (c->mem && segops_mem_locate(c->mem, p, 1, &pool, &off)) return c->mem;
-  for (int i = 0; i < c->n_inherited; i++)
-    if (segops_mem_locate(c->inherited[i], p, 1, &pool, &off)) return c->inherited[i];
-  return NULL;
-}
-
 void segops_free(segops_client *c, void *p) {
   if (!p) return;
-  if (c) check_fork(c);
-  segops_mem *m = c ? owner_of(c, p) : NULL;
-  if (m)
-    segops_mem_release(m, p);
+  uint32_t pool;
+  uint64_t off;
+  /* The pools' own fork rule (mem.c) lets a child give back memory of its parent's pools. */
+  if (c && c->mem && segops_mem_locate(c->mem, p, 1, &pool, &off))
+    segops_mem_release(c->mem, p);
   else
     free(p);
 }
 
 /* ---- calls ---- */
 
-static int attempt_call(segops_client *c, segops_transport *t, void *arg, double deadline, segops_error *e) {
-  (void)c;
+static int attempt_call(segops_endpoint *ep, segops_transport *t, void *arg, double deadline, segops_error *e) {
+  (void)ep;
   return t->vt->call(t, arg, deadline, e);
 }
 
@@ -390,8 +367,9 @@ int segops_output_shapes(int fn, const segops_array *const *inputs, const segops
 
 /* ---- /v1/info ---- */
 
-static int attempt_info(segops_client *c, segops_transport *t, void *arg, double deadline, segops_error *e) {
-  (void)c;
+/* /v1/info over HTTP to the daemon (the native channel carries calls only), or local's own. */
+static int attempt_info(segops_endpoint *ep, segops_transport *t, void *arg, double deadline, segops_error *e) {
+  if (ep->http) t = ep->http->t;
   return t->vt->info(t, (char **)arg, deadline, e);
 }
 

@@ -55,12 +55,10 @@ struct segops_client {
   char *token; /* owned; NULL: none */
   double timeout_s;
   int spin_us, threads;
-  segops_mem *mem;        /* shared memory for the native channel; NULL where memfds cannot be made */
-  segops_mem **inherited; /* in a forked child: the parents' pools (memory from them is still freed
-                             into them; nothing new comes from them) */
-  int n_inherited;
+  segops_mem *mem;                /* shared memory for the native channel (a forked child allocates in pools of its own:
+                                     mem.c); NULL where memfds cannot be made */
   _Atomic(const char *) used;     /* segops_transport_used */
-  _Atomic unsigned fork_gen;      /* the fork count when the transports and mem were made (client.c) */
+  _Atomic unsigned fork_gen;      /* the fork count when the transports were made (client.c) */
   struct segops_client *reg_next; /* the registry fork handlers walk (client.c) */
   struct segops_client *reg_prev;
 };
@@ -80,7 +78,7 @@ int segops_client_run(segops_client *c, int fn, const segops_array *const *in, c
 /* ---- endpoints.c ---- */
 
 /* One attempt of a call on the transport t of endpoint ep, before deadline. */
-typedef int (*segops_attempt_fn)(segops_client *c, segops_transport *t, void *arg, double deadline, segops_error *e);
+typedef int (*segops_attempt_fn)(segops_endpoint *ep, segops_transport *t, void *arg, double deadline, segops_error *e);
 
 /* Runs attempt on one daemon after another (fewest calls in flight first; a daemon that failed
  * rests for a back-off and must answer /readyz before it gets work again) until one succeeds, one

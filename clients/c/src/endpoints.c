@@ -91,17 +91,16 @@ static segops_endpoint *pick(segops_client *c, call_state *cs, double now, doubl
 
 /* Marks ep failed (under c->mu); returns a replaced transport that no call uses any more, which
  * the caller closes after unlocking. */
-static segops_held *mark_failed(segops_client *c, segops_endpoint *ep, const segops_error *err) {
+static segops_held *mark_failed(segops_endpoint *ep, const segops_error *err) {
   ep->failures++;
   ep->last = *err;
   double rest = BACKOFF_MIN_S * (double)(1u << (ep->failures < 8 ? ep->failures - 1 : 7));
   if (rest > BACKOFF_MAX_S) rest = BACKOFF_MAX_S;
   if (err->retry_after_s > rest) rest = err->retry_after_s < BACKOFF_MAX_S ? err->retry_after_s : BACKOFF_MAX_S;
   ep->resting_until = segops_client_now() + rest;
-  /* The daemon may come back changed (restarted: another native channel, no unix listener):
-   * its transport is found again on its next call, unless it is forced to one. */
-  if (err->code == SEGOPS_E_CONNECTION && ep->state == SEGOPS_EP_READY && c->want != SEGOPS_WANT_HTTP && !ep->local &&
-      ep->cur != ep->http) {
+  /* The daemon may come back changed (restarted: another native channel, no unix listener; or
+   * drained and replaced): its transport is found again on its next call. */
+  if (ep->state == SEGOPS_EP_READY && !ep->local && ep->cur != ep->http) {
     segops_held *h = ep->cur;
     ep->cur = NULL;
     ep->state = SEGOPS_EP_UNRESOLVED;
@@ -177,7 +176,7 @@ static int attempt(segops_client *c, segops_endpoint *ep, int failures, segops_a
   }
   segops_held *h = acquire(c, ep, deadline, e);
   if (!h) return e ? e->code : SEGOPS_E_CONNECTION;
-  int rc = fn(c, h->t, arg, deadline, e);
+  int rc = fn(ep, h->t, arg, deadline, e);
   if (rc == SEGOPS_OK) atomic_store(&c->used, h->t->vt->name);
   release(c, h);
   return rc;
@@ -221,7 +220,7 @@ int segops_endpoints_run(segops_client *c, segops_attempt_fn fn, void *arg, cons
     pthread_mutex_lock(&c->mu);
     ep->in_flight--;
     if (rc == SEGOPS_OK) ep->failures = 0;
-    segops_held *gone = rc != SEGOPS_OK && segops_retryable(rc) ? mark_failed(c, ep, e) : NULL;
+    segops_held *gone = rc != SEGOPS_OK && segops_retryable(rc) ? mark_failed(ep, e) : NULL;
     pthread_mutex_unlock(&c->mu);
     held_close(gone);
     if (rc == SEGOPS_OK || !segops_retryable(rc)) return rc;
