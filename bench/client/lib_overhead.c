@@ -2,7 +2,8 @@
  * prebuilt msgpack body on a keep-alive connection (answer read, not decoded), measured in the
  * same run, interleaved. segmented_sum forward of N float64 (N = 0: the empty call, through the
  * daemon's validation, scheduler and backend) over HTTP/TCP, HTTP over the daemon's unix socket
- * when given, and "local" (no daemon: its own floor is the call itself).
+ * when given, the native channel, and "local" (no daemon); the last two print no ratio (no HTTP
+ * floor fits them: their medians stand beside the others').
  *
  *   lib_overhead URL [UNIX_SOCKET_PATH] [--calls 10000] [--n 1024]
  * Prints the median microseconds per call of each way and its ratio to the floor of its socket. */
@@ -191,14 +192,16 @@ int main(int argc, char **argv) {
     int32_t *idx = calloc((size_t)n + 1, 4);
     for (int64_t i = 0; i < n; i++) x[i] = (double)i;
     raw rt, ru;
-    lib lt, lu, ll;
+    lib lt, lu, ll, ln;
     raw_init(&rt, url, NULL, x, idx, n, n ? 1 : 0);
     lib_init(&lt, url, "http", x, idx, n, &out);
     lib_init(&ll, "local", NULL, x, idx, n, &out);
-    way w[5] = {{"floor: curl POST tcp", raw_call, &rt, NULL, 0},
+    lib_init(&ln, url, "native", x, idx, n, &out);
+    way w[6] = {{"floor: curl POST tcp", raw_call, &rt, NULL, 0},
                 {"libsegops http tcp", lib_call, &lt, NULL, 0},
-                {"libsegops local", lib_call, &ll, NULL, 0}};
-    int nw = 3;
+                {"libsegops local", lib_call, &ll, NULL, 0},
+                {"libsegops native", lib_call, &ln, NULL, 0}};
+    int nw = 4;
     if (unix_path) {
       raw_init(&ru, url, unix_path, x, idx, n, n ? 1 : 0);
       lib_init(&lu, unix_url, "http", x, idx, n, &out);
@@ -211,7 +214,7 @@ int main(int argc, char **argv) {
       const way *f = w;
       for (int k = 0; k < nw; k++)
         if (!strcmp(w[k].name, floor_of)) f = &w[k];
-      if (strstr(w[i].name, "local"))
+      if (strstr(w[i].name, "local") || strstr(w[i].name, "native")) /* no HTTP floor fits them */
         printf("%-8lld %-22s %12.2f %12s\n", (long long)n, w[i].name, median(&w[i]) * 1e6, "-");
       else
         printf("%-8lld %-22s %12.2f %12.3f\n", (long long)n, w[i].name, median(&w[i]) * 1e6, median(&w[i]) / median(f));
@@ -219,6 +222,7 @@ int main(int argc, char **argv) {
     }
     segops_close(lt.c);
     segops_close(ll.c);
+    segops_close(ln.c);
     curl_easy_cleanup(rt.h);
     msgpack_sbuffer_destroy(&rt.body);
     free(rt.resp);

@@ -51,6 +51,7 @@ static void make_request(const segops_tcall *tc, segops_request *req) {
   if (tc->idx) add_arg(req, "idx", tc->idx, tc->idx_nbytes);
   req->ns_kind = SEGOPS_NS_INT;
   req->ns_value = tc->num_segments;
+  req->outputs_placed = true; /* into the caller's memory (place_outputs), no block of prepare's */
   if (tc->want == (1u << tc->n_out) - 1) return;
   req->has_outputs = true;
   for (int o = 0; o < tc->n_out; o++) {
@@ -74,8 +75,8 @@ static bool writable_in_place(const segops_tcall *tc, const void *p, size_t n) {
   return true;
 }
 
-/* Points the prepared outputs at the caller's memory where possible (allocating what the caller
- * left NULL); aside[o] keeps the prepared buffer of an output computed aside. */
+/* Points the prepared call's outputs at the caller's memory where the backend may write it
+ * (allocating what the caller left NULL), else at aside[o], copied to the caller's afterwards. */
 static int place_outputs(const segops_tcall *tc, segops_prepared *p, void *aside[], bool made[], segops_error *e) {
   for (int o = 0; o < tc->n_out; o++) {
     segops_array *a = tc->out[o];
@@ -91,10 +92,10 @@ static int place_outputs(const segops_tcall *tc, segops_prepared *p, void *aside
                                  tc->out_name[o], n);
       made[o] = true;
     }
-    if (made[o] || writable_in_place(tc, a->data, n))
-      p->call.out[o] = a->data;
-    else
-      aside[o] = p->call.out[o];
+    if (!made[o] && !writable_in_place(tc, a->data, n) && !(aside[o] = segops_aligned_alloc(n)))
+      return segops_client_err(e, SEGOPS_E_NOMEM, "%s %s: out of memory for %s (%zu bytes)", tc->op, tc->pass,
+                               tc->out_name[o], n);
+    p->call.out[o] = aside[o] ? aside[o] : a->data;
   }
   return SEGOPS_OK;
 }
@@ -122,8 +123,12 @@ static int local_call(segops_transport *t, const segops_tcall *tc, double deadli
       free(a->data);
       a->data = NULL;
     }
-    if (rc) continue;
+    if (rc) {
+      free(aside[o]);
+      continue;
+    }
     if (aside[o] && p.out_nbytes[o]) memcpy(a->data, aside[o], p.out_nbytes[o]);
+    free(aside[o]);
     a->dtype = p.call.dtype;
     a->ndim = p.out_ndim[o];
     memcpy(a->shape, p.out_shape[o], sizeof a->shape);
