@@ -4,6 +4,10 @@
  * backend. Owned by the CPU backend work; CUDA includes it as is (no templates, no references).
  *
  * Phase vocabulary, the same on both backends (names of the functions that implement them):
+ *   reducer how a segment's accumulators start (identity) and how two partial accumulations of
+ *           one segment combine (combine): the drivers' only arithmetic of their own (lanes,
+ *           warps, chunks), so a reduction other than a sum plugs in without touching a driver
+ *           (pytorch_scatter's Reducer, CUB's (op, init)); every op so far reduces by sum
  *   visit   add one element's terms to its segment's accumulators (acc[]), elements of a
  *           segment in increasing i; the accumulators of a function are listed in ops.h
  *           (segops_fn_desc.n_acc)
@@ -23,6 +27,11 @@
 #else
 #define SEGOPS_HD static inline
 #endif
+
+/* ---- The sum reducer (every op's): accumulators start at +0.0 and partials add ---- */
+
+SEGOPS_HD double segops_sum_identity(void) { return 0.0; }
+SEGOPS_HD double segops_sum_combine(double a, double b) { return a + b; }
 
 /* ---- Rows of width 1 or 3 ---- */
 
