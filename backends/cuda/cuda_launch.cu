@@ -245,29 +245,35 @@ static segops_cuda_run_fn runner_of(const segops_fn_desc *fn) {
   return NULL;
 }
 
-extern "C" int segops_cuda_launch(const segops_cuda_job *job, cudaStream_t st) {
-  if (job->s == 0) return cudaSuccess; /* then n = 0 too: every output is empty */
+cudaError_t segops_cuda_kargs(const segops_cuda_job *job, segops_kargs *a, cudaStream_t st) {
   layout_plan p;
   cudaError_t e = plan(job, &p);
-  if (e != cudaSuccess) return (int)e;
-  segops_kargs a;
-  memset(&a, 0, sizeof a);
-  for (int k = 0; k < SEGOPS_MAX_INPUTS; k++) a.in[k] = job->in[k];
-  for (int k = 0; k < SEGOPS_MAX_OUTPUTS; k++) a.out[k] = job->out[k];
-  a.idx = job->idx;
-  a.n = job->n;
-  a.s = job->s;
+  if (e != cudaSuccess) return e;
+  memset(a, 0, sizeof *a);
+  for (int k = 0; k < SEGOPS_MAX_INPUTS; k++) a->in[k] = job->in[k];
+  for (int k = 0; k < SEGOPS_MAX_OUTPUTS; k++) a->out[k] = job->out[k];
+  a->idx = job->idx;
+  a->n = job->n;
+  a->s = job->s;
   if (p.keep) {
     const void *keep = job->layout;
     if (!keep) {
       /* No layout given: build one in the scratch, after the call's own part. */
       char *sc = (char *)job->scratch + p.call;
       int rc = segops_cuda_layout_build(job, sc, sc + align_up(p.keep), st);
-      if (rc != 0) return rc;
+      if (rc != 0) return (cudaError_t)rc;
       keep = sc;
     }
-    view(job, &p, keep, job->scratch, &a.L);
+    view(job, &p, keep, job->scratch, &a->L);
   }
+  return cudaSuccess;
+}
+
+extern "C" int segops_cuda_launch(const segops_cuda_job *job, cudaStream_t st) {
+  if (job->s == 0) return cudaSuccess; /* then n = 0 too: every output is empty */
+  segops_kargs a;
+  cudaError_t e = segops_cuda_kargs(job, &a, st);
+  if (e != cudaSuccess) return (int)e;
   const segops_cuda_run_fn run = runner_of(job->fn);
   return (int)(run ? run(job, &a, st) : cudaErrorInvalidValue);
 }

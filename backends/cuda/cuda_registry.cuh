@@ -24,6 +24,12 @@
 #include "ops.def"
 #undef SEGOPS_FN
 
+/* The kernel arguments of a job (cuda_launch.cu): its pointers and the device view of its
+ * layout, built first in the job's scratch when the job carries none. What segops_cuda_launch
+ * hands the job's runner; a test runs a kernel struct of its own on them (a reduction that is
+ * not a sum: tests/cuda/test_cuda_reducer_max.cu). */
+cudaError_t segops_cuda_kargs(const segops_cuda_job *job, segops_kargs *a, cudaStream_t st);
+
 /* A function's runner: what segops_cuda_launch calls for a job of its row. */
 typedef cudaError_t (*segops_cuda_run_fn)(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st);
 #define SEGOPS_FN(o, p, name, ...) \
