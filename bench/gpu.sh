@@ -194,7 +194,7 @@ step_compare() {
   local base=$1 sizes=${2:-12 17 25} k r side bin
   build 420 bench_cuda segops_conformance || { fail "compare: build of this tree (build.log)" && return; }
   build_base "$base" || { fail "compare: build of the baseline $base (build.log)" && return; }
-  say "baseline $base: $(git -C "$base" log -1 --format='%h %s' 2>/dev/null | cut -c1-80)"
+  [ -e "$base/.git" ] && say "baseline $base: $(git -C "$base" log -1 --format='%h %s' | cut -c1-80)"
   [ $BUILD_ONLY = 1 ] && return
   local bb=$WORK/base-build base_bench base_conf
   base_bench=$(find "$bb" -name bench_cuda -type f -perm -u+x | head -1)

@@ -92,7 +92,7 @@ typedef struct {
   double identity;
   double (*combine)(double a, double b);
 } segops_cpu_reducer;
-#define SEGOPS_CPU_SUM ((segops_cpu_reducer){0.0, segops_sum_combine})
+#define SEGOPS_CPU_SUM ((segops_cpu_reducer){segops_sum_identity(), segops_sum_combine})
 
 typedef enum {
   SEGOPS_CPU_ACC_LANES, /* A[a][q]: one vector per accumulator, its lanes side by side */
