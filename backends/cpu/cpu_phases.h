@@ -111,8 +111,14 @@ typedef struct {
   segops_cpu_reducer red;
 } segops_cpu_hooks;
 
-/* acc[0 .. count) = the reducer's identity: the accumulators of a segment before any visit. */
+/* acc[0 .. count) = the reducer's identity: the accumulators of a segment before any visit. +0.0
+ * (the sum's) is all zero bytes: a memset, which the compiler treats as it treats zero
+ * initialisation. */
 SEGOPS_CPU_INLINE void segops_cpu_init(const segops_cpu_hooks H, double *acc, int64_t count) {
+  if (H.red.identity == 0.0 && !__builtin_signbit(H.red.identity)) {
+    memset(acc, 0, (size_t)count * sizeof *acc);
+    return;
+  }
   for (int64_t a = 0; a < count; a++) acc[a] = H.red.identity;
 }
 
@@ -304,7 +310,7 @@ SEGOPS_CPU_INLINE void segops_cpu_reduce(const segops_cpu_job *J, const segops_c
   }
   if (!H.finish || !J->plan.reduce) return;
   for (int64_t s = s0; s < s1; s++) {
-    double sum[SEGOPS_CPU_MAX_ACC], sv[SEGOPS_CPU_MAX_SEGVAL] = {0}, l[SEGOPS_CPU_LANES][SEGOPS_CPU_MAX_ACC];
+    double sum[SEGOPS_CPU_MAX_ACC] = {0}, sv[SEGOPS_CPU_MAX_SEGVAL] = {0}, l[SEGOPS_CPU_LANES][SEGOPS_CPU_MAX_ACC];
     segops_cpu_init(H, l[0], SEGOPS_CPU_LANES * SEGOPS_CPU_MAX_ACC);
     for (int q = 0; q < SEGOPS_CPU_LANES; q++)
       for (int a = 0; a < k; a++) l[q][a] = acc[s * stride + q * k + a];
