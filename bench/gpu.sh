@@ -160,7 +160,7 @@ step_kernels() {
   [ $BUILD_ONLY = 1 ] && return
   for k in $sizes; do
     mkdir -p "$WORK/idx/n$k"
-    timeout 200 "$B/bench/cuda/bench_cuda" --log2n "$k" --reps "$(reps_for "$k")" --tsv "$WORK/bench_n$k.tsv" \
+    timeout 400 "$B/bench/cuda/bench_cuda" --log2n "$k" --reps "$(reps_for "$k")" --tsv "$WORK/bench_n$k.tsv" \
       $([ "$k" -le "$DIGEST_MAX" ] && echo "--digest $WORK/bench_n$k.dig") --idx-dir "$WORK/idx/n$k" \
       >"$WORK/bench_n$k.log" 2>&1 ||
       fail "kernels: bench_cuda 2^$k (bench_n$k.log)"
