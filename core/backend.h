@@ -4,8 +4,10 @@
 #define SEGOPS_BACKEND_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "ops.h"
+#include "settings.h"
 
 typedef struct {
   char name[128];
@@ -60,7 +62,7 @@ segops_backend *segops_cpu_backend_new(int threads);
 /* CUDA backend, when built with CUDA (SEGOPS_HAVE_CUDA). devices: list of ordinals, or NULL
  * with n_devices = 0 for all. Returns NULL with a message in err, and in *code (when not NULL)
  * SEGOPS_E_UNAVAILABLE when there is no usable GPU, SEGOPS_E_INVALID_ARGUMENT for a bad setting
- * (--devices, SEGOPS_CUDA_*), another SEGOPS_E_* otherwise. */
+ * (--devices, the CUDA rows of the configuration table), another SEGOPS_E_* otherwise. */
 segops_backend *segops_cuda_backend_new(const int *devices, int n_devices, int *code, char *err, size_t errlen);
 
 /* Calls destroy and frees the struct. Accepts NULL. */
@@ -69,14 +71,17 @@ void segops_backend_free(segops_backend *b);
 /* Monotonic clock in seconds. */
 double segops_now(void);
 
-/* Environment variable name as a whole number in [lo, hi] into *val (left as is when unset or
- * empty); SEGOPS_OK, or SEGOPS_E_INVALID_ARGUMENT with a message in err naming the variable, the
- * range and the value. unit: words after "a whole number" (" of rows"), or "". */
-int segops_env_whole(const char *name, long long lo, long long hi, const char *unit, long long *val, char *err,
-                     size_t errlen);
+/* The backends' rows of the configuration table, declared beside their code and built whether or
+ * not the backend is (so --help and docs/configuration.md are the same in every build). */
+extern segops_settings_group segops_cpu_settings;  /* backends/cpu/cpu_settings.c */
+extern segops_settings_group segops_cuda_settings; /* backends/cuda/cuda_settings.c */
 
-/* A byte count from the environment variable name (a whole number, with an optional k, M or G
- * suffix); def when unset or empty. For the kernels layer's settings (cache caps). */
-size_t segops_env_bytes(const char *name, size_t def);
+/* The CPU backend's values (the table fills them; the initial values are the defaults). */
+typedef struct {
+  int64_t threads; /* --threads: compute threads; 0 = every online CPU */
+  int isa;         /* --cpu-isa: SEGOPS_CPU_ISA_AUTO or SEGOPS_CPU_ISA_BASELINE */
+} segops_cpu_conf_t;
+enum { SEGOPS_CPU_ISA_AUTO = 0, SEGOPS_CPU_ISA_BASELINE = 1 };
+extern segops_cpu_conf_t segops_cpu_conf;
 
 #endif

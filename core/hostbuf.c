@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,9 +64,27 @@ static size_t default_cap(void) {
   return sixteenth < DEFAULT_CAP_MAX ? sixteenth : DEFAULT_CAP_MAX;
 }
 
+/* The pool's row of the configuration table: read on first use. */
+static struct { int64_t pool_bytes; /* -1: auto */ } conf = {-1};
+
+static const segops_setting ROWS[] = {
+    {.name = "host-pool-bytes",
+     .env = "SEGOPS_HOST_POOL_BYTES",
+     .type = SEGOPS_SET_BYTES,
+     .offset = 0,
+     .lo = 0,
+     .def = "auto",
+     .def_doc = "auto (1 GiB, or 1/16 of the machine's memory if less)",
+     .flags = SEGOPS_SET_AUTO,
+     .help = "cap on the pool of host buffers for request bodies and outputs of 1 MiB or more, reused from request "
+             "to request and pinned for direct GPU copies (0 = off: ordinary heap blocks)"},
+};
+
+segops_settings_group segops_hostbuf_settings = {"Host memory", NULL, ROWS, sizeof ROWS / sizeof ROWS[0], &conf};
+
 static void configure_locked(void) {
   if (!configured) {
-    cap = segops_env_bytes("SEGOPS_HOST_POOL_BYTES", default_cap());
+    cap = conf.pool_bytes >= 0 ? (size_t)conf.pool_bytes : default_cap();
     configured = true;
   }
 }

@@ -11,7 +11,7 @@
  * buffers of other sizes that have not been used for a second to make room. A buffer larger than
  * SEGOPS_HOSTBUF_MAX is never pooled (a heap block, given back to the system when freed). Sizes
  * are rounded up to a quarter of their power of two; an idle buffer up to half as large again as
- * the class asked for serves it. SEGOPS_HOST_POOL_BYTES sets the cap (k/M/G suffixes; 0 turns
+ * the class asked for serves it. --host-pool-bytes (segops_hostbuf_settings) sets the cap (0 turns
  * the pool off), default 1 GiB or a sixteenth of the machine's memory if that is less.
  * Thread-safe. Contents are not cleared between uses: like malloc'd memory, every byte a caller
  * reads it has written. */
@@ -47,8 +47,8 @@ typedef struct {
 } segops_hostbuf_stats_t;
 void segops_hostbuf_stats(segops_hostbuf_stats_t *st);
 
-/* Sets the cap (tests; the daemon reads SEGOPS_HOST_POOL_BYTES on first use) and unmaps every
- * idle buffer. */
+/* Sets the cap (tests; otherwise --host-pool-bytes is read on first use) and unmaps every idle
+ * buffer. */
 void segops_hostbuf_set_cap(size_t cap);
 
 /* How long a buffer must have been idle before it is unmapped to make room (tests; default

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "settings.h"
 
 #define SLOTS 64
 #define DEFAULT_CAP ((size_t)256 << 20)
@@ -27,9 +27,25 @@ static size_t cap, held;
 static uint64_t clock_, hits, misses;
 static bool configured;
 
+/* The cache's row of the configuration table: read on first use. */
+static struct { int64_t bytes; } conf = {DEFAULT_CAP};
+
+static const segops_setting ROWS[] = {
+    {.name = "idx-cache-bytes",
+     .env = "SEGOPS_IDX_CACHE_BYTES",
+     .type = SEGOPS_SET_BYTES,
+     .offset = 0,
+     .lo = 0,
+     .def = "256M",
+     .help = "cap on the validated copies of idx kept for requests that send the same idx again (64 KiB or "
+             "larger, from shared memory): those skip the copy and the check (0 = off)"},
+};
+
+segops_settings_group segops_idx_cache_settings = {"idx cache", NULL, ROWS, sizeof ROWS / sizeof ROWS[0], &conf};
+
 static void configure_locked(void) {
   if (!configured) {
-    cap = segops_env_bytes("SEGOPS_IDX_CACHE_BYTES", DEFAULT_CAP);
+    cap = (size_t)conf.bytes;
     configured = true;
   }
 }

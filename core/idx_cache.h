@@ -7,7 +7,7 @@
  * uses that copy: no copy, no check, and no later read of the region's idx. The copy is immutable and kept alive by
  * each request that uses it. The hash is keyed (hash.h), so a client cannot make two different idx collide on purpose.
  * Process-wide, thread-safe; bounded by bytes and slots (least recently used unused entries evicted).
- * SEGOPS_IDX_CACHE_BYTES sets the cap (k/M/G suffixes; 0 turns it off); default 256 MiB. */
+ * --idx-cache-bytes (segops_idx_cache_settings) sets the cap (0 turns it off); default 256 MiB. */
 #ifndef SEGOPS_IDX_CACHE_H
 #define SEGOPS_IDX_CACHE_H
 

@@ -58,8 +58,9 @@ static int check_tensor_size(const char *op, const char *name, const segops_tens
     if (__builtin_mul_overflow(count, t->shape[i], &count)) overflow = true;
   }
   if (overflow || count > lim->max_elements)
-    return segops_errf(SEGOPS_E_TOO_LARGE, err, errlen, "%s: %s %s has more elements than the limit (%" PRId64 ")", op,
-                       name, fmt_shape(sb, sizeof sb, t->ndim, t->shape), lim->max_elements);
+    return segops_errf(SEGOPS_E_TOO_LARGE, err, errlen,
+                       "%s: %s %s has more elements than the limit (--max-elements %" PRId64 ")", op, name,
+                       fmt_shape(sb, sizeof sb, t->ndim, t->shape), lim->max_elements);
   uint64_t need = (uint64_t)count * segops_dtype_size(t->dtype);
   if ((uint64_t)t->nbytes != need)
     return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
@@ -165,11 +166,11 @@ int segops_prepare(const segops_request *req, const segops_limits *lim, segops_p
   const int64_t max_segments = lim->max_segments < INT32_MAX ? lim->max_segments : INT32_MAX;
   if (req->ns_overflow || req->ns_value > max_segments) {
     if (req->ns_overflow)
-      return segops_errf(SEGOPS_E_TOO_LARGE, err, errlen, "%s: num_segments exceeds the limit (%" PRId64 ")", op,
-                         max_segments);
+      return segops_errf(SEGOPS_E_TOO_LARGE, err, errlen,
+                         "%s: num_segments exceeds the limit (--max-segments %" PRId64 ")", op, max_segments);
     return segops_errf(SEGOPS_E_TOO_LARGE, err, errlen,
-                       "%s: num_segments (%" PRId64 ") exceeds the limit (%" PRId64 ")", op, req->ns_value,
-                       max_segments);
+                       "%s: num_segments (%" PRId64 ") exceeds the limit (--max-segments %" PRId64 ")", op,
+                       req->ns_value, max_segments);
   }
   const int64_t s = req->ns_value;
 
@@ -336,8 +337,9 @@ int segops_prepare(const segops_request *req, const segops_limits *lim, segops_p
       free(copy);
       segops_idx_cache_release(hold);
       return segops_errf(SEGOPS_E_TOO_LARGE, err, errlen,
-                         "%s: output %s would have %" PRId64 " elements, more than the limit (%" PRId64 ")", op,
-                         fn->out[o].name, cnt, lim->max_elements);
+                         "%s: output %s would have %" PRId64 " elements, more than the limit (--max-elements %" PRId64
+                         ")",
+                         op, fn->out[o].name, cnt, lim->max_elements);
     }
     total += (p->out_nbytes[o] + 63) & ~(size_t)63;
   }
@@ -348,14 +350,14 @@ int segops_prepare(const segops_request *req, const segops_limits *lim, segops_p
                        "%s: the outputs would take %zu bytes, more than the limit (--max-output-bytes %" PRId64 ")", op,
                        total, lim->max_output_bytes);
   }
-  p->out_buf = segops_hostbuf_alloc(total);
-  if (!p->out_buf) {
+  p->out_buf = req->outputs_placed ? NULL : segops_hostbuf_alloc(total);
+  if (!p->out_buf && !req->outputs_placed) {
     free(copy);
     segops_idx_cache_release(hold);
     return segops_errf(SEGOPS_E_NOMEM, err, errlen, "%s: out of memory for outputs (%zu bytes)", op, total);
   }
   size_t off = 0;
-  for (int o = 0; o < fn->n_out; o++) {
+  for (int o = 0; o < fn->n_out && p->out_buf; o++) {
     if (!want[o]) continue;
     p->call.out[o] = (char *)p->out_buf + off;
     off += (p->out_nbytes[o] + 63) & ~(size_t)63;

@@ -53,6 +53,9 @@ typedef struct {
   } outputs[SEGOPS_MAX_OUTPUTS * 2];
   int n_outputs_shm;
   segops_output_shm outputs_shm[SEGOPS_MAX_OUTPUTS * 2];
+  /* The caller points call.out at places of its own after segops_prepare (the native channel's
+   * outputs in the client's memory): no out_buf is allocated and call.out stays NULL. */
+  bool outputs_placed;
 } segops_request;
 
 typedef struct {
@@ -75,7 +78,7 @@ typedef struct {
 } segops_prepared;
 
 /* Validates req against the table and the limits (proto/API.md, Validation) and fills *p, allocating the
- * requested outputs (uninitialised: the backend writes every element). On error returns a
+ * requested outputs (uninitialised: the backend writes every element) unless req->outputs_placed. On error returns a
  * negative SEGOPS_E_* code (INVALID_ARGUMENT, TOO_LARGE or NOMEM), writes a message naming
  * op, argument and rule into err, and leaves *p owning nothing.
  * Inputs in p->call stay borrowed from req's tensors. */

@@ -9,6 +9,9 @@ files agree with it:
   proto/openapi.yaml                    the op, pass and model-name enums (their generated sections)
   proto/examples/<op>.<pass>.json/.msgpack   one example body per function (make_examples.py)
 
+--write then runs clients/python/gen_functions.py, which writes the client's typed functions from
+its table (checked by its own CTest, python_functions_current).
+
   python3 scripts/gen_optable.py [--exe build/core/segops_optable_json] --write   # after a table change
   python3 scripts/gen_optable.py [--exe ...] --check    # CTest optable_generated_files: exit 1 on a difference
 
@@ -173,6 +176,9 @@ def main():
         if name.endswith((".json", ".msgpack")) and rel not in wanted:
             differ.append(rel)
             print(f"an example of no function of the table (remove it): {rel}")
+    gen_functions = os.path.join(ROOT, "clients", "python", "gen_functions.py")
+    if args.write and os.path.exists(gen_functions):
+        subprocess.run([sys.executable, gen_functions], check=True)
     if args.check and differ:
         print(f"{len(differ)} file(s) disagree with core/ops.def and core/ops.c: run python3 {GEN} --write")
         return 1

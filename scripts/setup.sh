@@ -4,7 +4,8 @@
 #   scripts/setup.sh          build + run deps (compiler, cmake, libmicrohttpd, msgpack-c, jansson, curl)
 #   scripts/setup.sh --test   also what the tests need: clang (fuzzing), valgrind, and a venv at .venv
 #                             with numpy, msgpack, pytest, torch and the client installed editable
-#   scripts/setup.sh --bench  --test plus the benchmarks' load generator (wrk: bench/http/run.sh)
+#   scripts/setup.sh --bench  --test plus what the benchmarks use: wrk (bench/http/run.sh) and
+#                             matplotlib (bench/plot.py)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -67,7 +68,17 @@ if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
   fi
 fi
-pip() { .venv/bin/python -m pip -q --disable-pip-version-check "$@"; }
+# pip, quiet, without the resolver's note about the nvidia-* wheels of a torch installed against the
+# CUDA toolkit (below): that "ERROR" is expected there and would only alarm; other errors show.
+pip() {
+  local err rc=0
+  err=$(mktemp)
+  .venv/bin/python -m pip -q --disable-pip-version-check "$@" 2>"$err" || rc=$?
+  grep -v -e "^ERROR: pip's dependency resolver does not currently" \
+    -e "requires nvidia-[A-Za-z0-9_.-]*.*, which is not installed" "$err" >&2 || true
+  rm -f "$err"
+  return $rc
+}
 have() { .venv/bin/python -c "import $1" 2>/dev/null; }
 have numpy && have msgpack && have pytest && have yaml && have wheel || pip install numpy msgpack pytest pyyaml wheel
 # tritonclient: examples/tritonclient_oip.py (skipped without it).
@@ -78,19 +89,30 @@ if [ -f clients/python/pyproject.toml ]; then
   pip install --no-deps -e ./clients/python >/dev/null
 fi
 if ! have torch && [ "${SEGOPS_NO_TORCH:-0}" != 1 ]; then
-  # Torch (optional for the client; its autograd tests need it), from PyPI, which has no CPU-only
-  # Linux wheel: every torch 2.x pulls ~2.8 GB of nvidia-* wheels. Where the CUDA 13 toolkit's
-  # libraries are on the loader path (this machine kind: /usr/local/cuda-13.0/lib), torch plus
-  # four small nvidia wheels the toolkit lacks is enough (~1 GB); otherwise the full set.
-  echo "setup: installing torch (for the client's autograd tests)"
+  # Torch (optional for the client; its autograd tests need it). pip's own output goes to a log:
+  # installing torch without its nvidia-* wheels makes pip's resolver print an ERROR that lists
+  # them, which is expected here and would only alarm.
+  log=/tmp/segops-torch-pip.log
+  : > "$log"
   if ldconfig -p 2>/dev/null | grep -q 'libcudart.so.13'; then
+    # The CUDA 13 toolkit's libraries are on the loader path: torch plus four small nvidia
+    # wheels the toolkit lacks is enough (~1 GB instead of ~3 GB of nvidia-* wheels).
+    echo "setup: installing torch against this machine's CUDA toolkit (log: $log)"
     pip install --no-deps torch==2.15.0 nvidia-nccl-cu13==2.30.7 nvidia-cusparselt-cu13==0.8.1 \
-      nvidia-nvshmem-cu13==3.7.2 nvidia-cufile==1.17.1.22 >/tmp/segops-torch-pip.log 2>&1 || true
-    # (pip then lists the CUDA wheels torch names but the toolkit provides: expected, not shown)
-    pip install typing_extensions filelock sympy networkx jinja2 fsspec || true
+      nvidia-nvshmem-cu13==3.7.2 nvidia-cufile==1.17.1.22 >>"$log" 2>&1 || true
+    pip install typing_extensions filelock sympy networkx jinja2 fsspec >>"$log" 2>&1 || true
+  elif [ ! -e /dev/nvidiactl ]; then
+    # No GPU: PyTorch's CPU-only wheels (~200 MB) rather than PyPI's, which bring ~3 GB of NVIDIA libraries.
+    echo "setup: installing CPU-only torch from PyTorch's CPU index (log: $log)"
+    pip install torch==2.15.0 --index-url https://download.pytorch.org/whl/cpu >>"$log" 2>&1 || true
   fi
   if ! have torch; then
-    pip install torch==2.15.0 || echo "setup: torch could not be installed; torch tests will be SKIPPED"
+    echo "setup: installing torch from PyPI (log: $log)"
+    pip install torch==2.15.0 >>"$log" 2>&1 || echo "setup: torch could not be installed ($log); torch tests will be SKIPPED"
   fi
+fi
+if [ "$want_bench" = 1 ] && ! have matplotlib; then
+  # bench/plot.py's figures (a benchmark-only dependency).
+  pip install matplotlib || echo "setup: matplotlib not installed; bench/plot.py and CTest bench_plot will be SKIPPED"
 fi
 echo "setup: ok"

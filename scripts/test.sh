@@ -51,7 +51,7 @@ if [ "${SEGOPS_SKIP_FUZZ:-0}" != 1 ] && command -v clang >/dev/null; then
   if CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSEGOPS_FUZZ=ON \
       -DSEGOPS_FUZZ_SECONDS="${SEGOPS_FUZZ_SECONDS:-30}" -DSEGOPS_CUDA=OFF -DSEGOPS_BUILD_BENCH=OFF \
       -DSEGOPS_PYTHON="$PWD/.venv/bin/python" >/dev/null &&
-     cmake --build build-fuzz -j"$jobs" --target fuzz_msgpack fuzz_json fuzz_prepare fuzz_oip fuzz_shm; then
+     cmake --build build-fuzz -j"$jobs" --target fuzz_msgpack fuzz_json fuzz_prepare fuzz_oip fuzz_shm fuzz_native; then
     run_suite fuzz build-fuzz -L fuzz
   else
     echo "fuzz build FAILED"; failed=1

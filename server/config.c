@@ -1,5 +1,6 @@
-/* config.c: command line and environment parsing for segopsd, driven by one option table
- * (so --help, the environment names and the defaults cannot drift apart). */
+/* config.c: segopsd's rows of the configuration table (core/settings.h), the parsers of its
+ * composite values (listen addresses, devices, the token), and argv; the table prints --help and
+ * docs/configuration.md, so the options, variables and defaults cannot drift apart. */
 #include "config.h"
 
 #include <arpa/inet.h>
@@ -7,110 +8,21 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "log.h"
 
-typedef enum { OPT_STR, OPT_BYTES, OPT_INT, OPT_SECONDS, OPT_FLAG } opt_kind;
-
-typedef struct {
-  const char *flag; /* without the leading "--" */
-  const char *env;
-  const char *arg; /* metavariable for --help; NULL for flags without a value */
-  const char *def; /* default as text (applied through the same parser) */
-  const char *help;
-} opt_desc;
-
-/* One row per option. Defaults are deliberately conservative: a daemon on a shared node. */
-static const opt_desc OPTS[] = {
-    {"listen", "SEGOPS_LISTEN", "ADDR[,ADDR]", "127.0.0.1:8080",
-     "HOST:PORT or unix:/path/segops.sock; repeat or comma-separate to serve several; port 0 picks a free port"},
-    {"socket-mode", "SEGOPS_SOCKET_MODE", "OCTAL", "0660", "permission bits of unix-socket listeners"},
-    {"backend", "SEGOPS_BACKEND", "auto|cpu|cuda", "auto", "compute backend; auto = CUDA when a GPU is usable"},
-    {"devices", "SEGOPS_DEVICES", "LIST", "", "GPU ordinals to use, e.g. 0,1 (empty = all)"},
-    {"threads", "SEGOPS_THREADS", "N", "0", "CPU backend compute threads and HTTP pool size (0 = online CPUs)"},
-    {"http-threads", "SEGOPS_HTTP_THREADS", "N", "0", "HTTP thread pool size (decode, encode, I/O); 0 = as --threads"},
-    {"token-file", "SEGOPS_TOKEN_FILE", "PATH", "", "file holding the bearer token (SEGOPS_TOKEN sets it directly)"},
-    {"max-body-bytes", "SEGOPS_MAX_BODY_BYTES", "BYTES", "256M", "largest request body (k/M/G suffixes)"},
-    {"max-elements", "SEGOPS_MAX_ELEMENTS", "N", "64M", "most elements per tensor (N*3 for vec3)"},
-    {"max-body-items", "SEGOPS_MAX_BODY_ITEMS", "N", "4M",
-     "most array/map items in one body (each JSON number is one); bounds the JSON decoder's memory"},
-    {"max-segments", "SEGOPS_MAX_SEGMENTS", "N", "", "largest num_segments (default: max-elements)"},
-    {"max-connections", "SEGOPS_MAX_CONNECTIONS", "N", "1024", "most concurrent connections"},
-    {"max-inflight-bytes", "SEGOPS_MAX_INFLIGHT_BYTES", "BYTES", "2G",
-     "request memory held at once over all connections (bodies, decoded inputs, outputs, encoded answers); "
-     "beyond it 503 + Retry-After"},
-    {"max-shm-bytes", "SEGOPS_MAX_SHM_BYTES", "BYTES", "1G",
-     "shared-memory regions registered at once (all clients together); beyond it registration fails"},
-    {"max-output-bytes", "SEGOPS_MAX_OUTPUT_BYTES", "BYTES", "256M",
-     "largest answer of one request (its outputs together, before encoding); beyond it 413"},
-    {"min-upload-rate", "SEGOPS_MIN_UPLOAD_RATE", "BYTES", "16k",
-     "bytes per second a request body must keep up after --idle-timeout, else it is cut (0 = any)"},
-    {"idle-timeout", "SEGOPS_IDLE_TIMEOUT", "SECONDS", "30", "close connections idle (or trickling) this long"},
-    {"request-timeout", "SEGOPS_REQUEST_TIMEOUT", "SECONDS", "60",
-     "a request still queued after this long fails with 504; an upload still running after this long is cut"},
-    {"max-queue", "SEGOPS_MAX_QUEUE", "N", "1024", "requests waiting for a worker before 503 + Retry-After"},
-    {"max-batch-elements", "SEGOPS_MAX_BATCH_ELEMENTS", "N|auto", "auto",
-     "join compatible waiting requests of at most 16k rows each into one backend call of up to N rows (0 = off; "
-     "auto = 256k on the CUDA backend, 0 on the CPU backend, where HTTP is the limit and batching does not pay)"},
-    {"max-queue-delay-us", "SEGOPS_MAX_QUEUE_DELAY_US", "US", "0",
-     "how long a worker may wait to fill a batch (0 = batch only what already waits)"},
-    {"worker-spin-us", "SEGOPS_WORKER_SPIN_US", "US", "50",
-     "an idle worker polls for new work this long before it sleeps (0 = sleep at once)"},
-    {"log-level", "SEGOPS_LOG_LEVEL", "LEVEL", "info", "error, warn, info or debug (to stderr)"},
-    {"drain-seconds", "SEGOPS_DRAIN_SECONDS", "SECONDS", "0",
-     "on SIGTERM/SIGINT /readyz turns 503 at once, and work is still served this long (so load balancers "
-     "can remove the endpoint)"},
-    {"shutdown-timeout", "SEGOPS_SHUTDOWN_TIMEOUT", "SECONDS", "30",
-     "after the drain, new work gets 503 and in-flight work must finish within this long (else exit 1)"},
-    {"allow-unauthenticated", "SEGOPS_ALLOW_UNAUTHENTICATED", NULL, "0",
-     "allow a non-loopback --listen address without a token (flag; env 1 or 0)"},
-    {"help", NULL, NULL, NULL, "print this help and exit"},
-    {"version", NULL, NULL, NULL, "print the version and exit"},
-};
-#define N_OPTS (sizeof OPTS / sizeof OPTS[0])
-
-/* Integer with an optional binary suffix (k, M, G, T; "MiB" style also accepted). */
-static int parse_i64(const char *s, bool allow_suffix, int64_t *out) {
-  if (!*s) return -1;
-  errno = 0;
-  char *end;
-  long long v = strtoll(s, &end, 10);
-  if (errno || end == s || v < 0) return -1;
-  int shift = 0;
-  if (allow_suffix && *end) {
-    switch (*end) {
-      case 'k':
-      case 'K':
-        shift = 10;
-        break;
-      case 'm':
-      case 'M':
-        shift = 20;
-        break;
-      case 'g':
-      case 'G':
-        shift = 30;
-        break;
-      case 't':
-      case 'T':
-        shift = 40;
-        break;
-      default:
-        return -1;
-    }
-    end++;
-    if (*end == 'i' && end[1] == 'B')
-      end += 2;
-    else if (*end == 'B')
-      end++;
-  }
-  if (*end) return -1;
-  if (shift && v > (INT64_MAX >> shift)) return -1;
-  *out = (int64_t)v << shift;
+/* A port number: decimal digits only, 0 to 65535. */
+static int parse_port(const char *s, int *out) {
+  if (!*s || strlen(s) > 5 || strspn(s, "0123456789") != strlen(s)) return -1;
+  long v = strtol(s, NULL, 10);
+  if (v > 65535) return -1;
+  *out = (int)v;
   return 0;
 }
 
@@ -134,16 +46,6 @@ static bool listen_is_loopback(const char *host) {
   for (const struct addrinfo *p = ai; p; p = p->ai_next) all = all && addr_is_loopback(p->ai_addr);
   freeaddrinfo(ai);
   return all;
-}
-
-/* Seconds as a decimal number, at most a day; zero only when allow_zero. */
-static int parse_seconds(const char *v, bool allow_zero, double *out) {
-  char *end;
-  errno = 0;
-  double d = strtod(v, &end);
-  if (errno || end == v || *end || !(allow_zero ? d >= 0 : d > 0) || d > 86400) return -1;
-  *out = d;
-  return 0;
 }
 
 static int parse_one_listen(segops_listen_addr *a, const char *s, size_t n) {
@@ -180,15 +82,17 @@ static int parse_one_listen(segops_listen_addr *a, const char *s, size_t n) {
   if (hlen == 0 || hlen >= sizeof a->host || plen >= sizeof port_text) return -1;
   memcpy(port_text, colon + 1, plen);
   port_text[plen] = 0;
-  int64_t port;
-  if (parse_i64(port_text, false, &port) || port > 65535) return -1;
+  if (parse_port(port_text, &a->port)) return -1;
   memcpy(a->host, host, hlen);
-  a->port = (int)port;
   return 0;
 }
 
-/* Appends the comma-separated addresses of one --listen value. */
-static int parse_listen(segops_config *c, const char *s) {
+/* Appends the comma-separated addresses of one --listen value (replacing the earlier ones unless
+ * append: the environment replaces the default, the first flag the environment, more flags add). */
+static int parse_listen(void *base, const char *s, int append, char *err, size_t errlen) {
+  segops_config *c = base;
+  (void)err, (void)errlen;
+  if (!append) c->n_listen = 0;
   for (;;) {
     const char *comma = strchr(s, ',');
     size_t n = comma ? (size_t)(comma - s) : strlen(s);
@@ -208,8 +112,10 @@ static int parse_listen(segops_config *c, const char *s) {
   return 0;
 }
 
-static int parse_devices(segops_config *c, const char *s) {
-  c->n_devices = 0;
+static int parse_devices(void *base, const char *s, int append, char *err, size_t errlen) {
+  segops_config *c = base;
+  (void)err, (void)errlen;
+  if (!append) c->n_devices = 0;
   if (!*s || strcmp(s, "all") == 0) return 0;
   const char *p = s;
   while (*p) {
@@ -293,202 +199,498 @@ static int read_token_file(segops_config *c, const char *path, char *err, size_t
   return 0;
 }
 
-/* Applies one option value; returns 0 or -1 with a message. */
-static int apply(segops_config *c, const opt_desc *o, const char *v, bool *segs_set, char *err, size_t errlen) {
-  const char *f = o->flag;
-  int64_t i = 0;
-  int bad = 0;
-  if (!strcmp(f, "listen"))
-    bad = parse_listen(c, v);
-  else if (!strcmp(f, "backend")) {
-    if (strcmp(v, "auto") && strcmp(v, "cpu") && strcmp(v, "cuda"))
-      bad = 1;
-    else
-      snprintf(c->backend, sizeof c->backend, "%s", v);
-  } else if (!strcmp(f, "devices"))
-    bad = parse_devices(c, v);
-  else if (!strcmp(f, "threads")) {
-    bad = parse_i64(v, false, &i) || i > 4096;
-    c->threads = (int)i;
-  } else if (!strcmp(f, "http-threads")) {
-    bad = parse_i64(v, false, &i) || i > 1024;
-    c->http_threads = (int)i;
-  } else if (!strcmp(f, "token-file")) {
-    if (*v) return read_token_file(c, v, err, errlen);
-  } else if (!strcmp(f, "max-body-bytes")) {
-    bad = parse_i64(v, true, &i) || i < 1;
-    c->max_body_bytes = i;
-  } else if (!strcmp(f, "max-elements")) {
-    bad = parse_i64(v, true, &i) || i < 1 || i > INT32_MAX; /* idx is int32 on the device */
-    c->max_elements = i;
-  } else if (!strcmp(f, "max-body-items")) {
-    bad = parse_i64(v, true, &i) || i < 16;
-    c->max_body_items = i;
-  } else if (!strcmp(f, "max-segments")) {
-    if (*v) {
-      bad = parse_i64(v, true, &i) || i > INT32_MAX;
-      c->max_segments = i;
-      *segs_set = true;
-    }
-  } else if (!strcmp(f, "max-connections")) {
-    bad = parse_i64(v, false, &i) || i < 1 || i > 1000000;
-    c->max_connections = i;
-  } else if (!strcmp(f, "max-inflight-bytes")) {
-    bad = parse_i64(v, true, &i) || i < 1;
-    c->max_inflight_bytes = i;
-  } else if (!strcmp(f, "socket-mode")) {
-    char *end;
-    errno = 0;
-    unsigned long m = strtoul(v, &end, 8);
-    bad = errno || end == v || *end || m > 0777;
-    c->socket_mode = (unsigned)m;
-  } else if (!strcmp(f, "max-shm-bytes")) {
-    bad = parse_i64(v, true, &i);
-    c->max_shm_bytes = i;
-  } else if (!strcmp(f, "max-output-bytes")) {
-    bad = parse_i64(v, true, &i) || i < 1;
-    c->max_output_bytes = i;
-  } else if (!strcmp(f, "min-upload-rate")) {
-    bad = parse_i64(v, true, &i);
-    c->min_upload_rate = i;
-  } else if (!strcmp(f, "idle-timeout")) {
-    bad = parse_i64(v, false, &i) || i > 86400;
-    c->idle_timeout_s = i;
-  } else if (!strcmp(f, "request-timeout")) {
-    bad = parse_seconds(v, false, &c->request_timeout_s);
-  } else if (!strcmp(f, "drain-seconds")) {
-    bad = parse_seconds(v, true, &c->drain_seconds);
-  } else if (!strcmp(f, "shutdown-timeout")) {
-    bad = parse_seconds(v, false, &c->shutdown_timeout_s);
-  } else if (!strcmp(f, "allow-unauthenticated")) {
-    bad = strcmp(v, "1") && strcmp(v, "0") && strcmp(v, "true") && strcmp(v, "false");
-    c->allow_unauthenticated = !strcmp(v, "1") || !strcmp(v, "true");
-  } else if (!strcmp(f, "max-queue")) {
-    bad = parse_i64(v, false, &i) || i < 1 || i > 1000000;
-    c->max_queue = i;
-  } else if (!strcmp(f, "max-batch-elements")) {
-    if (!strcmp(v, "auto")) {
-      c->max_batch_elements = SEGOPS_BATCH_AUTO;
-    } else {
-      bad = parse_i64(v, true, &i);
-      c->max_batch_elements = i;
-    }
-  } else if (!strcmp(f, "max-queue-delay-us")) {
-    bad = parse_i64(v, false, &i) || i > 10000000;
-    c->max_queue_delay_us = i;
-  } else if (!strcmp(f, "worker-spin-us")) {
-    bad = parse_i64(v, false, &i) || i > 100000;
-    c->worker_spin_us = i;
-  } else if (!strcmp(f, "log-level")) {
-    c->log_level = segops_log_parse(v);
-    bad = c->log_level < 0;
-  }
-  if (bad) {
-    snprintf(err, errlen, "invalid value '%s' for --%s (expected %s)", v, f, o->arg ? o->arg : "no value");
-    return -1;
-  }
+static int parse_token_file(void *base, const char *v, int append, char *err, size_t errlen) {
+  (void)append;
+  return *v ? read_token_file(base, v, err, errlen) : 0;
+}
+
+/* SEGOPS_TOKEN: a token file, from the variable or the flag, wins over it. */
+static int parse_token(void *base, const char *v, int append, char *err, size_t errlen) {
+  segops_config *c = base;
+  (void)append;
+  return c->token_file[0] ? 0 : set_token(c, v, strlen(v), "SEGOPS_TOKEN", err, errlen);
+}
+
+static int parse_socket_mode(void *base, const char *v, int append, char *err, size_t errlen) {
+  (void)append, (void)err, (void)errlen;
+  char *end;
+  errno = 0;
+  unsigned long m = strtoul(v, &end, 8);
+  if (errno || end == v || *end || m > 0777) return -1;
+  ((segops_config *)base)->socket_mode = (unsigned)m;
   return 0;
 }
 
+static int parse_log_level(void *base, const char *v, int append, char *err, size_t errlen) {
+  (void)append, (void)err, (void)errlen;
+  int l = segops_log_parse(v); /* "warning" reads as warn */
+  if (l < 0) return -1;
+  ((segops_config *)base)->log_level = l;
+  return 0;
+}
+
+static const char *format_listen(const void *base, char *buf, size_t len) {
+  const segops_config *c = base;
+  size_t o = 0;
+  buf[0] = 0;
+  for (int k = 0; k < c->n_listen && o < len; k++) {
+    const segops_listen_addr *a = &c->listen[k];
+    const char *sep = k ? "," : "";
+    if (a->is_unix)
+      o += (size_t)snprintf(buf + o, len - o, "%sunix:%s", sep, a->path);
+    else
+      o += (size_t)snprintf(buf + o, len - o, strchr(a->host, ':') ? "%s[%s]:%d" : "%s%s:%d", sep, a->host, a->port);
+  }
+  return buf;
+}
+
+static const char *format_devices(const void *base, char *buf, size_t len) {
+  const segops_config *c = base;
+  size_t o = 0;
+  buf[0] = 0;
+  for (int k = 0; k < c->n_devices && o < len; k++)
+    o += (size_t)snprintf(buf + o, len - o, "%s%d", k ? "," : "", c->devices[k]);
+  return buf;
+}
+
+static const char *format_socket_mode(const void *base, char *buf, size_t len) {
+  snprintf(buf, len, "%04o", ((const segops_config *)base)->socket_mode);
+  return buf;
+}
+
+static const char *format_token_file(const void *base, char *buf, size_t len) {
+  snprintf(buf, len, "%s", ((const segops_config *)base)->token_file);
+  return buf;
+}
+
+static const char *format_token(const void *base, char *buf, size_t len) {
+  snprintf(buf, len, "%s", ((const segops_config *)base)->token ? "(set)" : "");
+  return buf;
+}
+
+#define AT(field) offsetof(segops_config, field)
+#define INT_AT(field) AT(field), sizeof(((segops_config *)0)->field)
+
+/* The daemon's own settings, one group per section of --help and docs/configuration.md. Defaults
+ * are deliberately conservative: a daemon on a shared node. */
+static const segops_setting LISTEN_ROWS[] = {
+    {.name = "listen",
+     .env = "SEGOPS_LISTEN",
+     .type = SEGOPS_SET_LIST,
+     .def = "127.0.0.1:8080",
+     .metavar = "ADDR[,ADDR]",
+     .range_doc = "HOST:PORT, [IPv6]:PORT or unix:/absolute/path, comma-separated",
+     .help = "where to serve: HOST:PORT or unix:/path/segops.sock; repeat or comma-separate to serve several; "
+             "port 0 picks a free port",
+     .flags = SEGOPS_SET_HOST_ONLY,
+     .parse = parse_listen,
+     .format = format_listen},
+    {.name = "socket-mode",
+     .env = "SEGOPS_SOCKET_MODE",
+     .type = SEGOPS_SET_STRING,
+     .def = "0660",
+     .metavar = "OCTAL",
+     .range_doc = "octal 0 to 0777",
+     .help = "permission bits of unix-socket listeners",
+     .parse = parse_socket_mode,
+     .format = format_socket_mode},
+    {.name = "token-file",
+     .env = "SEGOPS_TOKEN_FILE",
+     .type = SEGOPS_SET_STRING,
+     .def = "",
+     .metavar = "PATH",
+     .range_doc = "a readable file",
+     .help = "file holding the bearer token: 8 to 1024 bytes of printable ASCII without spaces, surrounding "
+             "whitespace trimmed; with a token every path but /healthz and /readyz needs the header "
+             "Authorization: Bearer followed by the token",
+     .flags = SEGOPS_SET_HOST_ONLY,
+     .parse = parse_token_file,
+     .format = format_token_file},
+    {.name = "token",
+     .env = "SEGOPS_TOKEN",
+     .type = SEGOPS_SET_STRING,
+     .range_doc = "as --token-file's content",
+     .help = "the bearer token itself (prefer a file; a token file wins)",
+     .flags = SEGOPS_SET_ENV_ONLY | SEGOPS_SET_SECRET,
+     .parse = parse_token,
+     .format = format_token},
+    {.name = "allow-unauthenticated",
+     .env = "SEGOPS_ALLOW_UNAUTHENTICATED",
+     .type = SEGOPS_SET_FLAG,
+     INT_AT(allow_unauthenticated),
+     .def = "0",
+     .help = "allow a non-loopback --listen address without a token (refused otherwise: anyone who can reach "
+             "it could use it)"},
+};
+
+static const segops_setting BACKEND_ROWS[] = {
+    {.name = "backend",
+     .env = "SEGOPS_BACKEND",
+     .type = SEGOPS_SET_ENUM,
+     AT(backend),
+     .size = 8,
+     .choices = "auto|cpu|cuda",
+     .def = "auto",
+     .help = "compute backend: auto = CUDA when a GPU is usable, else the CPU; a bad CUDA setting is refused, not "
+             "served from the CPU"},
+    {.name = "devices",
+     .env = "SEGOPS_DEVICES",
+     .type = SEGOPS_SET_LIST,
+     .def = "",
+     .def_doc = "all GPUs",
+     .metavar = "LIST",
+     .range_doc = "GPU ordinals 0 to 1024, comma-separated, or all",
+     .help = "GPU ordinals to use, e.g. 0,1 (empty or all = every GPU)",
+     .parse = parse_devices,
+     .format = format_devices},
+};
+
+static const segops_setting LIMIT_ROWS[] = {
+    {.name = "max-body-bytes",
+     .env = "SEGOPS_MAX_BODY_BYTES",
+     .type = SEGOPS_SET_BYTES,
+     AT(max_body_bytes),
+     .lo = 1,
+     .def = "256M",
+     .help = "largest request body; a larger one is answered 413"},
+    {.name = "max-elements",
+     .env = "SEGOPS_MAX_ELEMENTS",
+     .type = SEGOPS_SET_INT,
+     AT(max_elements),
+     .lo = 1,
+     .hi = INT32_MAX,
+     .def = "64M",
+     .help = "most elements per tensor (N*3 for a vec3 array)"},
+    {.name = "max-body-items",
+     .env = "SEGOPS_MAX_BODY_ITEMS",
+     .type = SEGOPS_SET_INT,
+     AT(max_body_items),
+     .lo = 16,
+     .def = "4M",
+     .help = "most array and map items in one body (each JSON number is one); bounds the JSON decoder's memory"},
+    {.name = "max-segments",
+     .env = "SEGOPS_MAX_SEGMENTS",
+     .type = SEGOPS_SET_INT,
+     AT(max_segments),
+     .lo = 0,
+     .hi = INT32_MAX,
+     .def = "auto",
+     .def_doc = "auto (as --max-elements)",
+     .flags = SEGOPS_SET_AUTO,
+     .help = "largest num_segments"},
+    {.name = "max-output-bytes",
+     .env = "SEGOPS_MAX_OUTPUT_BYTES",
+     .type = SEGOPS_SET_BYTES,
+     AT(max_output_bytes),
+     .lo = 1,
+     .def = "256M",
+     .help = "largest answer of one request (its outputs together, before encoding); beyond it 413"},
+    {.name = "max-connections",
+     .env = "SEGOPS_MAX_CONNECTIONS",
+     .type = SEGOPS_SET_INT,
+     AT(max_connections),
+     .lo = 1,
+     .hi = 1000000,
+     .def = "1024",
+     .help = "most concurrent connections"},
+    {.name = "max-inflight-bytes",
+     .env = "SEGOPS_MAX_INFLIGHT_BYTES",
+     .type = SEGOPS_SET_BYTES,
+     AT(max_inflight_bytes),
+     .lo = 1,
+     .def = "2G",
+     .help = "request memory held at once over all connections (bodies, decoded inputs, outputs, encoded "
+             "answers); beyond it 503 with Retry-After; raised to --max-body-bytes + 1 when smaller"},
+    {.name = "max-shm-bytes",
+     .env = "SEGOPS_MAX_SHM_BYTES",
+     .type = SEGOPS_SET_BYTES,
+     AT(max_shm_bytes),
+     .lo = 0,
+     .def = "1G",
+     .help = "shared-memory regions registered at once (all clients together); beyond it registration "
+             "fails"},
+    {.name = "min-upload-rate",
+     .env = "SEGOPS_MIN_UPLOAD_RATE",
+     .type = SEGOPS_SET_BYTES,
+     AT(min_upload_rate),
+     .lo = 0,
+     .def = "16k",
+     .help = "bytes per second a request body must keep up after --idle-timeout, else it is "
+             "cut (0 = any rate)"},
+    {.name = "idle-timeout",
+     .env = "SEGOPS_IDLE_TIMEOUT",
+     .type = SEGOPS_SET_INT,
+     AT(idle_timeout_s),
+     .lo = 0,
+     .hi = 86400,
+     .def = "30",
+     .metavar = "SECONDS",
+     .range_doc = "0 to 86400 whole seconds",
+     .help = "close connections idle (or trickling) this long"},
+    {.name = "request-timeout",
+     .env = "SEGOPS_REQUEST_TIMEOUT",
+     .type = SEGOPS_SET_SECONDS,
+     AT(request_timeout_s),
+     .lo = 1,
+     .hi = 86400,
+     .def = "60",
+     .help = "a request still queued after this long fails with 504; an upload still running after this long is cut"},
+};
+
+static const segops_setting SCHED_ROWS[] = {
+    {.name = "http-threads",
+     .env = "SEGOPS_HTTP_THREADS",
+     .type = SEGOPS_SET_INT,
+     INT_AT(http_threads),
+     .lo = 0,
+     .hi = 1024,
+     .def = "0",
+     .def_doc = "0 (as --threads)",
+     .help = "HTTP thread pool size (decode, encode, I/O); 0 = as --threads, or the online CPUs (2 to 64)"},
+    {.name = "max-queue",
+     .env = "SEGOPS_MAX_QUEUE",
+     .type = SEGOPS_SET_INT,
+     AT(max_queue),
+     .lo = 1,
+     .hi = 1000000,
+     .def = "1024",
+     .help = "requests waiting for a worker before 503 with Retry-After"},
+    {.name = "max-batch-elements",
+     .env = "SEGOPS_MAX_BATCH_ELEMENTS",
+     .type = SEGOPS_SET_INT,
+     AT(max_batch_elements),
+     .lo = 0,
+     .def = "auto",
+     .metavar = "N|auto",
+     .flags = SEGOPS_SET_AUTO,
+     .help = "join compatible waiting requests of at most 16k rows each into one backend call of up to N rows (0 = "
+             "off; auto = 256k on the CUDA backend, 0 on the CPU backend, where HTTP is the limit and batching does "
+             "not pay)"},
+    {.name = "max-queue-delay-us",
+     .env = "SEGOPS_MAX_QUEUE_DELAY_US",
+     .type = SEGOPS_SET_INT,
+     AT(max_queue_delay_us),
+     .lo = 0,
+     .hi = 10000000,
+     .def = "0",
+     .metavar = "US",
+     .help = "microseconds a worker may wait to fill a batch (0 = batch only what already waits)"},
+    {.name = "worker-spin-us",
+     .env = "SEGOPS_WORKER_SPIN_US",
+     .type = SEGOPS_SET_INT,
+     AT(worker_spin_us),
+     .lo = 0,
+     .hi = 100000,
+     .def = "50",
+     .metavar = "US",
+     .help = "microseconds an idle worker polls for new work before it sleeps (0 = sleep at once)"},
+};
+
+static const segops_setting LIFE_ROWS[] = {
+    {.name = "drain-seconds",
+     .env = "SEGOPS_DRAIN_SECONDS",
+     .type = SEGOPS_SET_SECONDS,
+     AT(drain_seconds),
+     .lo = 0,
+     .hi = 86400,
+     .def = "0",
+     .help = "on SIGTERM or SIGINT /readyz turns 503 at once and work is still served this long, so load "
+             "balancers can remove the endpoint"},
+    {.name = "shutdown-timeout",
+     .env = "SEGOPS_SHUTDOWN_TIMEOUT",
+     .type = SEGOPS_SET_SECONDS,
+     AT(shutdown_timeout_s),
+     .lo = 1,
+     .hi = 86400,
+     .def = "30",
+     .help = "after the drain, new work gets 503 and in-flight work must finish within this long (else exit 1)"},
+    {.name = "log-level",
+     .env = "SEGOPS_LOG_LEVEL",
+     .type = SEGOPS_SET_ENUM,
+     AT(log_level),
+     .choices = "error|warn|info|debug",
+     .def = "info",
+     .metavar = "LEVEL",
+     .help = "what is logged to stderr",
+     .parse = parse_log_level},
+};
+
+/* --native-socket: "off", empty (derived from the port), or an absolute path that fits a sockaddr_un. */
+static int parse_native_socket(void *base, const char *v, int append, char *err, size_t errlen) {
+  segops_config *c = base;
+  (void)append, (void)err, (void)errlen;
+  if (strcmp(v, "off") && *v && (v[0] != '/' || strlen(v) >= sizeof c->native_socket)) return -1;
+  snprintf(c->native_socket, sizeof c->native_socket, "%s", v);
+  return 0;
+}
+
+static const char *format_native_socket(const void *base, char *buf, size_t len) {
+  snprintf(buf, len, "%s", ((const segops_config *)base)->native_socket);
+  return buf;
+}
+
+static const segops_setting NATIVE_ROWS[] = {
+    {.name = "native-socket",
+     .env = "SEGOPS_NATIVE_SOCKET",
+     .type = SEGOPS_SET_STRING,
+     .def = "",
+     .def_doc = "/tmp/segopsd-PORT.native.sock (PORT: the first TCP listener's)",
+     .metavar = "PATH|off",
+     .range_doc = "an absolute path of at most 107 bytes, or off",
+     .help = "unix socket of the native same-node channel, where clients on this host hand over their memory as "
+             "memfds (mode as --socket-mode); off: no channel",
+     .flags = SEGOPS_SET_HOST_ONLY,
+     .parse = parse_native_socket,
+     .format = format_native_socket},
+    {.name = "native-spin-us",
+     .env = "SEGOPS_NATIVE_SPIN_US",
+     .type = SEGOPS_SET_INT,
+     AT(native_spin_us),
+     .lo = 0,
+     .hi = 100000,
+     .def = "50",
+     .metavar = "US",
+     .help = "microseconds a channel's thread polls its ring after a call before it sleeps (0 = sleep at once; "
+             "spinning costs a core while a client is busy and answers it in about a microsecond)"},
+    {.name = "native-max-channels-per-uid",
+     .env = "SEGOPS_NATIVE_MAX_CHANNELS_PER_UID",
+     .type = SEGOPS_SET_INT,
+     AT(native_max_channels_per_uid),
+     .lo = 1,
+     .hi = 1000000,
+     .def = "256",
+     .help = "native channels one user id may hold open at once (all users together: --max-connections)"},
+    {.name = "native-max-map-bytes",
+     .env = "SEGOPS_NATIVE_MAX_MAP_BYTES",
+     .type = SEGOPS_SET_BYTES,
+     AT(native_max_map_bytes),
+     .lo = 1,
+     .def = "16G",
+     .help = "client memory one native channel may hand over (its ring and pools), mapped by the daemon"},
+    {.name = "native-max-pinned-bytes",
+     .env = "SEGOPS_NATIVE_MAX_PINNED_BYTES",
+     .type = SEGOPS_SET_BYTES,
+     AT(native_max_pinned_bytes),
+     .lo = 0,
+     .def = "2G",
+     .help = "of a native channel's memory, how much is pinned for direct device copies (CUDA); the rest is "
+             "used unpinned"},
+};
+
+#define ROWS(r) r, sizeof r / sizeof r[0]
+static segops_settings_group listen_group = {"Listening and access", NULL, ROWS(LISTEN_ROWS), NULL};
+static segops_settings_group backend_group = {"Backend", NULL, ROWS(BACKEND_ROWS), NULL};
+static segops_settings_group limit_group = {
+    "Limits", "Every limit is reported by /v1/info; an error that hits one names the option to raise.",
+    ROWS(LIMIT_ROWS), NULL};
+static segops_settings_group sched_group = {"Threads and scheduling", NULL, ROWS(SCHED_ROWS), NULL};
+static segops_settings_group native_group = {
+    "Native same-node channel",
+    "Clients on this host connect to this unix socket and hand over their memory as file descriptors "
+    "(proto/native.md); /v1/info tells same-host peers its path.",
+    ROWS(NATIVE_ROWS), NULL};
+static segops_settings_group life_group = {
+    "Shutdown and logging",
+    "SIGTERM, SIGINT or any other signal that would end the process (SIGHUP is ignored): /readyz turns 503, work "
+    "is served for --drain-seconds, then new work gets 503 and in-flight work finishes within --shutdown-timeout; "
+    "exit 0 (1 when work was still running at the timeout).",
+    ROWS(LIFE_ROWS), NULL};
+
+/* Every group segopsd parses, in --help's order: its own, the backends' and the core's. */
+static segops_settings_group *const GROUPS[] = {&listen_group,
+                                                &backend_group,
+                                                &limit_group,
+                                                &sched_group,
+                                                &native_group,
+                                                &life_group,
+                                                &segops_cpu_settings,
+                                                &segops_cuda_settings,
+                                                &segops_hostbuf_settings,
+                                                &segops_idx_cache_settings,
+                                                NULL};
+
+segops_settings_group *const *segops_config_groups(void) { return GROUPS; }
+
+static const char HELP_HEAD[] =
+    "usage: segopsd [options]\n\n"
+    "segopsd serves the segops segment operations over HTTP (API v1, the Open Inference Protocol, shared\n"
+    "memory). Every option can also be set by the environment variable shown; flags win.\n"
+    "docs/configuration.md is this list with the allowed values.\n\n";
+
+static const char MARKDOWN_HEAD[] =
+    "# Configuration reference\n\n"
+    "<!-- Generated by `segopsd --help-markdown > docs/configuration.md`; CTest `config_reference` fails when\n"
+    "it is stale. Edit the table in the code (server/config.c, core/, backends/), not this file. -->\n\n"
+    "Every setting of `segopsd` is a command-line option and an environment variable (the option wins).\n"
+    "Sizes take k, M, G or T suffixes (powers of 1024: `256M`); `GET /v1/info` reports every value under\n"
+    "`settings`. A value out of range refuses to start, naming the option and what is allowed.\n";
+
 static void print_help(void) {
+  fputs(HELP_HEAD, stdout);
+  segops_settings_print_help(GROUPS, stdout);
+  printf("  %-36s %s\n", "--help", "print this help and exit");
+  printf("  %-36s %s\n", "--help-markdown", "print the configuration reference (docs/configuration.md) and exit");
+  printf("  %-36s %s\n\n", "--version", "print the version and exit");
   printf(
-      "usage: segopsd [options]\n\n"
-      "segopsd serves the segops segment operations over HTTP (API v1).\n"
-      "Every option can also be set by the environment variable shown; flags win.\n\n");
-  for (size_t k = 0; k < N_OPTS; k++) {
-    const opt_desc *o = &OPTS[k];
-    char left[64];
-    snprintf(left, sizeof left, "--%s%s%s", o->flag, o->arg ? " " : "", o->arg ? o->arg : "");
-    printf("  %-36s %s\n", left, o->help);
-    if (o->env)
-      printf("  %-36s [env %s] default: %s\n", "", o->env,
-             o->def && *o->def ? o->def : (!strcmp(o->flag, "max-segments") ? "max-elements" : "(none)"));
-  }
-  printf("  %-36s [env SEGOPS_TOKEN] the bearer token itself (prefer a file)\n", "");
-  printf("  %-36s a token is %d to %d bytes of printable ASCII without spaces; surrounding\n", "", SEGOPS_TOKEN_MIN,
-         SEGOPS_TOKEN_MAX);
-  printf("  %-36s whitespace and newlines are trimmed; anything else refuses to start\n\n", "");
-  printf(
-      "With a token configured, every path but /healthz and /readyz needs\n"
-      "'Authorization: Bearer <token>'. A non-loopback --listen address needs a token\n"
-      "or --allow-unauthenticated. SIGTERM, SIGINT or any other signal that would end the\n"
-      "process (SIGHUP is ignored): /readyz turns 503, work is served for\n"
-      "--drain-seconds, then new work gets 503 and in-flight work finishes within\n"
-      "--shutdown-timeout; exit 0 (1 when work was still running at the timeout).\n\n"
-      "Tuning by environment only (README.md, Configuration): SEGOPS_CUDA_LANES,\n"
-      "SEGOPS_CUDA_WAIT, SEGOPS_CUDA_WAIT_POLL_US, SEGOPS_CUDA_LARGE_LANES,\n"
-      "SEGOPS_CUDA_LARGE_ROWS, SEGOPS_CUDA_DIRECT_COPIES, SEGOPS_LAYOUT_CACHE_BYTES,\n"
-      "SEGOPS_IDX_CACHE_BYTES, SEGOPS_HOST_POOL_BYTES, SEGOPS_INLINE_MAX_WORK,\n"
-      "SEGOPS_HTTP_CONNECTION_MEMORY.\n");
+      "A non-loopback --listen address needs a token or --allow-unauthenticated.\n"
+      "A token is %d to %d bytes of printable ASCII without spaces; surrounding whitespace\n"
+      "and newlines are trimmed; anything else refuses to start.\n",
+      SEGOPS_TOKEN_MIN, SEGOPS_TOKEN_MAX);
 }
 
-static const opt_desc *find_opt(const char *name, size_t len) {
-  for (size_t k = 0; k < N_OPTS; k++)
-    if (strlen(OPTS[k].flag) == len && memcmp(OPTS[k].flag, name, len) == 0) return &OPTS[k];
-  return NULL;
+/* The actions of --help, --help-markdown and --version; 1 when name is one of them. */
+static int run_action(const char *name) {
+  if (!strcmp(name, "--help"))
+    print_help();
+  else if (!strcmp(name, "--help-markdown"))
+    segops_settings_print_markdown(GROUPS, MARKDOWN_HEAD, stdout);
+  else if (!strcmp(name, "--version"))
+    printf("segopsd %s\n", SEGOPS_VERSION);
+  else
+    return 0;
+  return 1;
 }
 
-int segops_config_load(segops_config *c, int argc, char **argv, char *err, size_t errlen) {
-  memset(c, 0, sizeof *c);
-  bool segs_set = false, listen_flag_seen = false;
-  /* 1. defaults, 2. environment */
-  for (size_t k = 0; k < N_OPTS; k++) {
-    const opt_desc *o = &OPTS[k];
-    if (!o->env) continue;
-    if (apply(c, o, o->def, &segs_set, err, errlen)) return SEGOPS_CONFIG_ERROR;
-  }
-  for (size_t k = 0; k < N_OPTS; k++) {
-    const opt_desc *o = &OPTS[k];
-    const char *v = o->env ? getenv(o->env) : NULL;
-    if (!v) continue;
-    if (!strcmp(o->flag, "listen")) c->n_listen = 0; /* the variable replaces the default */
-    if (apply(c, o, v, &segs_set, err, errlen)) {
-      size_t l = strlen(err);
-      snprintf(err + l, errlen - l, " (from %s)", o->env);
-      return SEGOPS_CONFIG_ERROR;
-    }
-  }
-  const char *envtok = getenv("SEGOPS_TOKEN");
-  if (envtok && !c->token && set_token(c, envtok, strlen(envtok), "SEGOPS_TOKEN", err, errlen))
-    return SEGOPS_CONFIG_ERROR;
-  /* 3. flags: --name VALUE or --name=VALUE */
+/* Flags: --name VALUE or --name=VALUE; a flag type without a value sets it. */
+static int apply_argv(int argc, char **argv, char *err, size_t errlen) {
+  const segops_setting *seen[64]; /* options given so far: a repeated one appends (LIST) */
+  size_t n_seen = 0;
   for (int a = 1; a < argc; a++) {
     const char *s = argv[a];
+    if (run_action(s)) return SEGOPS_CONFIG_EXIT_OK;
     if (strncmp(s, "--", 2) != 0) {
       snprintf(err, errlen, "unexpected argument '%s' (see --help)", s);
       return SEGOPS_CONFIG_ERROR;
     }
     s += 2;
     const char *eq = strchr(s, '=');
-    size_t nlen = eq ? (size_t)(eq - s) : strlen(s);
-    const opt_desc *o = find_opt(s, nlen);
-    if (!o) {
+    segops_settings_group *g = NULL;
+    const segops_setting *o = segops_settings_find(GROUPS, s, eq ? (size_t)(eq - s) : strlen(s), &g);
+    if (!o || (o->flags & SEGOPS_SET_ENV_ONLY)) {
       snprintf(err, errlen, "unknown option '%s' (see --help)", argv[a]);
       return SEGOPS_CONFIG_ERROR;
     }
-    if (!strcmp(o->flag, "help")) {
-      print_help();
-      return SEGOPS_CONFIG_EXIT_OK;
-    }
-    if (!strcmp(o->flag, "version")) {
-      printf("segopsd %s\n", SEGOPS_VERSION);
-      return SEGOPS_CONFIG_EXIT_OK;
-    }
-    const char *v = eq ? eq + 1 : o->arg ? NULL : "1"; /* a flag without a value sets it */
+    const char *v = eq ? eq + 1 : o->type == SEGOPS_SET_FLAG ? "1" : NULL;
     if (!v) {
       if (a + 1 >= argc) {
-        snprintf(err, errlen, "option --%s needs a value (%s)", o->flag, o->arg);
+        snprintf(err, errlen, "option --%s needs a value", o->name);
         return SEGOPS_CONFIG_ERROR;
       }
       v = argv[++a];
     }
-    if (!strcmp(o->flag, "listen") && !listen_flag_seen) {
-      c->n_listen = 0; /* the first --listen replaces the default and the variable; more add */
-      listen_flag_seen = true;
-    }
-    if (apply(c, o, v, &segs_set, err, errlen)) return SEGOPS_CONFIG_ERROR;
+    int append = 0;
+    for (size_t k = 0; k < n_seen && !append; k++) append = seen[k] == o;
+    if (!append && n_seen < sizeof seen / sizeof seen[0]) seen[n_seen++] = o;
+    if (segops_settings_apply(g, o, v, append, err, errlen)) return SEGOPS_CONFIG_ERROR;
   }
-  if (!segs_set) c->max_segments = c->max_elements;
+  return SEGOPS_CONFIG_OK;
+}
+
+/* What follows from the values together: defaults that depend on others, and the rule that a
+ * non-loopback address needs a token. */
+static int settle(segops_config *c, char *err, size_t errlen) {
+  c->threads = (int)segops_cpu_conf.threads;
+  if (c->max_segments < 0) c->max_segments = c->max_elements;
   /* A body of the largest allowed size must fit in the in-flight budget (+1: the buffer holds
    * one spare byte). */
   if (c->max_inflight_bytes < c->max_body_bytes + 1) c->max_inflight_bytes = c->max_body_bytes + 1;
@@ -505,6 +707,16 @@ int segops_config_load(segops_config *c, int argc, char **argv, char *err, size_
       return SEGOPS_CONFIG_ERROR;
     }
   return SEGOPS_CONFIG_OK;
+}
+
+int segops_config_load(segops_config *c, int argc, char **argv, char *err, size_t errlen) {
+  memset(c, 0, sizeof *c);
+  listen_group.base = backend_group.base = limit_group.base = sched_group.base = native_group.base = life_group.base = c;
+  segops_settings_group *const *groups = GROUPS;
+  if (segops_settings_defaults(groups, err, errlen) || segops_settings_from_env(groups, err, errlen))
+    return SEGOPS_CONFIG_ERROR;
+  int rc = apply_argv(argc, argv, err, errlen);
+  return rc != SEGOPS_CONFIG_OK ? rc : settle(c, err, errlen);
 }
 
 void segops_config_free(segops_config *c) {

@@ -1,10 +1,12 @@
-/* config.h: the daemon's configuration (README.md, Configuration; segopsd --help): flags, environment variables,
- * defaults. */
+/* config.h: the daemon's configuration: its own rows of the configuration table (core/settings.h)
+ * and the values they fill; docs/configuration.md and segopsd --help are generated from them. */
 #ifndef SEGOPS_CONFIG_H
 #define SEGOPS_CONFIG_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "settings.h"
 
 #define SEGOPS_MAX_DEVICE_LIST 64
 /* Bounds on a configured bearer token, in bytes (config.c: set_token). */
@@ -30,7 +32,7 @@ typedef struct {
   char backend[8];       /* "auto", "cpu", "cuda" */
   int devices[SEGOPS_MAX_DEVICE_LIST];
   int n_devices;        /* 0 = all GPUs */
-  int threads;          /* CPU backend compute threads; 0 = every online CPU */
+  int threads;          /* the CPU backend's --threads (segops_cpu_conf), copied for the HTTP pool's default */
   int http_threads;     /* libmicrohttpd thread pool size */
   char *token;          /* owned; NULL when auth is off */
   char token_file[512]; /* where the token came from ("" for the environment) */
@@ -52,6 +54,13 @@ typedef struct {
   double drain_seconds;      /* after SIGTERM: readyz 503 but keep serving this long */
   double shutdown_timeout_s; /* then: finish in-flight work within this long, or exit 1 */
   int allow_unauthenticated; /* a non-loopback listen address without a token is refused unless set */
+
+  /* The native channel (server/native/). */
+  char native_socket[108];             /* its socket: "" derived from the port, "off" none */
+  int64_t native_spin_us;              /* a channel's thread polls its ring this long after a call */
+  int64_t native_max_channels_per_uid; /* native channels one user may hold open */
+  int64_t native_max_map_bytes;        /* client memory one channel may hand over (ring and pools) */
+  int64_t native_max_pinned_bytes;     /* of that, how much is pinned for device copies */
 } segops_config;
 
 #define SEGOPS_BATCH_AUTO (-1)
@@ -59,10 +68,15 @@ typedef struct {
 
 enum { SEGOPS_CONFIG_OK = 0, SEGOPS_CONFIG_EXIT_OK = 1, SEGOPS_CONFIG_ERROR = 2 };
 
-/* Fills cfg from defaults, then the environment, then argv (flags win). Prints --help or
- * --version to stdout and returns SEGOPS_CONFIG_EXIT_OK for them; on a bad value writes a
- * message to err and returns SEGOPS_CONFIG_ERROR. cfg owns its token: segops_config_free. */
+/* Fills cfg, and the backends' and the core's settings, from defaults, then the environment, then
+ * argv (flags win). Prints --help, --help-markdown or --version to stdout and returns
+ * SEGOPS_CONFIG_EXIT_OK for them; on a bad value writes a message naming the option to err and
+ * returns SEGOPS_CONFIG_ERROR. cfg owns its token: segops_config_free. */
 int segops_config_load(segops_config *cfg, int argc, char **argv, char *err, size_t errlen);
 void segops_config_free(segops_config *cfg);
+
+/* The configuration table segopsd parses (a NULL-terminated list: the daemon's groups, whose
+ * values live in the segops_config last loaded, then the backends' and the core's), for /v1/info. */
+segops_settings_group *const *segops_config_groups(void);
 
 #endif

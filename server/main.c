@@ -1,10 +1,12 @@
-/* main.c: segopsd entry point: configuration, backend choice, scheduler, HTTP server, and the
- * signal-driven graceful shutdown (any terminating signal but SIGHUP -> drain -> exit 0). */
+/* main.c: segopsd entry point: configuration, backend choice, scheduler, HTTP server, the native
+ * channel, and the signal-driven graceful shutdown (any terminating signal but SIGHUP -> drain ->
+ * exit 0). */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "config.h"
@@ -12,23 +14,31 @@
 #include "hostbuf.h"
 #include "http.h"
 #include "log.h"
+#include "native.h"
 #include "scheduler.h"
+#include "segops_ring.h"
 
 static segops_backend *make_backend(const segops_config *c) {
   char err[256] = "";
   if (!strcmp(c->backend, "cuda") || !strcmp(c->backend, "auto")) {
     int code = SEGOPS_OK;
-    segops_backend *b =
-        segops_cuda_backend_new(c->n_devices ? c->devices : NULL, c->n_devices, &code, err, sizeof err);
+    segops_backend *b = segops_cuda_backend_new(c->n_devices ? c->devices : NULL, c->n_devices, &code, err, sizeof err);
     if (b) return b;
     /* auto falls back to the CPU only when there is no usable GPU: a bad setting (--devices,
-     * SEGOPS_CUDA_*) is refused, rather than silently serving from the CPU. */
+     * --cuda-*) is refused, rather than silently serving from the CPU. */
     if (!strcmp(c->backend, "cuda") || code != SEGOPS_E_UNAVAILABLE) {
-      SEGOPS_LOGE("--backend %s: %s%s", c->backend, code == SEGOPS_E_UNAVAILABLE ? "no usable GPU: " : "",
-                  err[0] ? err : "unknown reason");
+      if (code == SEGOPS_E_UNAVAILABLE)
+        SEGOPS_LOGE("--backend %s: no usable GPU (%s)", c->backend, err[0] ? err : "unknown reason");
+      else
+        SEGOPS_LOGE("--backend %s: %s", c->backend, err[0] ? err : "unknown reason");
       return NULL;
     }
-    SEGOPS_LOGI("no usable GPU (%s); using the CPU backend", err[0] ? err : "unknown reason");
+    /* Without an NVIDIA driver (no /dev/nvidiactl) the CUDA runtime's reason ("driver version is
+     * insufficient") would mislead: there is simply no GPU. */
+    if (access("/dev/nvidiactl", F_OK) != 0)
+      SEGOPS_LOGI("no GPU found; serving from the CPU backend");
+    else
+      SEGOPS_LOGI("no usable GPU (%s); serving from the CPU backend", err[0] ? err : "unknown reason");
   }
   segops_backend *b = segops_cpu_backend_new(c->threads);
   if (!b) SEGOPS_LOGE("the CPU backend could not be created");
@@ -36,7 +46,7 @@ static segops_backend *make_backend(const segops_config *c) {
 }
 
 /* Every catchable signal whose default action would end the process: all of them drain like
- * SIGTERM (README.md, Configuration: no catchable signal ends the daemon without the drain), except SIGHUP,
+ * SIGTERM (docs/operations.md: no catchable signal ends the daemon without the drain), except SIGHUP,
  * which is taken and ignored. They are blocked in every thread and taken by main with sigwait.
  * SIGPIPE is ignored instead (a peer closing mid-write is an error return, not a signal); the
  * synchronous faults (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS) keep their
@@ -47,6 +57,33 @@ static void shutdown_signals(sigset_t *set) {
   sigemptyset(set);
   for (size_t k = 0; k < sizeof SIGS / sizeof SIGS[0]; k++) sigaddset(set, SIGS[k]);
   for (int s = SIGRTMIN; s <= SIGRTMAX; s++) sigaddset(set, s); /* real-time signals end a process too */
+}
+
+static bool takes_work(const void *ctx) {
+  return segops_server_takes_work(atomic_load(&((const segops_server *)ctx)->state));
+}
+
+/* The native channel beside the HTTP listeners (a derived path that cannot be served is only a
+ * warning; a configured one stops the start). Returns -1 when the daemon must not start. */
+static int start_native(segops_config *cfg, segops_server *srv, segops_native **out) {
+  char path[108];
+  bool derived;
+  *out = NULL;
+  segops_native_socket_path(cfg, srv->port, path, sizeof path, &derived);
+  if (!path[0]) {
+    if (derived) SEGOPS_LOGW("native channel: no socket path can be derived (no TCP port); give --native-socket");
+    return 0;
+  }
+  segops_native_deps d = {cfg, srv->backend, srv->sched, &srv->limits, takes_work, srv};
+  *out = segops_native_start(&d, path);
+  if (!*out) {
+    if (!derived) return -1;
+    SEGOPS_LOGW("native channel off: %s could not be served (--native-socket PATH chooses another)", path);
+    return 0;
+  }
+  snprintf(srv->native_socket, sizeof srv->native_socket, "%s", path);
+  SEGOPS_LOGI("native channel on %s (version %u)", path, SEGOPS_NATIVE_VERSION);
+  return 0;
 }
 
 int main(int argc, char **argv) {
@@ -103,6 +140,16 @@ int main(int argc, char **argv) {
     segops_config_free(&cfg);
     return 1;
   }
+  segops_native *native = NULL;
+  if (start_native(&cfg, &srv, &native) != 0) {
+    cfg.drain_seconds = 0;
+    segops_server_drain_and_stop(&srv);
+    segops_sched_free(sched);
+    segops_hostbuf_detach();
+    segops_backend_free(backend);
+    segops_config_free(&cfg);
+    return 1;
+  }
   atomic_store(&srv.state, SEGOPS_STATE_READY);
   for (int k = 0; k < srv.n_listeners; k++) printf("segopsd listening on %s\n", srv.listeners[k].url);
   fflush(stdout);
@@ -118,7 +165,8 @@ int main(int argc, char **argv) {
     SEGOPS_LOGI("received SIGHUP: ignored (logs go to stderr, there is nothing to reopen)");
   }
   SEGOPS_LOGI("received signal %d (%s); draining", sig, strsignal(sig));
-  segops_server_drain_and_stop(&srv);
+  segops_server_drain_and_stop(&srv); /* the native channel answers "draining" from here on */
+  segops_native_stop(native);
   segops_sched_free(sched);
   segops_hostbuf_detach();
   segops_backend_free(backend);

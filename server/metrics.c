@@ -48,6 +48,9 @@ static const struct {
 #define N_REJECT (sizeof REJECT / sizeof REJECT[0])
 #define MAX_DEV 64
 
+/* Native-channel call statuses: SEGOPS_OK and the SEGOPS_E_* codes (0, -1 ... -18) by -status. */
+#define N_NATIVE_STATUS 19
+
 /* Requests per backend call: powers of two. */
 static const int BATCH_BUCKETS[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
 #define N_BATCH (sizeof BATCH_BUCKETS / sizeof BATCH_BUCKETS[0])
@@ -73,6 +76,8 @@ static struct {
   atomic_uint_fast64_t batch_bucket[N_BATCH + 1];
   atomic_uint_fast64_t batch_count, batch_sum, batch_elements;
   atomic_uint_fast64_t busy_ns[MAX_DEV];
+  atomic_int_fast64_t native_channels, native_mapped, native_pinned;
+  atomic_uint_fast64_t native_calls[SEGOPS_OP_COUNT * SEGOPS_PASS_COUNT + 1][N_NATIVE_STATUS];
 } M;
 
 static size_t status_slot(int status) {
@@ -136,6 +141,19 @@ void segops_metrics_backend_busy(int device, double seconds) {
 
 void segops_metrics_inflight_add(int delta) { atomic_fetch_add_explicit(&M.inflight, delta, RLX); }
 void segops_metrics_executing_add(int delta) { atomic_fetch_add_explicit(&M.executing, delta, RLX); }
+
+void segops_metrics_native_channels(int delta) { atomic_fetch_add_explicit(&M.native_channels, delta, RLX); }
+
+void segops_metrics_native_call(int fn, int status) {
+  int f = fn >= 0 && fn < SEGOPS_OP_COUNT * SEGOPS_PASS_COUNT ? fn : SEGOPS_OP_COUNT * SEGOPS_PASS_COUNT;
+  int s = status <= 0 && status > -N_NATIVE_STATUS ? -status : -SEGOPS_E_INTERNAL;
+  atomic_fetch_add_explicit(&M.native_calls[f][s], 1, RLX);
+}
+
+void segops_metrics_native_bytes(int64_t mapped_delta, int64_t pinned_delta) {
+  atomic_fetch_add_explicit(&M.native_mapped, mapped_delta, RLX);
+  atomic_fetch_add_explicit(&M.native_pinned, pinned_delta, RLX);
+}
 
 /* A growable text buffer; on OOM it stops growing and render returns NULL. */
 typedef struct {
@@ -213,6 +231,36 @@ static void put_gauge(sbuf *b, const char *name, const char *help, long long v) 
   put(b, "# HELP %s %s\n# TYPE %s gauge\n%s %lld\n", name, help, name, name, v);
 }
 
+/* A native call's status label: "ok", or the wire code, but out_of_memory and device for the codes
+ * that share resource_exhausted and internal on the wire (labels must stay distinct). */
+static const char *native_status_label(int status) {
+  if (status == SEGOPS_OK) return "ok";
+  if (status == SEGOPS_E_NOMEM) return "out_of_memory";
+  if (status == SEGOPS_E_DEVICE) return "device";
+  return segops_err_code(status);
+}
+
+static void put_native(sbuf *b) {
+  put_gauge(b, "segops_native_channels", "Native channels open now.",
+            (long long)atomic_load_explicit(&M.native_channels, RLX));
+  put_gauge(b, "segops_native_mapped_bytes", "Client memory (rings and pools) mapped for native channels.",
+            (long long)atomic_load_explicit(&M.native_mapped, RLX));
+  put_gauge(b, "segops_native_pinned_bytes", "Of that, memory pinned for direct device copies.",
+            (long long)atomic_load_explicit(&M.native_pinned, RLX));
+  put(b,
+      "# HELP segops_native_calls_total Calls answered over native channels, by op, pass and status (ok, or the "
+      "error code).\n# TYPE segops_native_calls_total counter\n");
+  for (int f = 0; f <= SEGOPS_OP_COUNT * SEGOPS_PASS_COUNT; f++)
+    for (int s = 0; s < N_NATIVE_STATUS; s++) {
+      uint64_t v = ld(&M.native_calls[f][s]);
+      bool fn = f < SEGOPS_OP_COUNT * SEGOPS_PASS_COUNT;
+      if (!v && (s != 0 || !fn)) continue; /* every function's ok series, others when seen */
+      put(b, "segops_native_calls_total{op=\"%s\",pass=\"%s\",status=\"%s\"} %llu\n",
+          fn ? segops_op_name(f / SEGOPS_PASS_COUNT) : "unknown",
+          fn ? segops_pass_name(f % SEGOPS_PASS_COUNT) : "unknown", native_status_label(-s), (unsigned long long)v);
+    }
+}
+
 char *segops_metrics_render(int64_t queue_depth, const segops_backend *be, size_t *len) {
   sbuf b = {malloc(65536), 0, 65536, 0};
   if (!b.p) return NULL;
@@ -274,6 +322,7 @@ char *segops_metrics_render(int64_t queue_depth, const segops_backend *be, size_
   put_gauge(&b, "segops_queued_requests", "Op requests waiting for a backend worker.", (long long)queue_depth);
   put_gauge(&b, "segops_executing_requests", "Op requests in a backend call now.",
             (long long)atomic_load_explicit(&M.executing, RLX));
+  put_native(&b);
   int nd = be ? (be->n_devices < MAX_DEV ? be->n_devices : MAX_DEV) : 0;
   put(&b, "# HELP segops_device_busy_seconds_total Time each backend device (worker) spent running calls.\n");
   put(&b, "# TYPE segops_device_busy_seconds_total counter\n");

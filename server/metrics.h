@@ -43,6 +43,13 @@ void segops_metrics_inflight_add(int delta);
 /* Op requests inside a backend call now (+n before the call, -n after). */
 void segops_metrics_executing_add(int delta);
 
+/* The native channel (server/native/): channels open (+1 when one opens, -1 when it ends); one
+ * call answered, by function (SEGOPS_FN_*, -1 when the request named none) and status (SEGOPS_OK
+ * or a SEGOPS_E_* code); bytes of client memory mapped and pinned (deltas). */
+void segops_metrics_native_channels(int delta);
+void segops_metrics_native_call(int fn, int status);
+void segops_metrics_native_bytes(int64_t mapped_delta, int64_t pinned_delta);
+
 /* Renders everything into a malloc'd NUL-terminated buffer (caller frees); NULL on OOM.
  * queue_depth is sampled by the caller; the backend is asked for per-device memory. */
 char *segops_metrics_render(int64_t queue_depth, const segops_backend *b, size_t *len);

@@ -32,8 +32,7 @@ typedef struct {
 } cpu_ctx;
 
 const segops_cpu_fn_table *segops_cpu_pick_fns(void) {
-  const char *isa = getenv("SEGOPS_CPU_ISA");
-  if (isa && !strcmp(isa, "baseline")) return &segops_cpu_fns_base;
+  if (segops_cpu_conf.isa == SEGOPS_CPU_ISA_BASELINE) return &segops_cpu_fns_base;
 #ifdef SEGOPS_CPU_HAVE_V3
   /* What cpu_ops_avx2.c is compiled for (-march=x86-64-v3); libgcc's check includes the OS saving
    * the AVX registers. */

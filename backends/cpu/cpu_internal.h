@@ -73,8 +73,8 @@ extern const segops_cpu_fn_table segops_cpu_fns_base; /* cpu_ops.c: any CPU of t
 extern const segops_cpu_fn_table segops_cpu_fns_v3; /* cpu_ops_avx2.c: x86-64-v3 (AVX2) CPUs only */
 #endif
 /* The table for this CPU: the x86-64-v3 one where the CPU (and the OS) support it, else the
- * baseline. SEGOPS_CPU_ISA=baseline in the environment forces the baseline (tests compare the
- * two; also how to run as on a CPU without AVX2). Read when a backend is created. */
+ * baseline. --cpu-isa baseline (segops_cpu_conf) forces the baseline (tests compare the two;
+ * also how to run as on a CPU without AVX2). Read when a backend is created. */
 const segops_cpu_fn_table *segops_cpu_pick_fns(void);
 
 /* First element at or after i that starts a segment (i == 0 or idx[i] != idx[i-1]); n if none. */

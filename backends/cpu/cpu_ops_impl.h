@@ -480,7 +480,7 @@ SEGOPS_CPU_INLINE void FN(outer_visit)(const segops_cpu_job *J, int64_t i, doubl
 }
 /* Four elements into the accumulators of the 3x3 outer product, acc[3j+k] += a[j]*b[k] per
  * element as segops_outer_add, in one of two layouts (SEGOPS_CPU_ACC_OUTER), each the faster for
- * its dtype on one thread in cache (bench/cpu/bench_cpu.c, bench/RESULTS.md):
+ * its dtype on one thread in cache (bench/cpu/bench_cpu, both layouts built):
  * - float32, SEGOPS_CPU_ACC_LANES: element i+q into lane q, accumulator 3j+k in A[3j+k], a and b
  *   by component as ld4 loads them: nine chains of one add per four elements, no broadcasts. Lanes
  *   from m on: a and b kept at +0.0 first (a row past the segment may hold an inf, and 0*inf is a

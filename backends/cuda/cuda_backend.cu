@@ -7,6 +7,7 @@
 
 #include "cuda_internal.h"
 #include "cuda_layout_cache.h"
+#include "cuda_settings.h"
 
 #define STAGE_BYTES ((size_t)32 << 20) /* each of the two pinned staging slots */
 /* Copies at least this large go straight to or from pinned host memory; smaller ones go through
@@ -14,26 +15,22 @@
 #define DIRECT_MIN ((size_t)64 << 10)
 /* Workers ("lanes") per GPU, each with its own stream, staging and pool, so that one request's
  * copies overlap another's kernels and copies on the same GPU. Results do not depend on the lane.
- * SEGOPS_CUDA_LANES (1..MAX_LANES_PER_GPU) overrides the default; set at creation. 4: with 16
- * workers on one H200, 2 lanes were 46-93 % busy at 2^10-2^14 rows; 4 gave a median 1.45x their
- * steps/s at 2^14 and 1.22x at 2^10, 1.00x at 2^17 and 0.89-0.96x at 2^20
- * (bench/worker/worker_bench.py, bench/RESULTS.md). */
+ * --cuda-lanes (cuda_settings.c, where the default's measurement is) sets it at creation. */
 #define LANES_DEFAULT 4
 #define MAX_LANES_PER_GPU 16
 static int lanes_per_gpu = LANES_DEFAULT;
 #define POOL_ROUND ((size_t)64 << 20)
-/* Layout cache per worker unless SEGOPS_LAYOUT_CACHE_BYTES says otherwise (0: off): 1 GiB, or
+/* Layout cache per worker unless --layout-cache-bytes says otherwise (0: off): 1 GiB, or
  * less on a small GPU, so the GPU's lanes together cache at most 1/16 of its memory. */
 #define LAYOUT_CACHE_DEFAULT ((size_t)1 << 30)
-/* How a worker's thread waits for its stream (SEGOPS_CUDA_WAIT, set at creation): CUDA's
+/* How a worker's thread waits for its stream (--cuda-wait, set at creation): CUDA's
  * scheduling flag for the primary context (auto: CUDA's own choice, which spins when the GPUs
  * are fewer than the CPUs; spin; yield; block: sleep until the GPU signals), and for block,
- * SEGOPS_CUDA_WAIT_POLL_US of polling the stream first (a short call ends before the sleep). */
+ * --cuda-wait-poll-us of polling the stream first (a short call ends before the sleep). */
 static unsigned wait_flags = cudaDeviceScheduleAuto;
 static int wait_poll_us = 0;
-/* SEGOPS_CUDA_LARGE_LANES (0: off, the default) and SEGOPS_CUDA_LARGE_ROWS: only the first
- * large_lanes lanes of each GPU take calls of more than large_rows rows, so the other lanes stay
- * free for small calls and large ones do not all run at once (set at creation). */
+/* Only the first large_lanes lanes of each GPU take calls of more than large_rows rows (0: every
+ * lane takes every call, which read_settings keeps: reserving lanes for large calls showed no gain). */
 static int large_lanes = 0;
 static int64_t large_rows = (int64_t)1 << 16;
 
@@ -130,7 +127,7 @@ static int cuda_fail(cuda_dev *d, cudaError_t e, const char *what, char *err, si
  * host_register): the DMA engine then reads or writes it directly, with no staging copy by the
  * CPU. Both ends are checked: a tensor lies inside one region (its bounds are checked against
  * it), and a region stays registered while a request uses it. */
-static int direct_copies = 1; /* SEGOPS_CUDA_DIRECT_COPIES=0 turns them off (for comparisons); set at creation */
+static int direct_copies = 1; /* always on (read_settings) */
 
 static int is_pinned(const void *p, size_t bytes) {
   struct cudaPointerAttributes a;
@@ -215,7 +212,7 @@ static cudaError_t stream_wait(cuda_dev *d) {
   return cudaStreamSynchronize(d->stream);
 }
 
-/* backend->accepts, when SEGOPS_CUDA_LARGE_LANES is set: lane l of a GPU (worker g * lanes + l)
+/* backend->accepts, when large_lanes > 0: lane l of a GPU (worker g * lanes + l)
  * takes a call of more than large_rows rows only when l < large_lanes. */
 static int cuda_accepts(void *vctx, int device, const segops_call *call) {
   (void)vctx;
@@ -477,11 +474,11 @@ static void cuda_destroy(void *vctx) {
   free(ctx);
 }
 
-/* SEGOPS_LAYOUT_CACHE_BYTES: bytes per worker; unset: the default for a GPU of mem bytes. */
+/* --layout-cache-bytes: bytes per worker; auto: the default for a GPU of mem bytes. */
 static size_t layout_cache_cap(size_t mem) {
   size_t def = mem / 16 / (size_t)lanes_per_gpu;
   if (def > LAYOUT_CACHE_DEFAULT || def == 0) def = LAYOUT_CACHE_DEFAULT;
-  return segops_env_bytes("SEGOPS_LAYOUT_CACHE_BYTES", def);
+  return segops_cuda_conf.layout_cache_bytes >= 0 ? (size_t)segops_cuda_conf.layout_cache_bytes : def;
 }
 
 /* Creates one device's warm state; returns a cudaError_t. */
@@ -525,46 +522,22 @@ static cudaError_t dev_init(cuda_dev *d, int ordinal) {
   return cudaSuccess;
 }
 
-/* The settings read from the environment at creation, before any worker runs:
- * SEGOPS_CUDA_WAIT=auto|spin|yield|block and SEGOPS_CUDA_WAIT_POLL_US (0..10000, block only),
- * SEGOPS_CUDA_DIRECT_COPIES, SEGOPS_CUDA_LANES, SEGOPS_CUDA_LARGE_LANES, SEGOPS_CUDA_LARGE_ROWS.
- * SEGOPS_OK or SEGOPS_E_INVALID_ARGUMENT with the message in err. */
+/* The CUDA rows of the configuration table (cuda_settings.c: --cuda-wait, --cuda-wait-poll-us,
+ * --cuda-lanes), taken at creation, before any worker runs. SEGOPS_OK or
+ * SEGOPS_E_INVALID_ARGUMENT with the message in err. */
 static int read_settings(char *err, size_t errlen) {
-  static const struct {
-    const char *name;
-    unsigned flags;
-  } policies[] = {{"auto", cudaDeviceScheduleAuto},
-                  {"spin", cudaDeviceScheduleSpin},
-                  {"yield", cudaDeviceScheduleYield},
-                  {"block", cudaDeviceScheduleBlockingSync}};
-  const char *v = getenv("SEGOPS_CUDA_WAIT");
-  wait_flags = cudaDeviceScheduleAuto;
-  wait_poll_us = 0;
-  if (v && *v) {
-    size_t i, n = sizeof policies / sizeof policies[0];
-    for (i = 0; i < n && strcmp(v, policies[i].name) != 0; i++) {
-    }
-    if (i == n)
-      return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
-                         "SEGOPS_CUDA_WAIT must be auto, spin, yield or block, not '%.32s'", v);
-    wait_flags = policies[i].flags;
-  }
-  long long poll = 0, lanes = LANES_DEFAULT, large = 0, rows = (long long)1 << 16;
-  int rc;
-  if ((rc = segops_env_whole("SEGOPS_CUDA_WAIT_POLL_US", 0, 10000, " of microseconds", &poll, err, errlen)) ||
-      (rc = segops_env_whole("SEGOPS_CUDA_LANES", 1, MAX_LANES_PER_GPU, "", &lanes, err, errlen)) ||
-      (rc = segops_env_whole("SEGOPS_CUDA_LARGE_LANES", 0, MAX_LANES_PER_GPU, " (0: off)", &large, err, errlen)) ||
-      (rc = segops_env_whole("SEGOPS_CUDA_LARGE_ROWS", 16384, (long long)1 << 40, " of rows", &rows, err, errlen)))
-    return rc;
-  if (poll > 0 && wait_flags != cudaDeviceScheduleBlockingSync)
+  static const unsigned policies[] = {cudaDeviceScheduleAuto, cudaDeviceScheduleSpin, cudaDeviceScheduleYield,
+                                      cudaDeviceScheduleBlockingSync}; /* in SEGOPS_CUDA_WAIT_* order */
+  const segops_cuda_conf_t *c = &segops_cuda_conf;
+  wait_flags = policies[c->wait >= 0 && c->wait < 4 ? c->wait : 0];
+  if (c->wait_poll_us > 0 && wait_flags != cudaDeviceScheduleBlockingSync)
     return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
-                       "SEGOPS_CUDA_WAIT_POLL_US applies only with SEGOPS_CUDA_WAIT=block");
-  wait_poll_us = (int)poll;
-  v = getenv("SEGOPS_CUDA_DIRECT_COPIES");
-  direct_copies = !(v && strcmp(v, "0") == 0);
-  lanes_per_gpu = (int)lanes;
-  large_lanes = large >= lanes ? 0 : (int)large; /* 0: every lane takes large calls */
-  large_rows = (int64_t)rows;
+                       "SEGOPS_CUDA_WAIT_POLL_US (--cuda-wait-poll-us) applies only with SEGOPS_CUDA_WAIT=block "
+                       "(--cuda-wait block)");
+  wait_poll_us = (int)c->wait_poll_us;
+  lanes_per_gpu = (int)c->lanes;
+  large_lanes = 0;    /* every lane takes large calls */
+  direct_copies = 1;  /* pinned regions are copied straight from and to */
   return SEGOPS_OK;
 }
 

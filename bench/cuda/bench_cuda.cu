@@ -76,7 +76,7 @@ __global__ void fill_kernel(double *p, int64_t n, uint64_t seed) {
     uint64_t z = seed + (uint64_t)i * 0x9e3779b97f4a7c15ull;
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    /* full 53-bit fractions: with 20-bit ones, float32 sums of a few thousand
+    /* full 53-bit fractions: with 20-bit ones float32 sums of a few thousand
      * values were exact in the double accumulators, so --digest could not see a changed order */
     p[i] = (double)(z >> 11) / 9007199254740992.0 - 0.5;
   }

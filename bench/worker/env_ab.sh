@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # env_ab.sh: A/B of daemon settings given by environment (e.g. how the CUDA workers wait for the
 # GPU, SEGOPS_CUDA_WAIT / SEGOPS_CUDA_WAIT_POLL_US, or how many there are, SEGOPS_CUDA_LANES),
-# through the worker benchmark, on the GPU machine after a build:
+# through the worker benchmark, on a GPU host after a build:
 #   . .device/env.sh && VARIANTS="base SEGOPS_CUDA_WAIT=block SEGOPS_CUDA_LANES=8,SEGOPS_CUDA_WAIT=block" \
 #     ROUNDS=2 bash bench/worker/env_ab.sh
 # A variant is `base` (the defaults) or NAME=VALUE[,NAME=VALUE...] given to the daemon. Rounds
 # alternate the variants so drift hits them alike. OPS, SIZES, WORKERS, TRANSPORT, WINDOW pick the
 # cells; BACKEND (cuda) and B (build-gpu) the daemon. Each run's table and JSON go to $LOGS
-# (default /tmp/gpu-logs/env_ab), then a summary: per cell, each variant's W-worker steps/s, one
+# (default bench/out/env_ab), then a summary: per cell, each variant's W-worker steps/s, one
 # worker's step latency and the daemon's CPU per step, medians over the rounds.
 set -uo pipefail
 VARIANTS=${VARIANTS:-"base SEGOPS_CUDA_WAIT=block"}
@@ -19,7 +19,7 @@ TRANSPORT=${TRANSPORT:-shm}
 WINDOW=${WINDOW:-0.4}
 B=${B:-build-gpu}
 BACKEND=${BACKEND:-cuda}
-LOGS=${LOGS:-/tmp/gpu-logs/env_ab}
+LOGS=${LOGS:-bench/out/env_ab}
 PY=${SEGOPS_PYTHON:-python3}
 mkdir -p "$LOGS"
 for r in $(seq 1 "$ROUNDS"); do

@@ -2,7 +2,7 @@
 """summarize.py: one compact markdown table from worker_bench.py --json files (each cell's op and N
 in one row, every transport side by side), plus the CPU-bound ceiling of each transport:
 
-    python3 bench/worker/summarize.py bench/results/s21/w16_all.json [more.json ...]
+    python3 bench/worker/summarize.py bench/out/w16_all.json [more.json ...]
 
 (--skip-missing: a missing file is a CTest skip, exit 77: the smoke test that writes it skipped.)
 

@@ -135,9 +135,27 @@ def make_client(url, transport):
         return segops.Client(url)
 
 
+# What a worker on a GPU node could do instead of calling segopsd, each in its own CUDA context:
+#   offload  the same segment ops run by the worker itself on the GPU (inputs to the GPU and the
+#            results back on every call; the rest of the step stays on its CPU)
+#   gpu      the whole step on the GPU (inputs made there once; each step synchronises at its end)
+ALTERNATIVES = ("offload", "gpu")
+
+
+def on_gpu(mode, inputs, idx_t):
+    """The inputs and idx as the alternative `mode` starts a step with."""
+    import torch
+
+    if mode == "gpu":
+        return tuple(t.detach().cuda().requires_grad_(True) for t in inputs), idx_t.cuda()
+    return inputs, idx_t.cuda()
+
+
 def step_fn(mode, op, idx_t, idx_np, s, clients, url, idx_dtype="int32"):
-    if mode == "local":
+    if mode in ("local", "gpu"):  # for gpu, idx_t and the inputs are on the GPU already
         return lambda inputs: local_op(op, inputs, idx_t, s)
+    if mode == "offload":
+        return lambda inputs: local_op(op, [t.cuda() for t in inputs], idx_t, s).cpu()
     import torch
 
     import segops.torch as st
@@ -172,10 +190,14 @@ def worker_main(rank, conn, url, idx_dtype="int32", cpus=None):
         mode, op, n, warmup, window = msg
         try:
             inputs, idx_t, idx_np, s = make_inputs(op, n, 1000 + rank)
+            if mode in ALTERNATIVES:
+                inputs, idx_t = on_gpu(mode, inputs, idx_t)
             fn = step_fn(mode, op, idx_t, idx_np, s, clients, url, idx_dtype)
+            sync = torch.cuda.synchronize if mode == "gpu" else (lambda: None)
             step(fn, inputs)  # first step: connections, regions, allocator warm
+            sync()
             check = None
-            if rank == 0 and mode != "local":
+            if rank == 0 and mode not in ("local",) + ALTERNATIVES:
                 check = grad_error(op, fn, inputs, idx_t, s)  # the remote step computes the local one's
             conn.send(("ready", None))
             t0 = conn.recv()  # the agreed start of the window (time.time())
@@ -191,6 +213,7 @@ def worker_main(rank, conn, url, idx_dtype="int32", cpus=None):
                 if cpu0 is None and a >= t0:
                     cpu0 = time.process_time()
                 step(fn, inputs)
+                sync()
                 b = time.time()
                 if cpu0 is not None and cpu1 is None:
                     cpu_steps += 1
@@ -365,6 +388,22 @@ def fmt_rate(v):
 
 
 def table(rows, transport, w, backend):
+    alts = [m for m in ALTERNATIVES if any(f"vs_{m}" in r for r in rows)]
+    if alts:  # segopsd against what the worker could do with the GPU itself
+        lines = [f"\n### transport {transport}, backend {backend}, W = {w}: segopsd against each worker using the GPU itself\n",
+                 "| op | N | segopsd steps/s | " + " | ".join(f"{m} steps/s | segopsd/{m}" for m in alts) + " |",
+                 "|---|---|---|" + "---|---|" * len(alts)]
+        for r in rows:
+            if r["transport"] == transport:
+                lines.append(f"| {r['op'].replace('segmented_', '')} | 2^{r['log2n']} | {fmt_rate(r['remote_sps'])} | "
+                             + " | ".join(f"{fmt_rate(r[m + '_sps'])} | **{r['vs_' + m]:.2f}**" for m in alts) + " |")
+        extra = "\n".join(lines)
+    else:
+        extra = ""
+    return _table_main(rows, transport, w, backend) + extra
+
+
+def _table_main(rows, transport, w, backend):
     lines = [
         f"\n### transport {transport}, backend {backend}, W = {w} workers\n",
         "| op | N | 1 worker: local ms | segopsd ms | local/segopsd | "
@@ -427,6 +466,10 @@ def main():
                     help="an environment variable for every worker process (repeatable; the same processes run the "
                     "local and the remote steps, so both sides see it), e.g. "
                     "--worker-env=GLIBC_TUNABLES=glibc.malloc.trim_threshold=1073741824")
+    ap.add_argument("--alternatives", default="", metavar="LIST",
+                    help="also measure what a worker could do with the GPU itself, each in its own CUDA context: "
+                    "offload (the same segment ops on the GPU, inputs there and results back on every call), "
+                    "gpu (the whole step on the GPU); comma list; needs torch with CUDA")
     ap.add_argument("--smoke", action="store_true", help="tiny windows, for the CTest smoke test")
     a = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the daemon and workers too
@@ -441,6 +484,10 @@ def main():
         if o not in OPS:
             raise SystemExit(f"worker_bench: unknown op {o!r}")
     sizes = tuple(int(x) for x in a.sizes.split(","))
+    alts = tuple(x for x in a.alternatives.split(",") if x)
+    for x in alts:
+        if x not in ALTERNATIVES:
+            raise SystemExit(f"worker_bench: unknown alternative {x!r} (want {', '.join(ALTERNATIVES)})")
     wenv, denv = env_pairs(a.worker_env, "--worker-env"), env_pairs(a.daemon_env, "--daemon-env")
     w = max(a.workers, 1)
     sys.path.insert(0, SRC)
@@ -452,6 +499,8 @@ def main():
     except ImportError as e:
         print(f"SKIP: worker_bench needs numpy, torch and the segops client ({e})")
         sys.exit(77)
+    if alts and not torch.cuda.is_available():
+        raise SystemExit(f"worker_bench: --alternatives {a.alternatives} needs torch with a usable GPU")
 
 
     daemon, tmpdir = None, None
@@ -506,6 +555,12 @@ def main():
                 locw, locm = pool.run(w, "local", op, n, a.warmup, lwin)
                 local_ms = statistics.median(loc1["lat"]) * 1e3 if loc1["lat"] else float("nan")
                 local_sps = sum(r["steps"] for r in locw) / lwin
+                alt = {}
+                for m in alts:  # the same window as the local side's: the steps are the same math
+                    altw, _ = pool.run(w, m, op, n, a.warmup, lwin)
+                    alt[m] = sum(r["steps"] for r in altw) / lwin
+                    print(f"  {op:<20} 2^{lg:<2} {m:<8} {w}w {fmt_rate(alt[m]):>8} steps/s "
+                          f"(local {fmt_rate(local_sps)})", flush=True)
                 for tr in transports:
                     rem1, rwin = run1(pool, tr, op, n, a.warmup, a.window, a.min_steps)
                     remw, remm = pool.run(w, tr, op, n, a.warmup, rwin, daemon_pid)
@@ -529,6 +584,9 @@ def main():
                         "lanes_busy": remm["lanes_busy"],
                         "local_window_s": lwin, "remote_window_s": rwin,
                     }
+                    for m, v in alt.items():
+                        row[f"{m}_sps"] = v
+                        row[f"vs_{m}"] = remote_sps / v if v else float("nan")
                     rows.append(row)
                     print(f"  {op:<20} 2^{lg:<2} {tr:<4}  1w {local_ms:8.3f} / {remote_ms:8.3f} ms   "
                           f"{w}w {fmt_rate(local_sps):>8} / {fmt_rate(remote_sps):>8} steps/s   "

@@ -76,10 +76,13 @@ int segops_codec_dtype(segops_op op, const char *arg, const char *s, size_t len,
                        size_t errlen) {
   int d = segops_dtype_parse(s, len);
   if (d < 0) {
+    /* Name what this argument may be: idx is an integer tensor, every other tensor (and the
+     * body's own "dtype") a float one. */
     char buf[200];
-    return segops_codec_fail(SEGOPS_E_INVALID_ARGUMENT, err, errlen, op,
-                             "%s: unknown dtype '%s' (expected float32, float64, int32, int64)", arg,
-                             segops_codec_printable(buf, sizeof buf, s, len));
+    const bool integer = !strcmp(arg, "idx") || !strcmp(arg, "num_segments");
+    return segops_codec_fail(SEGOPS_E_INVALID_ARGUMENT, err, errlen, op, "%s: unknown dtype '%s' (expected %s)", arg,
+                             segops_codec_printable(buf, sizeof buf, s, len),
+                             integer ? "int32 or int64" : "float32 or float64");
   }
   *dt = (segops_dtype)d;
   return SEGOPS_OK;

@@ -41,7 +41,7 @@ int segops_codec_json_prescan(const char *b, size_t len, const segops_codec_limi
     }
     if (items > lim->max_items)
       return segops_codec_fail(SEGOPS_E_TOO_LARGE, err, errlen, op,
-                               "body has more than %zu array/map items (the limit)", lim->max_items);
+                               "body has more than %zu array/map items (the limit, --max-body-items)", lim->max_items);
   }
   return SEGOPS_OK;
 }

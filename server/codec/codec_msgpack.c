@@ -162,7 +162,8 @@ static int scan(const unsigned char *b, size_t len, const segops_codec_limits *l
       items += count;
       if (items > lim->max_items)
         return segops_codec_fail(SEGOPS_E_TOO_LARGE, err, errlen, op,
-                                 "body has more than %zu array/map items (the limit)", lim->max_items);
+                                 "body has more than %zu array/map items (the limit, --max-body-items)",
+                                 lim->max_items);
       remaining[++depth] = values;
     }
   }

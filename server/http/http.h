@@ -54,6 +54,7 @@ typedef struct segops_server {
   int port;                  /* the first TCP listener's bound port (0 when only unix sockets) */
   segops_watchdog *watchdog; /* owned: the request-head deadline */
   segops_shm *shm;           /* owned: the shared-memory registry (shm.h) */
+  char native_socket[108];   /* the native channel's socket (server/native/), "" when off; set by main */
 } segops_server;
 
 /* Wire encodings. SEGOPS_ENC_OIP: the Open Inference Protocol's JSON header + binary tensor data. */

@@ -1,11 +1,15 @@
 /* http_info.c: the non-op routes: /healthz, /readyz (and the readiness the v2 routes share), /metrics and /v1/info
  * (whose op table is generated from core/ops.c's table, never written twice). */
+#include <arpa/inet.h>
 #include <jansson.h>
+#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "errors.h"
 #include "http.h"
+#include "segops_ring.h"
 
 segops_http_outcome segops_http_healthz(segops_http_req *r) {
   char *b = strdup("{\"status\":\"ok\"}");
@@ -67,6 +71,56 @@ static json_t *op_table_json(void) {
   return ops;
 }
 
+/* True for a peer on this host: a unix-socket peer, or TCP from a loopback address. Only such a
+ * peer can use the native channel, and only such a peer is told its socket's path. */
+static bool peer_is_local(struct MHD_Connection *conn) {
+  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+  const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+  if (!sa) return false;
+  if (sa->sa_family == AF_UNIX) return true;
+  if (sa->sa_family == AF_INET) return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+  if (sa->sa_family == AF_INET6) {
+    const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+    return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+  }
+  return false;
+}
+
+/* One setting's value as JSON, by its type: numbers for sizes, counts and seconds ("auto" where the
+ * owner decides), true/false for flags, a list of strings for lists, else the text. */
+static json_t *setting_json(const segops_settings_group *g, const segops_setting *s) {
+  char text[1024];
+  segops_settings_text(g, s, text, sizeof text);
+  switch (s->type) {
+    case SEGOPS_SET_BYTES:
+    case SEGOPS_SET_INT:
+      return strcmp(text, "auto") ? json_integer((json_int_t)segops_settings_int(g, s)) : json_string(text);
+    case SEGOPS_SET_SECONDS:
+      return json_real(segops_settings_seconds(g, s));
+    case SEGOPS_SET_FLAG:
+      return json_boolean(segops_settings_int(g, s));
+    case SEGOPS_SET_LIST: {
+      json_t *a = json_array();
+      for (char *save = NULL, *t = strtok_r(text, ",", &save); t; t = strtok_r(NULL, ",", &save))
+        json_array_append_new(a, json_string(t));
+      return a;
+    }
+    default:
+      return s->flags & SEGOPS_SET_SECRET ? json_boolean(text[0] != 0) : json_string(text);
+  }
+}
+
+/* Every row of the configuration table by option name: what this daemon runs with. Paths on this
+ * host (SEGOPS_SET_HOST_ONLY) only for a peer on this host. */
+static json_t *settings_json(bool local) {
+  json_t *o = json_object();
+  for (segops_settings_group *const *g = segops_config_groups(); *g; g++)
+    for (size_t k = 0; k < (*g)->n_rows; k++)
+      if (local || !((*g)->rows[k].flags & SEGOPS_SET_HOST_ONLY))
+        json_object_set_new(o, (*g)->rows[k].name, setting_json(*g, &(*g)->rows[k]));
+  return o;
+}
+
 segops_http_outcome segops_http_info(segops_http_req *r) {
   segops_server *srv = r->srv;
   const segops_config *c = srv->cfg;
@@ -115,5 +169,9 @@ segops_http_outcome segops_http_info(segops_http_req *r) {
                 "backend", be->name ? be->name : "?", "devices", devs, "listeners", listeners, "shm", shm, "limits",
                 limits, "auth", c->token != NULL, "encodings", "application/msgpack", "application/x-msgpack",
                 "application/vnd.msgpack", "application/json", "ops", op_table_json());
+  if (root && srv->native_socket[0] && peer_is_local(r->conn))
+    json_object_set_new(root, "native",
+                        json_pack("{s:s, s:i}", "socket", srv->native_socket, "version", (int)SEGOPS_NATIVE_VERSION));
+  if (root) json_object_set_new(root, "settings", settings_json(peer_is_local(r->conn)));
   return segops_http_send_json(r, root);
 }

@@ -61,7 +61,8 @@ segops_http_outcome segops_http_body_start(segops_http_req *r) {
     unsigned long long v = strtoull(cl, &end, 10);
     if (end == cl || *end || (int64_t)v > srv->cfg->max_body_bytes || v > (unsigned long long)INT64_MAX) {
       char msg[160];
-      snprintf(msg, sizeof msg, "the request body (%s bytes) exceeds the limit of %" PRId64 " bytes", cl,
+      snprintf(msg, sizeof msg,
+               "the request body (%.32s bytes) exceeds the limit of %" PRId64 " bytes (--max-body-bytes)", cl,
                srv->cfg->max_body_bytes);
       return segops_http_error(r, SEGOPS_E_TOO_LARGE, 0, msg, NULL, true);
     }
@@ -135,7 +136,8 @@ enum MHD_Result segops_http_op_body(segops_http_req *r, const char *data, size_t
   if (n > max - r->len) {
     /* Only a chunked upload gets here (a Content-Length over the cap was refused up front). */
     char m[160];
-    snprintf(m, sizeof m, "the request body exceeds the limit of %" PRId64 " bytes", srv->cfg->max_body_bytes);
+    snprintf(m, sizeof m, "the request body exceeds the limit of %" PRId64 " bytes (--max-body-bytes)",
+             srv->cfg->max_body_bytes);
     answer_mid_upload(r, SEGOPS_E_TOO_LARGE, "413 Payload Too Large", m);
     return MHD_YES;
   }
@@ -194,7 +196,8 @@ segops_http_outcome segops_http_op_complete(segops_http_req *r) {
   if (r->overflow) {
     if (r->raw_answered) return SEGOPS_HTTP_FAIL; /* answered already: just close */
     if (r->overflow_err == SEGOPS_E_TOO_LARGE)
-      snprintf(err, sizeof err, "the request body exceeds the limit of %" PRId64 " bytes", srv->cfg->max_body_bytes);
+      snprintf(err, sizeof err, "the request body exceeds the limit of %" PRId64 " bytes (--max-body-bytes)",
+               srv->cfg->max_body_bytes);
     else
       snprintf(err, sizeof err, "the server holds too much request memory (--max-inflight-bytes); retry later");
     return segops_http_error(r, r->overflow_err, 0, err, NULL, true);
@@ -230,7 +233,8 @@ segops_http_outcome segops_http_op_complete(segops_http_req *r) {
     r->job.status = rc;
     r->job.t_enqueued = r->job.t_started = r->job.t_finished = segops_now();
     snprintf(r->job.err, sizeof r->job.err, "%s",
-             rc == SEGOPS_E_RESOURCE_EXHAUSTED ? "the request queue is full; retry later" : "the server is draining");
+             rc == SEGOPS_E_RESOURCE_EXHAUSTED ? "the request queue is full (--max-queue); retry later"
+                                               : "the server is draining");
     MHD_resume_connection(r->conn); /* answered from the resumed callback like every other job */
   }
   return SEGOPS_HTTP_SUSPENDED;

@@ -19,9 +19,10 @@ static int fill_addr(struct sockaddr_un *sa, const char *path) {
   return 0;
 }
 
-/* 1: a process accepts on path; 0: nobody does (stale file); -1: cannot tell (errno). */
-static int someone_listens(const struct sockaddr_un *sa) {
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+/* 1: a process accepts on path; 0: nobody does (stale file); -1: cannot tell (errno). (A socket of
+ * another type answers EPROTOTYPE: cannot tell.) */
+static int someone_listens(const struct sockaddr_un *sa, int type) {
+  int fd = socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
   int rc = connect(fd, (const struct sockaddr *)sa, sizeof *sa);
   int e = errno;
@@ -34,6 +35,11 @@ static int someone_listens(const struct sockaddr_un *sa) {
 
 int segops_unix_listen(const char *path, unsigned mode, unsigned long long *dev, unsigned long long *ino, char *err,
                        size_t errlen) {
+  return segops_unix_listen_type(path, SOCK_STREAM, mode, dev, ino, err, errlen);
+}
+
+int segops_unix_listen_type(const char *path, int type, unsigned mode, unsigned long long *dev, unsigned long long *ino,
+                            char *err, size_t errlen) {
   struct sockaddr_un sa;
   if (fill_addr(&sa, path)) {
     snprintf(err, errlen, "unix socket path '%.200s' is empty or longer than %zu bytes", path, sizeof sa.sun_path - 1);
@@ -45,7 +51,7 @@ int segops_unix_listen(const char *path, unsigned mode, unsigned long long *dev,
       snprintf(err, errlen, "unix:%.200s exists and is not a socket; refusing to replace it", path);
       return -1;
     }
-    int live = someone_listens(&sa);
+    int live = someone_listens(&sa, type);
     if (live == 1) {
       snprintf(err, errlen, "unix:%.200s: another process is listening on it", path);
       return -1;
@@ -59,7 +65,7 @@ int segops_unix_listen(const char *path, unsigned mode, unsigned long long *dev,
       return -1;
     }
   }
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  int fd = socket(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) {
     snprintf(err, errlen, "unix:%.200s: socket: %s", path, strerror(errno));
     return -1;

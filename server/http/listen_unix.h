@@ -11,6 +11,9 @@
  * dev/ino, or -1 with a message in err. */
 int segops_unix_listen(const char *path, unsigned mode, unsigned long long *dev, unsigned long long *ino, char *err,
                        size_t errlen);
+/* The same for a socket of another type (SOCK_SEQPACKET: the native channel, server/native/). */
+int segops_unix_listen_type(const char *path, int type, unsigned mode, unsigned long long *dev, unsigned long long *ino,
+                            char *err, size_t errlen);
 /* Removes the socket file if it is still the one segops_unix_listen created. */
 void segops_unix_unlink(const char *path, unsigned long long dev, unsigned long long ino);
 

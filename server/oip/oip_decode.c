@@ -3,8 +3,6 @@
  * parameters.binary_data_size} and outputs {name, parameters.binary_data}; it becomes the same
  * segops_request the v1 codecs produce, so core/prepare.c validates it with v1's messages.
  * Binary tensor data is not copied: tensors point into the body after the header. */
-#include "oip.h"
-
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>
@@ -14,6 +12,7 @@
 
 #include "codec_internal.h"
 #include "errors.h"
+#include "oip.h"
 
 static const char *const DATATYPES[SEGOPS_DTYPE_COUNT] = {
     [SEGOPS_F32] = "FP32", [SEGOPS_F64] = "FP64", [SEGOPS_I32] = "INT32", [SEGOPS_I64] = "INT64"};
@@ -216,9 +215,11 @@ static int read_input(v2ctx *c, size_t i, json_t *in, v2input *t) {
   int dt = segops_oip_datatype_parse(json_string_value(dtype), json_string_length(dtype));
   if (dt < 0) {
     char db[64];
-    return fail(c, SEGOPS_E_INVALID_ARGUMENT,
-                "%s.datatype: unknown datatype '%s' (expected FP32, FP64, INT32 or INT64)", an,
-                segops_codec_printable(db, sizeof db, json_string_value(dtype), json_string_length(dtype)));
+    const bool integer = !strcmp(an, "idx") || !strcmp(an, "num_segments"); /* the others are float tensors */
+    return segops_codec_fail(SEGOPS_E_INVALID_ARGUMENT, c->err, c->errlen, c->op,
+                             "%s.datatype: unknown datatype '%s' (expected %s)", an,
+                             segops_codec_printable(db, sizeof db, json_string_value(dtype), json_string_length(dtype)),
+                             integer ? "INT32 or INT64" : "FP32 or FP64");
   }
   t->dt = (segops_dtype)dt;
   if (!shape || !json_is_array(shape))

@@ -21,7 +21,8 @@
  * splits every output on the host, and the joined block is ordinary memory (no direct DMA from a
  * registered region): that pays where a call's fixed costs (launch, synchronisation, hand-off)
  * dominate, and costs more than it saves once a request's own copies do. Measured on the H200,
- * 16 workers over shared memory (bench/RESULTS.md): at 2^17 rows batching took sum's steps/s from
+ * 16 workers over shared memory (bench/worker/worker_bench.py --backend cuda --workers 16
+ * --transport shm, --max-batch-elements 256k against 0): at 2^17 rows batching took sum's steps/s from
  * 1722 to 918 and mul's from 752 to 327 (pairs of requests joined up to the 256k-row cap); at 2^14
  * it made no difference beyond the noise, at 2^10 it gained about 20 %. */
 #define BATCH_JOIN_MAX_ROWS ((int64_t)1 << 14)
@@ -51,8 +52,8 @@ struct segops_sched {
 
 /* A call this small costs less to compute than to hand to a worker and back (a wake-up and a
  * resume, tens of microseconds), so it runs on the submitting thread when a device is free.
- * SEGOPS_INLINE_MAX_WORK (environment, k/M suffixes) overrides the bound on n + s; 0 turns
- * inlining off. */
+ * Measured on one H200 (bench/worker/worker_bench.py, CUDA backend, shared memory) against never
+ * inlining: one worker's step 1.1-2x faster at 2^10-2^14 rows; a bound of 2^22 did no better. */
 #define INLINE_MAX_WORK ((int64_t)1 << 15)
 
 static struct timespec abs_ts(double t) {
@@ -405,8 +406,7 @@ segops_sched *segops_sched_new(segops_backend *backend, const segops_sched_opts 
   cond_init_mono(&s->reaper);
   s->n_workers = backend->n_devices > 0 ? backend->n_devices : 1;
   /* Not with a batching window (--max-queue-delay-us): a worker would wait for company there. */
-  s->inline_max_work =
-      s->opts.max_queue_delay_us <= 0 ? (int64_t)segops_env_bytes("SEGOPS_INLINE_MAX_WORK", INLINE_MAX_WORK) : 0;
+  s->inline_max_work = s->opts.max_queue_delay_us <= 0 ? INLINE_MAX_WORK : 0;
   s->workers = calloc((size_t)s->n_workers, sizeof *s->workers);
   s->dev_busy = calloc((size_t)s->n_workers, sizeof *s->dev_busy);
   if (!s->workers || !s->dev_busy) {

@@ -57,7 +57,7 @@ int segops_sched_submit(segops_sched *s, segops_job *job);
  * (nothing queued, a device free, no batching window): true with status, err and the times set,
  * and done NOT called. False: nothing happened; submit it. Saves the hand-off to a worker and
  * back. The call holds its device as a worker would, so each device still runs one call at a
- * time. Any backend; SEGOPS_INLINE_MAX_WORK bounds n + s (default 2^15, 0: never). */
+ * time. Any backend; calls of n + s up to 2^15, never with a batching window (max_queue_delay_us > 0). */
 bool segops_sched_run_inline(segops_sched *s, segops_job *job);
 
 /* Jobs waiting now (for /metrics). */

@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +15,7 @@
 
 #include "errors.h"
 #include "log.h"
+#include "shm_guard.h"
 
 typedef struct region {
   char name[SEGOPS_SHM_NAME_MAX + 1];
@@ -40,94 +40,6 @@ struct segops_shm {
   const segops_backend *be;
 };
 
-/* ---- the SIGBUS guard ------------------------------------------------------------------------
- * Reading or writing a MAP_SHARED page beyond the end of its object raises SIGBUS; a client
- * can shrink its object at any time. The handler looks the faulting address up in a table of
- * registered mappings (lock-free, with a sequence count per slot so a slot being rewritten is
- * skipped), maps anonymous zero pages over the mapping from the faulting page to its end, and
- * flags the region: the access then proceeds, and the request using it fails with a 400 when
- * it ends. A fault anywhere else goes to the previous handler (or the default action). */
-typedef struct {
-  atomic_uint seq; /* odd while the slot is written */
-  atomic_uintptr_t base;
-  atomic_size_t len;
-  _Atomic(atomic_int *) flag;
-} guard_slot;
-
-static guard_slot G[SEGOPS_SHM_MAX_REGIONS];
-static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER; /* slot allocation (normal context only) */
-static bool g_used[SEGOPS_SHM_MAX_REGIONS];
-static struct sigaction g_prev;
-static uintptr_t g_page;
-static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-static int g_installed;
-
-static void on_sigbus(int sig, siginfo_t *si, void *uc) {
-  uintptr_t a = (uintptr_t)si->si_addr;
-  for (int k = 0; k < SEGOPS_SHM_MAX_REGIONS; k++) {
-    guard_slot *s = &G[k];
-    unsigned s1 = atomic_load(&s->seq);
-    if (s1 & 1u) continue;
-    uintptr_t b = atomic_load(&s->base);
-    size_t l = atomic_load(&s->len);
-    atomic_int *f = atomic_load(&s->flag);
-    if (atomic_load(&s->seq) != s1 || !b || a < b || a >= b + l) continue;
-    uintptr_t page = a & ~(g_page - 1);
-    if (mmap((void *)page, b + l - page, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) !=
-        MAP_FAILED) {
-      atomic_store(f, 1);
-      return;
-    }
-  }
-  if ((g_prev.sa_flags & SA_SIGINFO) && g_prev.sa_sigaction) {
-    g_prev.sa_sigaction(sig, si, uc);
-  } else if (g_prev.sa_handler != SIG_DFL && g_prev.sa_handler != SIG_IGN && g_prev.sa_handler) {
-    g_prev.sa_handler(sig);
-  } else {
-    signal(SIGBUS, SIG_DFL); /* the access faults again and the default action applies */
-  }
-}
-
-static void install_guard(void) {
-  g_page = (uintptr_t)sysconf(_SC_PAGESIZE);
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_sigaction = on_sigbus;
-  sa.sa_flags = SA_SIGINFO | SA_NODEFER;
-  sigemptyset(&sa.sa_mask);
-  g_installed = sigaction(SIGBUS, &sa, &g_prev) == 0;
-}
-
-static int guard_add(void *base, size_t len, atomic_int *flag) {
-  pthread_mutex_lock(&g_mu);
-  int k = 0;
-  while (k < SEGOPS_SHM_MAX_REGIONS && g_used[k]) k++;
-  if (k < SEGOPS_SHM_MAX_REGIONS) {
-    g_used[k] = true;
-    guard_slot *s = &G[k];
-    atomic_fetch_add(&s->seq, 1);
-    atomic_store(&s->flag, flag);
-    atomic_store(&s->len, len);
-    atomic_store(&s->base, (uintptr_t)base);
-    atomic_fetch_add(&s->seq, 1);
-  }
-  pthread_mutex_unlock(&g_mu);
-  return k < SEGOPS_SHM_MAX_REGIONS ? k : -1;
-}
-
-static void guard_remove(int k) {
-  if (k < 0) return;
-  pthread_mutex_lock(&g_mu);
-  guard_slot *s = &G[k];
-  atomic_fetch_add(&s->seq, 1);
-  atomic_store(&s->base, 0);
-  atomic_store(&s->len, 0);
-  atomic_store(&s->flag, NULL);
-  atomic_fetch_add(&s->seq, 1);
-  g_used[k] = false;
-  pthread_mutex_unlock(&g_mu);
-}
-
 /* ---- names --------------------------------------------------------------------------------- */
 
 static bool printable_no_slash(const char *s, size_t len) {
@@ -149,7 +61,7 @@ bool segops_shm_name_ok(const char *s, size_t len) {
 /* ---- regions ------------------------------------------------------------------------------- */
 
 static void region_destroy(region *g) {
-  guard_remove(g->slot);
+  segops_guard_remove(g->slot);
   if (g->pinned && g->be && g->be->host_unregister) g->be->host_unregister(g->be->ctx, g->map);
   munmap(g->map, g->map_len);
   close(g->fd);
@@ -168,8 +80,7 @@ static region *find(segops_shm *reg, const char *name, size_t len) {
 }
 
 segops_shm *segops_shm_new(uint64_t max_bytes, const segops_backend *backend) {
-  pthread_once(&g_once, install_guard);
-  if (!g_installed) return NULL;
+  if (!segops_guard_install()) return NULL;
   segops_shm *reg = calloc(1, sizeof *reg);
   if (!reg) return NULL;
   pthread_mutex_init(&reg->mu, NULL);
@@ -280,7 +191,7 @@ int segops_shm_register(segops_shm *reg, const char *name, size_t name_len, cons
   g->byte_size = byte_size;
   atomic_init(&g->refs, 1);
   atomic_init(&g->truncated, 0);
-  g->slot = guard_add(g->map, g->map_len, &g->truncated);
+  g->slot = segops_guard_add(g->map, g->map_len, &g->truncated);
   if (g->slot < 0) {
     munmap(m, g->map_len);
     rc = segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "region '%s': too many regions registered (at most %d)",

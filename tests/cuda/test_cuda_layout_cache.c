@@ -1,6 +1,6 @@
 /* test_cuda_layout_cache.c: the layout cache changes no bit of any result. Every function, both
  * dtypes, sorted and unsorted idx with a long segment: a cache miss, a hit, a backend without
- * the cache (SEGOPS_LAYOUT_CACHE_BYTES=0) and one with a cap smaller than the layout give the
+ * the cache (--layout-cache-bytes 0) and one with a cap smaller than the layout give the
  * same bits, and pass the reference check. The counters move as they should; more distinct idx
  * than the cache has slots evict and stay under the cap. */
 #include <stdio.h>
@@ -9,11 +9,14 @@
 
 #include "cuda_test_util.h"
 
+/* A backend created with --layout-cache-bytes cap (set through the configuration table). */
 static segops_backend *with_cap(const char *cap) {
-  if (cap)
-    setenv("SEGOPS_LAYOUT_CACHE_BYTES", cap, 1);
-  else
-    unsetenv("SEGOPS_LAYOUT_CACHE_BYTES");
+  segops_settings_group *const groups[] = {&segops_cuda_settings, NULL};
+  char err[256];
+  if (segops_settings_set(groups, "layout-cache-bytes", cap, err, sizeof err)) {
+    printf("FAIL: %s\n", err);
+    exit(1);
+  }
   return tu_backend_or_skip("cuda_layout_cache");
 }
 
@@ -25,8 +28,7 @@ static segops_cache_stats stats(segops_backend *b) {
 }
 
 int main(void) {
-  segops_backend *cached = with_cap(NULL), *off = with_cap("0"), *tiny = with_cap("16k");
-  unsetenv("SEGOPS_LAYOUT_CACHE_BYTES");
+  segops_backend *cached = with_cap("auto"), *off = with_cap("0"), *tiny = with_cap("16k");
   static const int sizes[] = {5, 3000, 0, 17, 1, 1025, 64, 0, 2};
   const int64_t s = sizeof sizes / sizeof *sizes;
   int64_t n = 0;

@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""test_cuda_settings.py: the CUDA backend's environment settings on the real daemon.
-SEGOPS_CUDA_WAIT and SEGOPS_CUDA_WAIT_POLL_US: each policy is applied to the device (read back in
-/v1/info's devices[].wait), answers are the same bits under every policy. SEGOPS_CUDA_LANES with
-SEGOPS_CUDA_LARGE_LANES / SEGOPS_CUDA_LARGE_ROWS: large and small calls from several threads at
-once all answered, with the same bits. A bad value of any of them stops the daemon (with
---backend cuda and auto) with a message naming the variable.
+"""test_cuda_settings.py: the CUDA backend's rows of the configuration table on the real daemon.
+A bad value of any of them stops the daemon (with every --backend: the table refuses it before a
+backend starts) with a message naming the variable and the option; this part runs without a GPU.
+With a GPU: --cuda-wait and --cuda-wait-poll-us: each policy is applied to the device (read back in
+/v1/info's devices[].wait), answers are the same bits under every policy; --cuda-lanes 2 with
+large and small calls from several threads at once: all answered, with the same bits; a poll time
+without the block policy is refused when the CUDA backend starts.
 
 Exit 77 (skip) without a GPU, unless SEGOPS_REQUIRE_CUDA=1."""
 import json
@@ -56,10 +57,10 @@ def main():
 
     answers = {}
     for wait, poll, lanes in (("", "", ""), ("spin", "", ""), ("yield", "", ""), ("block", "", ""),
-                              ("block", "50", ""), ("", "", "large")):
+                              ("block", "50", ""), ("", "", "2")):
         env = {}
-        if lanes:  # 4 lanes, large calls (past 16384 rows) on the first one only
-            env.update(SEGOPS_CUDA_LANES="4", SEGOPS_CUDA_LARGE_LANES="1", SEGOPS_CUDA_LARGE_ROWS="16384")
+        if lanes:
+            env["SEGOPS_CUDA_LANES"] = lanes
         if wait:
             env["SEGOPS_CUDA_WAIT"] = wait
         if poll:
@@ -79,7 +80,7 @@ def main():
                 out = np.array(got["data"], dtype=np.float64).reshape(s, 3)
                 np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-12)
             if lanes:
-                assert all(dv["workers"] == 4 for dv in devs), devs
+                assert all(dv["workers"] == int(lanes) for dv in devs), devs
                 small_n = 2000
                 small = {"x": {"dtype": "float64", "shape": [small_n, 3], "data": x[:small_n].ravel().tolist()},
                          "idx": {"dtype": "int64", "shape": [small_n], "data": idx[:small_n].tolist()},
@@ -111,26 +112,32 @@ def main():
     assert all(a == first for a in answers.values()), "results differ between wait policies"
     print(f"ok: {len(answers)} policies gave identical bits")
 
-    for env_add, needle in (({"SEGOPS_CUDA_WAIT": "sleepy"}, "SEGOPS_CUDA_WAIT must be"),
-                            ({"SEGOPS_CUDA_WAIT": "sleepy", "backend": "auto"}, "SEGOPS_CUDA_WAIT must be"),
-                            ({"SEGOPS_CUDA_WAIT": "block", "SEGOPS_CUDA_WAIT_POLL_US": "-1"},
-                             "SEGOPS_CUDA_WAIT_POLL_US must be"),
-                            ({"SEGOPS_CUDA_WAIT": "spin", "SEGOPS_CUDA_WAIT_POLL_US": "20"},
-                             "applies only with SEGOPS_CUDA_WAIT=block"),
-                            ({"SEGOPS_CUDA_LANES": "0"}, "SEGOPS_CUDA_LANES must be"),
-                            ({"SEGOPS_CUDA_LARGE_LANES": "x"}, "SEGOPS_CUDA_LARGE_LANES must be"),
-                            ({"SEGOPS_CUDA_LARGE_LANES": "1", "SEGOPS_CUDA_LARGE_ROWS": "100"},
-                             "SEGOPS_CUDA_LARGE_ROWS must be"),
-                            ({"SEGOPS_CUDA_LARGE_ROWS": "100", "backend": "auto"}, "SEGOPS_CUDA_LARGE_ROWS must be")):
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SEGOPS_")}
-        env.update(env_add)
-        backend = env.pop("backend", "cuda")  # auto must refuse a bad setting too, not fall back to the CPU
-        p = subprocess.run([segopsd, "--backend", backend, "--listen", "127.0.0.1:0"], env=env,
-                           capture_output=True, text=True, timeout=60)
-        assert p.returncode != 0, (env_add, p.returncode, p.stdout)
-        assert needle in p.stderr, (env_add, p.stderr)
-        print(f"ok: {env_add} refused: {p.stderr.strip().splitlines()[-1]}")
+    refused(segopsd, ({"SEGOPS_CUDA_WAIT": "spin", "SEGOPS_CUDA_WAIT_POLL_US": "20"},
+                      "applies only with SEGOPS_CUDA_WAIT=block"),)
+
+
+def refused(segopsd, cases, backends=("cuda",)):
+    """Each (environment or argv, needle): the daemon exits non-zero with needle in its stderr."""
+    for add, needle in cases:
+        for backend in backends:
+            env = {k: v for k, v in os.environ.items() if not k.startswith("SEGOPS_")}
+            argv = [segopsd, "--backend", backend, "--listen", "127.0.0.1:0"]
+            if isinstance(add, dict):
+                env.update(add)
+            else:
+                argv += add
+            p = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+            assert p.returncode != 0, (add, backend, p.returncode, p.stdout)
+            assert needle in p.stderr, (add, backend, p.stderr)
+            print(f"ok: {add} refused with --backend {backend}: {p.stderr.strip().splitlines()[-1]}")
 
 
 if __name__ == "__main__":
+    # Bad values are the table's to refuse, before any backend: the same on every backend and machine.
+    refused(sys.argv[1], (({"SEGOPS_CUDA_WAIT": "sleepy"}, "SEGOPS_CUDA_WAIT (--cuda-wait): expected auto, spin"),
+                          ({"SEGOPS_CUDA_WAIT_POLL_US": "-1"}, "SEGOPS_CUDA_WAIT_POLL_US (--cuda-wait-poll-us)"),
+                          ({"SEGOPS_CUDA_LANES": "0"}, "SEGOPS_CUDA_LANES (--cuda-lanes): expected 1 to 16"),
+                          (["--cuda-lanes", "17"], "--cuda-lanes: expected 1 to 16"),
+                          ({"SEGOPS_LAYOUT_CACHE_BYTES": "lots"}, "SEGOPS_LAYOUT_CACHE_BYTES")),
+            backends=("cuda", "auto", "cpu"))
     main()

@@ -128,7 +128,7 @@ CLASSES = [
     ("gzip, chunked", b"POST /v1/segmented_sum/forward HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501),
     ("no Host", b"GET /healthz HTTP/1.1\r\n\r\n", 400),
     ("%00 in path", b"GET /healthz%00/v1/info HTTP/1.1\r\nHost: x\r\n\r\n", 400),
-    # ~200 KB of query string: past the 64 KiB connection memory (SEGOPS_HTTP_CONNECTION_MEMORY)
+    # ~200 KB of query string: past the 64 KiB connection memory (server/http/http_connmem.h)
     ("huge query", b"GET /healthz?" + b"&".join(b"a%d=1" % i for i in range(25000)) + b" HTTP/1.1\r\nHost: x\r\n\r\n", 414),
     ("many headers", b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X%d: y\r\n" % i for i in range(8000)) + b"\r\n", 431),
     ("amplification", _post(OP, b'{"x":[],"idx":[],"num_segments":67108864}'), 413),

@@ -37,9 +37,11 @@ def test_info_op_table_and_limits(daemon_factory):
             assert ins[-2:] == [("idx", False), ("num_segments", False)]
             got[(op, pas)] = (ins[:-2], [o["name"] for o in fn["outputs"]])
     assert got == API_TABLE
-    # No paths or memory contents leak (the listeners are the addresses the client already uses).
+    # No paths or memory contents leak (the listeners are the addresses the client already uses; the
+    # native channel's socket is told to same-host peers, as this one is, and only to them).
     assert inf["listeners"] == [d.url]
-    assert "/" not in json.dumps({k: v for k, v in inf.items() if k not in ("ops", "encodings", "listeners")})
+    assert set(inf["native"]) == {"socket", "version"}
+    assert "/" not in json.dumps({k: v for k, v in inf.items() if k not in ("ops", "encodings", "listeners", "native")})
 
 
 def test_health_endpoints(shared_daemon):

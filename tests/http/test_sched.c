@@ -2,7 +2,7 @@
  * fake backend of several devices, each call either run inline on the calling thread
  * (segops_sched_run_inline) or queued for a worker, as the daemon does; the backend checks that no
  * device ever runs two calls at once, and the test that every call ran exactly once, that both
- * paths were taken, and that SEGOPS_INLINE_MAX_WORK=0 turns inlining off. With backend->accepts
+ * paths were taken, and that a batching window (max_queue_delay_us) turns inlining off. With backend->accepts
  * (device 0 alone takes calls of more than LARGE rows), no large call runs elsewhere, small calls
  * still run on every device, and nothing is left waiting. */
 #include <pthread.h>
@@ -109,13 +109,10 @@ static void *client_main(void *arg) {
   return NULL;
 }
 
-static void run_round(const char *inline_env, bool expect_inline, bool accepts) {
+/* delay_us: the batching window (max_queue_delay_us; no batching: max_batch_elements is 0). */
+static void run_round(int64_t delay_us, bool expect_inline, bool accepts) {
   use_accepts = accepts;
   atomic_store(&misplaced, 0);
-  if (inline_env)
-    setenv("SEGOPS_INLINE_MAX_WORK", inline_env, 1);
-  else
-    unsetenv("SEGOPS_INLINE_MAX_WORK");
   for (int d = 0; d < DEVICES; d++) atomic_store(&runs[d], 0);
   atomic_store(&overlaps, 0);
   atomic_store(&bad_device, 0);
@@ -130,6 +127,7 @@ static void run_round(const char *inline_env, bool expect_inline, bool accepts) 
   o.max_queue = 1 << 20;
   o.request_timeout_s = 30;
   o.spin_us = 50; /* a spinning worker takes jobs without a wake-up: that path too */
+  o.max_queue_delay_us = delay_us;
   segops_sched *s = segops_sched_new(&be, &o);
   CHECK(s != NULL);
   if (!s) return;
@@ -149,9 +147,9 @@ static void run_round(const char *inline_env, bool expect_inline, bool accepts) 
   segops_sched_drain(s);
   segops_sched_free(s);
   for (int d = 0; d < DEVICES; d++) total += atomic_load(&runs[d]);
-  printf("%sSEGOPS_INLINE_MAX_WORK=%s: %ld inline, %ld queued; per device %ld / %ld / %ld; overlaps %ld\n",
-         accepts ? "large calls on device 0 only, " : "", inline_env ? inline_env : "(default)", inlined, queued, atomic_load(&runs[0]), atomic_load(&runs[1]),
-         atomic_load(&runs[2]), atomic_load(&overlaps));
+  printf("%smax_queue_delay_us=%lld: %ld inline, %ld queued; per device %ld / %ld / %ld; overlaps %ld\n",
+         accepts ? "large calls on device 0 only, " : "", (long long)delay_us, inlined, queued, atomic_load(&runs[0]),
+         atomic_load(&runs[1]), atomic_load(&runs[2]), atomic_load(&overlaps));
   CHECK(atomic_load(&overlaps) == 0); /* a device never ran two calls at once */
   CHECK(atomic_load(&bad_device) == 0);
   CHECK(atomic_load(&misplaced) == 0); /* with accepts: every large call ran on device 0 */
@@ -168,10 +166,9 @@ static void run_round(const char *inline_env, bool expect_inline, bool accepts) 
 }
 
 int main(void) {
-  run_round(NULL, true, false);
-  run_round("0", false, false);
-  run_round("32", false, false); /* every call here has n + s > 32 */
-  run_round(NULL, true, true);
-  run_round("0", false, true);
+  run_round(0, true, false);
+  run_round(100, false, false);
+  run_round(0, true, true);
+  run_round(100, false, true);
   return tu_summary("scheduler");
 }

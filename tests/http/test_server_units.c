@@ -1,10 +1,12 @@
 /* test_server_units.c: unit tests of the daemon's pure helpers: Content-Type and Accept
- * negotiation, bearer-token comparison, and configuration parsing (flags, environment, limits). */
+ * negotiation, bearer-token comparison, and the configuration table (flags, environment, limits,
+ * the backends' and the core's rows). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
+#include "cuda_settings.h"
 #include "http.h"
 
 static int failures;
@@ -89,7 +91,7 @@ static void test_config(void) {
 
   /* Several listeners: comma-separated and repeated; the variable replaces the default and the
    * first flag replaces the variable. */
-  char *a3[] = {"segopsd", "--listen", "unix:/tmp/a.sock,127.0.0.1:0", "--listen=unix:///tmp/b.sock",
+  char *a3[] = {"segopsd",       "--listen", "unix:/tmp/a.sock,127.0.0.1:0", "--listen=unix:///tmp/b.sock",
                 "--socket-mode", "600"};
   setenv("SEGOPS_LISTEN", "10.0.0.1:9", 1);
   CHECK(load(&c, 6, a3) == SEGOPS_CONFIG_OK);
@@ -145,7 +147,63 @@ static void test_config(void) {
   segops_config_free(&c);
 }
 
+/* The table's rows beyond the daemon's own: the backends' and the core's values start as their
+ * defaults (so a program that never parses gets what segopsd gets), every row prints and parses
+ * back, and messages name the variable and the option. */
+static void test_table(void) {
+  const segops_cuda_conf_t cuda0 = segops_cuda_conf;
+  const segops_cpu_conf_t cpu0 = segops_cpu_conf;
+  segops_config c;
+  char *a0[] = {"segopsd"};
+  char err[512] = "";
+  CHECK(load(&c, 1, a0) == SEGOPS_CONFIG_OK);
+  CHECK(memcmp(&cuda0, &segops_cuda_conf, sizeof cuda0) == 0 && memcmp(&cpu0, &segops_cpu_conf, sizeof cpu0) == 0);
+  CHECK(segops_cuda_conf.lanes == 4 && segops_cuda_conf.layout_cache_bytes == -1 && c.max_segments == c.max_elements);
+  /* Every row's value as text parses back to the same value. */
+  segops_settings_group *const *groups = segops_config_groups();
+  int rows = 0;
+  for (segops_settings_group *const *g = groups; *g; g++)
+    for (size_t k = 0; k < (*g)->n_rows; k++, rows++) {
+      const segops_setting *row = &(*g)->rows[k];
+      char before[512], after[512];
+      segops_settings_text(*g, row, before, sizeof before);
+      if (row->flags & SEGOPS_SET_SECRET) continue;
+      int rc = segops_settings_apply(*g, row, before, 0, err, sizeof err);
+      CHECK(rc == 0);
+      if (rc) fprintf(stderr, "--%s '%s': %s\n", row->name, before, err);
+      CHECK(strcmp(before, segops_settings_text(*g, row, after, sizeof after)) == 0);
+    }
+  CHECK(rows >= 30);
+  segops_config_free(&c);
+
+  setenv("SEGOPS_CUDA_LANES", "3", 1);
+  setenv("SEGOPS_IDX_CACHE_BYTES", "1M", 1);
+  char *a1[] = {"segopsd", "--cpu-isa", "baseline", "--log-level=warning", "--max-segments", "7"};
+  CHECK(load(&c, 6, a1) == SEGOPS_CONFIG_OK);
+  CHECK(segops_cuda_conf.lanes == 3 && segops_cpu_conf.isa == SEGOPS_CPU_ISA_BASELINE && c.log_level == 1);
+  CHECK(c.max_segments == 7);
+  const segops_setting *idx = segops_settings_find(groups, "idx-cache-bytes", 15, NULL);
+  CHECK(idx && segops_settings_int(&segops_idx_cache_settings, idx) == 1 << 20);
+  segops_config_free(&c);
+  setenv("SEGOPS_CUDA_LANES", "99", 1);
+  CHECK(segops_config_load(&c, 1, a0, err, sizeof err) == SEGOPS_CONFIG_ERROR);
+  CHECK(strstr(err, "SEGOPS_CUDA_LANES") && strstr(err, "--cuda-lanes") && strstr(err, "1 to 16"));
+  segops_config_free(&c);
+  unsetenv("SEGOPS_CUDA_LANES");
+  unsetenv("SEGOPS_IDX_CACHE_BYTES");
+  char *secret[] = {"segopsd", "--token", "abcdefghij"}; /* environment only: never on a command line */
+  CHECK(load(&c, 3, secret) == SEGOPS_CONFIG_ERROR);
+  segops_config_free(&c);
+  CHECK(segops_settings_set(groups, "cuda-wait", "block", err, sizeof err) == 0 &&
+        segops_cuda_conf.wait == SEGOPS_CUDA_WAIT_BLOCK);
+  CHECK(segops_settings_set(groups, "cuda-wait", "sleepy", err, sizeof err) != 0 && strstr(err, "--cuda-wait"));
+  CHECK(segops_settings_set(groups, "no-such-thing", "1", err, sizeof err) != 0);
+  CHECK(load(&c, 1, a0) == SEGOPS_CONFIG_OK && segops_cuda_conf.wait == SEGOPS_CUDA_WAIT_AUTO); /* back to defaults */
+  segops_config_free(&c);
+}
+
 int main(void) {
+  test_table();
   test_content_type();
   test_accept();
   test_auth();

@@ -103,6 +103,7 @@ def test_413_content_length_up_front(daemon_factory):
     assert len(big) > 1000
     st, hd, data = post(d.url, big, MSGPACK)
     assert st == 413 and err_of(data)[0] == "too_large"
+    assert "limit of 1000 bytes (--max-body-bytes)" in err_of(data)[1], data  # names the option to raise
     # Announced but never sent: the 413 must come back at once, before any body byte.
     s = socket.create_connection((d.host, d.port), timeout=10)
     s.sendall(b"POST " + SUM.encode() + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -133,7 +134,7 @@ def test_413_chunked_over_the_cap(daemon_factory):
             break
     s.close()
     assert got.startswith(b"HTTP/1.1 413"), got[:100]
-    assert b'"code":"too_large"' in got
+    assert b'"code":"too_large"' in got and b"(--max-body-bytes)" in got
     st, _, _ = post(d.url, GOOD)  # and the daemon serves on
     assert st == 200
     # Counted when decided, before the answer is written; the wait only covers a scrape racing
@@ -185,13 +186,15 @@ def test_413_num_segments_and_elements_bounded(daemon_factory):
     d = daemon_factory("--max-elements", "1000")
     st, _, data = post(d.url, b'{"x":[1],"idx":[0],"num_segments":1099511627776}')
     assert st == 413 and err_of(data)[0] == "too_large" and "num_segments" in err_of(data)[1]
+    assert "(--max-segments 1000)" in err_of(data)[1], data  # the default: as --max-elements
     st, _, data = call(d.url, "segmented_sum", "forward", {"x": np.ones(2000)}, np.zeros(2000, np.int32), 1)
     assert st == 413 and data["error"]["code"] == "too_large"
+    assert "x (2000,) has more elements than the limit (--max-elements 1000)" in data["error"]["message"], data
     st, _, data = post(d.url, GOOD)
     assert st == 200
     # Outputs are bounded too: (S,3) with S*3 over the limit, from an empty x.
     st, _, data = post(d.url, b'{"x":{"dtype":"float64","shape":[0,3],"data":[]},"idx":[],"num_segments":500}')
-    assert st == 413 and "output out" in err_of(data)[1], data
+    assert st == 413 and "output out" in err_of(data)[1] and "(--max-elements 1000)" in err_of(data)[1], data
 
 
 def test_413_json_items_bounded(daemon_factory):
@@ -201,6 +204,7 @@ def test_413_json_items_bounded(daemon_factory):
     many = ",".join(["1"] * 200).encode()
     st, _, data = post(d.url, b'{"x":[' + many + b'],"idx":[' + many.replace(b"1", b"0") + b'],"num_segments":1}')
     assert st == 413 and err_of(data)[0] == "too_large" and "items" in err_of(data)[1], data
+    assert "(the limit, --max-body-items)" in err_of(data)[1], data
     st, _, data = post(d.url, GOOD)
     assert st == 200
 

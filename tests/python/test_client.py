@@ -71,7 +71,7 @@ def test_invalid_argument_errors(client):
     _expect(segops.InvalidArgument, 400, "invalid_argument",
             lambda: client.segmented_sum(x, idx, -1), "num_segments")
     _expect(segops.InvalidArgument, 400, "invalid_argument",
-            lambda: client.segmented_sum(x.astype(np.float16), idx, 4), "x")
+            lambda: client.segmented_sum(x.astype(np.float16), idx, 4), "x", "float32 or float64")
     _expect(segops.InvalidArgument, 400, "invalid_argument",
             lambda: client.segmented_dot(x, None, idx, 4), "segmented_dot", "y")
     _expect(segops.InvalidArgument, 400, "invalid_argument",

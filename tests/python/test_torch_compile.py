@@ -319,7 +319,7 @@ def test_server_errors_still_typed(default_to):
         st.segmented_mul(torch.ones(4, 3), torch.ones(3), torch.arange(4), 4)
 
 
-# ---- CUDA tensors (the GPU machine runs these; skipped visibly elsewhere) ----
+# ---- CUDA tensors (run where torch sees a GPU; skipped visibly elsewhere) ----
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device for torch here: CUDA-tensor tests skipped")
 

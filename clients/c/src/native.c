@@ -1,10 +1,812 @@
-/* native.c: the native same-node channel's client side (transport.h). PLACEHOLDER until the
- * channel lands: opening it fails, so "auto" falls back to HTTP. */
+/* native.c: the native same-node channel's client side (transport.h; the wire contract is
+ * proto/segops_ring.h, the protocol proto/native.md). A channel is one SOCK_SEQPACKET connection
+ * to the daemon's channel socket, the ring's memfd and the client's pools (mem.h) handed over on
+ * it. A call claims a slot, writes its descriptor, rings the doorbell and waits for the slot's
+ * state: spinning for spin_us, then asleep on the futex. A daemon that goes away (drain, crash,
+ * restart) costs no call: the channel is opened again with back-off within the call's deadline,
+ * the pools handed over again and the call resent (every function is pure). */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mem.h"
+#include "ops.h"
+#include "segops_ring.h"
 #include "transport.h"
+
+/* Slots of a client's ring: calls in flight at once per channel (one bit each of a 64-bit mask). */
+#define SLOTS 64
+/* The default spin budget (spin_us < 0 and no $SEGOPS_CLIENT_SPIN_US): proto/native.md, Doorbells. */
+#define DEFAULT_SPIN_US 50
+/* A sleeping caller looks at the socket this often, so a daemon that died is noticed. */
+#define SLEEP_S 0.05
+#define BACKOFF_MIN_S 0.001
+#define BACKOFF_MAX_S 0.1
+
+/* ---- forks --------------------------------------------------------------------------------------
+ * A channel belongs to the process that opened it: a forked child must neither use nor close its
+ * parent's (the socket and the ring are shared with the parent), so it opens its own. */
+static atomic_uint fork_epoch;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+static void on_fork_child(void) { atomic_fetch_add(&fork_epoch, 1); }
+static void register_fork(void) { pthread_atfork(NULL, NULL, on_fork_child); }
+
+/* ---- a channel -------------------------------------------------------------------------------- */
+
+/* Temporary pool memory of a call that timed out: the daemon may still write its outputs there, so
+ * it is freed only once the slot is answered or the channel is gone. */
+typedef struct abandoned {
+  uint32_t slot;
+  void *mem[SEGOPS_MAX_INPUTS + 1 + 2 * SEGOPS_MAX_OUTPUTS];
+  int n;
+  struct abandoned *next;
+} abandoned;
+
+typedef struct {
+  int sock;
+  int ring_fd;
+  unsigned char *ring;
+  size_t ring_len;
+  segops_ring_header *hdr;
+  atomic_uint_fast64_t free_slots; /* bit k: slot k is free */
+  atomic_uint_fast64_t seq;
+  atomic_int refs;     /* the transport's, plus one per call using it */
+  atomic_bool broken;  /* the daemon went away or is draining: open a new one */
+  pthread_mutex_t ctl; /* the control exchange (POOL) */
+  atomic_int pools_sent;
+  pthread_mutex_t ab_mu;
+  abandoned *ab;
+  segops_mem *mem;
+} chan;
+
+typedef struct {
+  segops_transport base;
+  char path[108];
+  char *token;
+  int spin_us;
+  segops_mem *mem;
+  pthread_mutex_t mu; /* cur */
+  chan *cur;
+  unsigned epoch;
+} native_t;
+
+static segops_ring_slot *slot_at(chan *c, uint32_t k) {
+  return (segops_ring_slot *)(void *)(c->ring + SEGOPS_RING_HEADER_BYTES + (size_t)k * SEGOPS_RING_SLOT_BYTES);
+}
+
+static void free_abandoned(chan *c, abandoned *a) {
+  for (int i = 0; i < a->n; i++) segops_mem_release(c->mem, a->mem[i]);
+  free(a);
+}
+
+static void chan_destroy(chan *c) {
+  while (c->ab) {
+    abandoned *a = c->ab;
+    c->ab = a->next;
+    free_abandoned(c, a);
+  }
+  if (c->ring) munmap(c->ring, c->ring_len);
+  if (c->ring_fd >= 0) close(c->ring_fd);
+  if (c->sock >= 0) close(c->sock);
+  pthread_mutex_destroy(&c->ctl);
+  pthread_mutex_destroy(&c->ab_mu);
+  free(c);
+}
+
+static void chan_put(chan *c) {
+  if (c && atomic_fetch_sub(&c->refs, 1) == 1) chan_destroy(c);
+}
+
+static int futex_wait(uint32_t *w, uint32_t expect, double timeout_s) {
+  struct timespec ts = {(time_t)timeout_s, (long)((timeout_s - (double)(time_t)timeout_s) * 1e9)};
+  return (int)syscall(SYS_futex, w, FUTEX_WAIT, expect, &ts, NULL, 0);
+}
+
+static void futex_wake(uint32_t *w) { syscall(SYS_futex, w, FUTEX_WAKE, 1, NULL, NULL, 0); }
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+static void ring_doorbell(chan *c) {
+  __atomic_fetch_add(&c->hdr->doorbell, 1, __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&c->hdr->daemon_sleeps, __ATOMIC_SEQ_CST)) futex_wake(&c->hdr->doorbell);
+}
+
+/* ---- messages ----------------------------------------------------------------------------------- */
+
+static void head(segops_msg_head *h, uint32_t type, size_t size) {
+  h->magic = SEGOPS_MSG_MAGIC;
+  h->version = SEGOPS_NATIVE_VERSION;
+  h->type = type;
+  h->size = (uint32_t)size;
+}
+
+/* Sends msg with fd (or none, fd < 0). 0 or -1 (errno). */
+static int send_msg(int sock, const void *msg, size_t len, int fd) {
+  struct iovec iov = {(void *)msg, len};
+  union {
+    struct cmsghdr align;
+    char buf[CMSG_SPACE(sizeof(int))];
+  } ctl;
+  struct msghdr mh = {0};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  if (fd >= 0) {
+    mh.msg_control = ctl.buf;
+    mh.msg_controllen = sizeof ctl.buf;
+    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  }
+  ssize_t n = sendmsg(sock, &mh, MSG_NOSIGNAL);
+  return n == (ssize_t)len ? 0 : -1;
+}
+
+typedef union {
+  segops_msg_head h;
+  segops_msg_welcome welcome;
+  segops_msg_ok ok;
+  segops_msg_error error;
+  char raw[SEGOPS_MSG_MAX];
+} reply;
+
+/* Waits (until deadline) for the daemon's reply to the message just sent: type want, else its
+ * ERROR turned into e. Returns SEGOPS_OK or the code; *gone tells that the daemon is unreachable
+ * (worth retrying) rather than refusing. */
+static int recv_reply(int sock, uint32_t want, size_t want_len, reply *r, double deadline, bool *gone,
+                      segops_error *e) {
+  *gone = false;
+  double left = deadline - segops_client_now();
+  struct pollfd p = {sock, POLLIN, 0};
+  int pr = poll(&p, 1, left > 0 ? (int)(left * 1e3) + 1 : 0);
+  if (pr == 0) return segops_client_err(e, SEGOPS_E_TIMEOUT, "the native channel's daemon did not answer in time");
+  ssize_t n = recv(sock, r, sizeof *r, MSG_CMSG_CLOEXEC);
+  if (pr < 0 || n <= 0) {
+    *gone = true;
+    return segops_client_err(e, SEGOPS_E_CONNECTION, "the native channel closed (%s)",
+                             n == 0 ? "by the daemon" : strerror(errno));
+  }
+  if (n < (ssize_t)sizeof r->h || r->h.magic != SEGOPS_MSG_MAGIC)
+    return segops_client_err(e, SEGOPS_E_PROTOCOL, "the native channel's socket is not a segopsd (bad magic)");
+  if (r->h.version != SEGOPS_NATIVE_VERSION)
+    return segops_client_err(e, SEGOPS_E_PROTOCOL, "segopsd speaks native channel version %" PRIu32 ", this client %u",
+                             r->h.version, SEGOPS_NATIVE_VERSION);
+  if (r->h.type == SEGOPS_MSG_ERROR && n == (ssize_t)sizeof r->error) {
+    r->error.name[sizeof r->error.name - 1] = 0;
+    r->error.message[sizeof r->error.message - 1] = 0;
+    int code = r->error.code < 0 && r->error.code > -100 ? r->error.code : SEGOPS_E_INTERNAL;
+    if (e) {
+      e->code = code;
+      e->http_status = segops_err_status(code);
+      snprintf(e->name, sizeof e->name, "%s", r->error.name);
+      snprintf(e->message, sizeof e->message, "%s", r->error.message);
+    }
+    /* A draining daemon refuses new channels: a new one may come on the same socket. */
+    *gone = code == SEGOPS_E_UNAVAILABLE;
+    return code;
+  }
+  if (r->h.type != want || n != (ssize_t)want_len || r->h.size != (uint32_t)n)
+    return segops_client_err(e, SEGOPS_E_PROTOCOL, "unexpected native-channel message (type %" PRIu32 ", %zd bytes)",
+                             r->h.type, n);
+  return SEGOPS_OK;
+}
+
+/* ---- opening a channel ------------------------------------------------------------------------------ */
+
+static int connect_sock(const char *path, bool *gone, segops_error *e) {
+  *gone = true;
+  struct sockaddr_un sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sun_family = AF_UNIX;
+  snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+  int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (s < 0) return segops_client_err(e, SEGOPS_E_CONNECTION, "socket: %s", strerror(errno)), -1;
+  if (connect(s, (struct sockaddr *)&sa, sizeof sa) != 0) {
+    int err = errno;
+    close(s);
+    /* Missing or refused: no daemon there now (one may come). Anything else will not change. */
+    *gone = err == ENOENT || err == ECONNREFUSED || err == EAGAIN;
+    segops_client_err(e, SEGOPS_E_CONNECTION, "cannot connect to the native channel %s: %s", path, strerror(err));
+    return -1;
+  }
+  return s;
+}
+
+/* The ring: a sealed, fully allocated memfd with its header written. */
+static int make_ring(chan *c, segops_error *e) {
+  c->ring_len = (size_t)SEGOPS_RING_BYTES(SLOTS);
+  c->ring_fd = memfd_create("segops-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (c->ring_fd < 0 || ftruncate(c->ring_fd, (off_t)c->ring_len) != 0 ||
+      fallocate(c->ring_fd, 0, 0, (off_t)c->ring_len) != 0 ||
+      fcntl(c->ring_fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+    return segops_client_err(e, SEGOPS_E_NOMEM, "cannot make the native channel's ring: %s", strerror(errno));
+  void *p = mmap(NULL, c->ring_len, PROT_READ | PROT_WRITE, MAP_SHARED, c->ring_fd, 0);
+  if (p == MAP_FAILED)
+    return segops_client_err(e, SEGOPS_E_NOMEM, "cannot map the native channel's ring: %s", strerror(errno));
+  c->ring = p;
+  c->hdr = p;
+  c->hdr->magic = SEGOPS_RING_MAGIC;
+  c->hdr->version = SEGOPS_NATIVE_VERSION;
+  c->hdr->slot_count = SLOTS;
+  c->hdr->slot_bytes = SEGOPS_RING_SLOT_BYTES;
+  c->hdr->header_bytes = SEGOPS_RING_HEADER_BYTES;
+  atomic_init(&c->free_slots, ~(uint_fast64_t)0);
+  return SEGOPS_OK;
+}
+
+/* HELLO -> WELCOME, RING -> OK. */
+static int handshake(chan *c, const native_t *t, double deadline, bool *gone, segops_error *e) {
+  segops_msg_hello h;
+  memset(&h, 0, sizeof h);
+  head(&h.h, SEGOPS_MSG_HELLO, sizeof h);
+  size_t tl = t->token ? strlen(t->token) : 0;
+  if (tl > SEGOPS_TOKEN_BYTES)
+    return segops_client_err(e, SEGOPS_E_INVALID_ARGUMENT, "the token is longer than %u bytes", SEGOPS_TOKEN_BYTES);
+  h.token_len = (uint32_t)tl;
+  if (tl) memcpy(h.token, t->token, tl);
+  /* A daemon that refuses at once (a full channel table) has sent its ERROR already: a failed
+   * send still reads it. */
+  (void)send_msg(c->sock, &h, sizeof h, -1);
+  explicit_bzero(h.token, sizeof h.token);
+  reply r;
+  int rc = recv_reply(c->sock, SEGOPS_MSG_WELCOME, sizeof r.welcome, &r, deadline, gone, e);
+  if (rc) return rc;
+  segops_msg_ring m;
+  memset(&m, 0, sizeof m);
+  head(&m.h, SEGOPS_MSG_RING, sizeof m);
+  m.slot_count = SLOTS;
+  if (send_msg(c->sock, &m, sizeof m, c->ring_fd) != 0) {
+    *gone = true;
+    return segops_client_err(e, SEGOPS_E_CONNECTION, "the native channel closed during the handshake: %s",
+                             strerror(errno));
+  }
+  return recv_reply(c->sock, SEGOPS_MSG_OK, sizeof r.ok, &r, deadline, gone, e);
+}
+
+/* Hands over the pools made since the last hand-over on this channel (in id order), so that a
+ * call never names a pool the daemon does not have. */
+static int send_pools(chan *c, double deadline, bool *gone, segops_error *e) {
+  *gone = false;
+  if (!c->mem || segops_mem_pool_count(c->mem) <= atomic_load(&c->pools_sent)) return SEGOPS_OK;
+  pthread_mutex_lock(&c->ctl);
+  int rc = SEGOPS_OK;
+  while (rc == SEGOPS_OK && atomic_load(&c->pools_sent) < segops_mem_pool_count(c->mem)) {
+    size_t size = 0;
+    int id = atomic_load(&c->pools_sent);
+    int fd = segops_mem_pool_fd(c->mem, id, &size);
+    segops_msg_pool m;
+    memset(&m, 0, sizeof m);
+    head(&m.h, SEGOPS_MSG_POOL, sizeof m);
+    m.pool_id = (uint32_t)id;
+    m.size = size;
+    if (send_msg(c->sock, &m, sizeof m, fd) != 0) {
+      *gone = true;
+      rc = segops_client_err(e, SEGOPS_E_CONNECTION, "the native channel closed: %s", strerror(errno));
+      break;
+    }
+    ring_doorbell(c); /* the daemon reads control messages when its ring is idle: wake it */
+    reply r;
+    rc = recv_reply(c->sock, SEGOPS_MSG_OK, sizeof r.ok, &r, deadline, gone, e);
+    if (rc == SEGOPS_OK) atomic_fetch_add(&c->pools_sent, 1);
+  }
+  pthread_mutex_unlock(&c->ctl);
+  return rc;
+}
+
+static chan *chan_open(native_t *t, double deadline, bool *gone, segops_error *e) {
+  chan *c = calloc(1, sizeof *c);
+  if (!c) {
+    *gone = false;
+    segops_client_err(e, SEGOPS_E_NOMEM, "out of memory");
+    return NULL;
+  }
+  c->sock = c->ring_fd = -1;
+  c->mem = t->mem;
+  atomic_init(&c->refs, 1);
+  pthread_mutex_init(&c->ctl, NULL);
+  pthread_mutex_init(&c->ab_mu, NULL);
+  int rc;
+  *gone = false;
+  if ((rc = make_ring(c, e)) == SEGOPS_OK) {
+    c->sock = connect_sock(t->path, gone, e);
+    rc = c->sock < 0 ? SEGOPS_E_CONNECTION : handshake(c, t, deadline, gone, e);
+  }
+  if (rc == SEGOPS_OK) rc = send_pools(c, deadline, gone, e);
+  if (rc) {
+    chan_destroy(c);
+    return NULL;
+  }
+  return c;
+}
+
+static void sleep_s(double s) {
+  if (s <= 0) return;
+  struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+  nanosleep(&ts, NULL);
+}
+
+/* After a fork: the parent's channel, of which only this process's copies of the descriptors and
+ * the mapping go; its locks and abandoned list are the parent's business. Under t->mu. */
+static void forget_parent_chan(native_t *t) {
+  unsigned ep = atomic_load(&fork_epoch);
+  if (ep == t->epoch) return;
+  chan *old = t->cur;
+  t->cur = NULL;
+  t->epoch = ep;
+  if (!old) return;
+  if (old->ring) munmap(old->ring, old->ring_len);
+  if (old->ring_fd >= 0) close(old->ring_fd);
+  if (old->sock >= 0) close(old->sock);
+  free(old);
+}
+
+/* The current channel with a reference for the caller, opened (again) when there is none, with
+ * back-off while the daemon is away, until deadline. After a fork the parent's is left alone. */
+static chan *chan_get(native_t *t, double deadline, segops_error *e) {
+  double backoff = BACKOFF_MIN_S;
+  for (;;) {
+    pthread_mutex_lock(&t->mu);
+    forget_parent_chan(t);
+    if (t->cur && atomic_load(&t->cur->broken)) {
+      chan_put(t->cur);
+      t->cur = NULL;
+    }
+    bool gone = false;
+    if (!t->cur) t->cur = chan_open(t, deadline, &gone, e);
+    chan *c = t->cur;
+    if (c) atomic_fetch_add(&c->refs, 1);
+    pthread_mutex_unlock(&t->mu);
+    if (c) return c;
+    double now = segops_client_now();
+    if (!gone || now + backoff >= deadline) return NULL;
+    sleep_s(backoff);
+    backoff = backoff * 2 < BACKOFF_MAX_S ? backoff * 2 : BACKOFF_MAX_S;
+  }
+}
+
+/* ---- one call ------------------------------------------------------------------------------------------ */
+
+/* Where a call's tensors go: the request's descriptors, the pool memory it borrowed for copies, and
+ * for each output where its bytes land and whether they are copied out afterwards. */
+typedef struct {
+  segops_ring_request req;
+  void *tmp[SEGOPS_MAX_INPUTS + 1 + SEGOPS_MAX_OUTPUTS];
+  int ntmp;
+  void *out_place[SEGOPS_MAX_OUTPUTS]; /* where the daemon writes output k */
+  bool out_copy[SEGOPS_MAX_OUTPUTS];   /* copied to the caller's data afterwards */
+  bool out_alloc[SEGOPS_MAX_OUTPUTS];  /* allocated here for a caller's NULL data */
+  uint64_t out_need[SEGOPS_MAX_OUTPUTS];
+} placed;
+
+static void *tmp_alloc(native_t *t, placed *pl, size_t n) {
+  void *p = segops_mem_alloc(t->mem, n ? n : 1);
+  if (p) pl->tmp[pl->ntmp++] = p;
+  return p;
+}
+
+static void placed_free(native_t *t, placed *pl) {
+  for (int i = 0; i < pl->ntmp; i++) segops_mem_release(t->mem, pl->tmp[i]);
+  pl->ntmp = 0;
+}
+
+/* prod(shape) * itemsize of an array, or -1 when the shape is negative or overflows. */
+static int64_t array_bytes(const segops_array *a) {
+  static const int64_t SZ[SEGOPS_DTYPE_COUNT] = {4, 8, 4, 8};
+  int64_t n = SZ[a->dtype];
+  for (int d = 0; d < a->ndim; d++)
+    if (a->shape[d] < 0 || __builtin_mul_overflow(n, a->shape[d], &n)) return -1;
+  return n;
+}
+
+/* One input into the pools: where it lies, or a copy there. */
+static int place_input(native_t *t, placed *pl, const char *op, const char *name, const segops_array *a,
+                       segops_ring_tensor *d, segops_error *e) {
+  memset(d, 0, sizeof *d);
+  if (!a) return SEGOPS_OK;
+  if ((unsigned)a->dtype >= SEGOPS_DTYPE_COUNT)
+    return segops_client_err(e, SEGOPS_E_INVALID_ARGUMENT,
+                             "%s: %s has dtype %d, which is none of float32, float64, int32, int64", op, name,
+                             (int)a->dtype);
+  if (a->ndim < 0 || a->ndim > SEGOPS_MAX_NDIM)
+    return segops_client_err(e, SEGOPS_E_INVALID_ARGUMENT, "%s: %s has %d dimensions; at most %d are allowed", op, name,
+                             a->ndim, SEGOPS_MAX_NDIM);
+  d->flags = SEGOPS_TENSOR_PRESENT;
+  d->dtype = (uint32_t)a->dtype;
+  d->ndim = (uint32_t)a->ndim;
+  for (int k = 0; k < a->ndim; k++) d->shape[k] = a->shape[k];
+  int64_t nb = array_bytes(a);
+  if (nb < 0) nb = 0; /* the daemon refuses the shape by its own rule */
+  d->nbytes = (uint64_t)nb;
+  if (nb > 0 && !a->data) return segops_client_err(e, SEGOPS_E_INVALID_ARGUMENT, "%s: %s has no data", op, name);
+  if (nb > 0 && segops_mem_locate(t->mem, a->data, (size_t)nb, &d->pool, &d->offset)) return SEGOPS_OK;
+  if (nb == 0 && segops_mem_pool_count(t->mem) > 0) return SEGOPS_OK; /* no bytes: pool 0, offset 0 */
+  void *p = tmp_alloc(t, pl, (size_t)nb);
+  if (!p || !segops_mem_locate(t->mem, p, (size_t)nb, &d->pool, &d->offset))
+    return segops_client_err(e, SEGOPS_E_NOMEM, "%s: no shared memory left for %s (%" PRId64 " bytes)", op, name, nb);
+  if (nb) memcpy(p, a->data, (size_t)nb);
+  return SEGOPS_OK;
+}
+
+/* The bytes output k will have, from the op table as the daemon computes them (0 when the inputs
+ * do not say: the daemon then refuses the call by its own rules before any output matters). */
+static uint64_t output_bytes(const segops_tcall *call, int k, const segops_ring_request *r) {
+  const segops_fn_desc *fn =
+      segops_fn((segops_op)(call->fn / SEGOPS_PASS_COUNT), (segops_pass)(call->fn % SEGOPS_PASS_COUNT));
+  int width = fn->vec3_only ? 3 : 0;
+  uint32_t dtype = (r->flags & SEGOPS_REQ_DTYPE) ? r->dtype : SEGOPS_F64;
+  bool have_dtype = false;
+  for (int j = 0; j < fn->n_in; j++) {
+    const segops_ring_tensor *d = &r->in[j];
+    if (!(d->flags & SEGOPS_TENSOR_PRESENT)) continue;
+    if (!have_dtype) dtype = d->dtype, have_dtype = true;
+    segops_shape_kind kind = fn->in[j].shape;
+    if (!width && (kind == SEGOPS_SH_ELEM || kind == SEGOPS_SH_SEG)) width = d->ndim == 2 && d->shape[1] == 3 ? 3 : 1;
+  }
+  if (!width) width = 1;
+  int64_t n = r->idx.ndim == 1 ? r->idx.shape[0] : 0, s = r->num_segments;
+  if (n < 0 || s < 0 || n > INT32_MAX || s > INT32_MAX || dtype > SEGOPS_F64) return 0;
+  int64_t count = segops_shape_count(fn->out[k].shape, width, n, s);
+  return (uint64_t)count * (dtype == SEGOPS_F32 ? 4u : 8u);
+}
+
+/* True when [off, off + n) of pool overlaps an input's bytes. */
+static bool meets_input(const segops_ring_request *r, uint32_t pool, uint64_t off, uint64_t n) {
+  for (int j = 0; j <= SEGOPS_MAX_INPUTS; j++) {
+    const segops_ring_tensor *d = j < SEGOPS_MAX_INPUTS ? &r->in[j] : &r->idx;
+    if ((d->flags & SEGOPS_TENSOR_PRESENT) && d->pool == pool && n && d->nbytes && off < d->offset + d->nbytes &&
+        d->offset < off + n)
+      return true;
+  }
+  return false;
+}
+
+/* One requested output: in the caller's memory when it lies in a pool (aligned, clear of the
+ * inputs), else in pool memory copied out afterwards, or allocated for the caller. */
+static int place_output(native_t *t, placed *pl, const segops_tcall *call, int k, segops_error *e) {
+  segops_array *o = call->out[k];
+  segops_ring_tensor *d = &pl->req.out[k];
+  uint64_t need = output_bytes(call, k, &pl->req);
+  pl->out_need[k] = need;
+  d->flags = SEGOPS_TENSOR_PRESENT;
+  if (o->data) {
+    if (((uintptr_t)o->data & 63u) == 0 && segops_mem_locate(t->mem, o->data, o->nbytes, &d->pool, &d->offset) &&
+        !meets_input(&pl->req, d->pool, d->offset, o->nbytes)) {
+      d->nbytes = o->nbytes;
+      pl->out_place[k] = o->data;
+      return SEGOPS_OK;
+    }
+    d->nbytes = o->nbytes < need ? o->nbytes : need; /* a short buffer is refused by the daemon's rule */
+    if (need == 0 && segops_mem_pool_count(t->mem) > 0) return SEGOPS_OK; /* nothing is written */
+    void *p = tmp_alloc(t, pl, (size_t)need);
+    if (!p || !segops_mem_locate(t->mem, p, (size_t)need, &d->pool, &d->offset))
+      return segops_client_err(e, SEGOPS_E_NOMEM, "%s: no shared memory left for output %s", call->op,
+                               call->out_name[k]);
+    pl->out_place[k] = p;
+    pl->out_copy[k] = true;
+    return SEGOPS_OK;
+  }
+  void *p = segops_client_alloc(t->mem, (size_t)need);
+  if (!p || !segops_mem_locate(t->mem, p, (size_t)need, &d->pool, &d->offset)) {
+    if (p) free(p); /* heap memory: the pools could not grow */
+    return segops_client_err(e, SEGOPS_E_NOMEM, "%s: no shared memory left for output %s", call->op, call->out_name[k]);
+  }
+  d->nbytes = need;
+  pl->out_place[k] = p;
+  pl->out_alloc[k] = true;
+  return SEGOPS_OK;
+}
+
+static int place_call(native_t *t, placed *pl, const segops_tcall *call, segops_error *e) {
+  segops_ring_request *r = &pl->req;
+  r->fn = (uint32_t)call->fn;
+  r->want = call->want;
+  r->num_segments = call->num_segments;
+  int rc = SEGOPS_OK;
+  for (int j = 0; j < call->n_in && rc == SEGOPS_OK; j++)
+    rc = place_input(t, pl, call->op, call->in_name[j], call->in[j], &r->in[j], e);
+  if (rc == SEGOPS_OK) rc = place_input(t, pl, call->op, "idx", call->idx, &r->idx, e);
+  if (rc == SEGOPS_OK && !call->idx) r->idx.flags = 0; /* idx is required: the daemon says so */
+  /* Without a float input the outputs are float64, as over HTTP with msgpack bodies (the
+   * request's SEGOPS_REQ_DTYPE, JSON's top-level "dtype", is not sent). */
+  for (int k = 0; k < call->n_out && rc == SEGOPS_OK; k++)
+    if (call->out[k]) rc = place_output(t, pl, call, k, e);
+  return rc;
+}
+
+/* Claims a free slot of c: its index, or -1 when none came free before deadline. */
+static int slot_claim(chan *c, double deadline) {
+  for (unsigned i = 0;; i++) {
+    uint_fast64_t m = atomic_load(&c->free_slots);
+    while (m) {
+      int k = __builtin_ctzll((unsigned long long)m);
+      if (atomic_compare_exchange_weak(&c->free_slots, &m, m & ~((uint_fast64_t)1 << k))) return k;
+    }
+    if (atomic_load(&c->broken) || ((i & 15u) == 0 && segops_client_now() >= deadline)) return -1;
+    sleep_s(20e-6);
+  }
+}
+
+static void slot_release(chan *c, int k) {
+  __atomic_store_n(&slot_at(c, (uint32_t)k)->state, SEGOPS_SLOT_FREE, __ATOMIC_RELEASE);
+  atomic_fetch_or(&c->free_slots, (uint_fast64_t)1 << k);
+}
+
+/* Frees the memory of timed-out calls whose slots the daemon has answered since. */
+static void sweep_abandoned(chan *c) {
+  if (!c->ab) return;
+  pthread_mutex_lock(&c->ab_mu);
+  for (abandoned **pp = &c->ab; *pp;) {
+    abandoned *a = *pp;
+    uint32_t st = __atomic_load_n(&slot_at(c, a->slot)->state, __ATOMIC_ACQUIRE) & SEGOPS_SLOT_STATE_MASK;
+    if (st != SEGOPS_SLOT_SUBMITTED) {
+      *pp = a->next;
+      slot_release(c, (int)a->slot);
+      free_abandoned(c, a);
+    } else {
+      pp = &a->next;
+    }
+  }
+  pthread_mutex_unlock(&c->ab_mu);
+}
+
+/* The daemon's end of the socket is closed (it died, or ended the channel). */
+static bool peer_gone(chan *c) {
+  /* Not POLLIN: a control reply for another thread may be waiting there. */
+  struct pollfd p = {c->sock, POLLRDHUP, 0};
+  return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR));
+}
+
+/* Waits for slot k's answer: spinning for spin_us, then asleep on its state. SEGOPS_OK when it
+ * is DONE; SEGOPS_E_CONNECTION when the daemon went away; SEGOPS_E_TIMEOUT at the deadline. */
+static int await(chan *c, uint32_t k, int spin_us, double deadline) {
+  uint32_t *st = &slot_at(c, k)->state;
+  double spin_until = segops_client_now() + spin_us * 1e-6;
+  for (unsigned i = 0;; i++) {
+    if ((__atomic_load_n(st, __ATOMIC_ACQUIRE) & SEGOPS_SLOT_STATE_MASK) == SEGOPS_SLOT_DONE) return SEGOPS_OK;
+    if ((i & 63u) == 0 && segops_client_now() >= spin_until) break;
+    cpu_relax();
+  }
+  for (;;) {
+    uint32_t v = __atomic_load_n(st, __ATOMIC_ACQUIRE);
+    if ((v & SEGOPS_SLOT_STATE_MASK) == SEGOPS_SLOT_DONE) return SEGOPS_OK;
+    double now = segops_client_now();
+    if (now >= deadline) return SEGOPS_E_TIMEOUT;
+    if (peer_gone(c)) return SEGOPS_E_CONNECTION;
+    /* Say we sleep (the daemon then wakes us), unless the answer came meanwhile. */
+    if (!(v & SEGOPS_SLOT_WAITING) &&
+        !__atomic_compare_exchange_n(st, &v, v | SEGOPS_SLOT_WAITING, false, __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE))
+      continue;
+    v |= SEGOPS_SLOT_WAITING;
+    double nap = deadline - now < SLEEP_S ? deadline - now : SLEEP_S;
+    futex_wait(st, v, nap);
+  }
+}
+
+/* The answer of a successful call into the caller's arrays (copies out where needed). */
+static int take_outputs(const segops_tcall *call, placed *pl, const segops_ring_answer *a, segops_error *e) {
+  for (int k = 0; k < call->n_out; k++) {
+    segops_array *o = call->out[k];
+    if (!o) continue;
+    const segops_ring_shape *sh = &a->out[k];
+    segops_array got = {(segops_dtype)sh->dtype, (int)sh->ndim, {0}, NULL, 0};
+    if (sh->dtype > SEGOPS_F64 || sh->ndim > SEGOPS_MAX_NDIM)
+      return segops_client_err(e, SEGOPS_E_PROTOCOL, "%s: the daemon's answer for %s has a bad shape", call->op,
+                               call->out_name[k]);
+    for (uint32_t d = 0; d < sh->ndim; d++) got.shape[d] = sh->shape[d];
+    int64_t nb = array_bytes(&got);
+    if (nb < 0 || (uint64_t)nb != pl->out_need[k] || (uint64_t)nb > pl->req.out[k].nbytes)
+      return segops_client_err(e, SEGOPS_E_PROTOCOL, "%s: the daemon's answer for %s does not fit its place", call->op,
+                               call->out_name[k]);
+    if (pl->out_copy[k] && nb) memcpy(o->data, pl->out_place[k], (size_t)nb);
+    if (pl->out_alloc[k]) {
+      o->data = pl->out_place[k];
+      pl->out_alloc[k] = false; /* the caller's now */
+    }
+    o->dtype = got.dtype;
+    o->ndim = got.ndim;
+    memcpy(o->shape, got.shape, sizeof o->shape);
+    o->nbytes = (size_t)nb;
+  }
+  return SEGOPS_OK;
+}
+
+static int answer_error(const segops_ring_answer *a, segops_error *e) {
+  int code = a->status < 0 && a->status > -100 ? a->status : SEGOPS_E_INTERNAL;
+  if (e) {
+    e->code = code;
+    e->http_status = segops_err_status(code);
+    memcpy(e->name, a->name, sizeof e->name);
+    e->name[sizeof e->name - 1] = 0;
+    size_t n = sizeof a->message < sizeof e->message ? sizeof a->message : sizeof e->message;
+    memcpy(e->message, a->message, n);
+    e->message[n - 1] = 0;
+  }
+  return code;
+}
+
+/* Keeps a timed-out call's slot and memory until the daemon answers it or the channel goes. */
+static void abandon(chan *c, uint32_t k, placed *pl) {
+  abandoned *a = calloc(1, sizeof *a);
+  if (!a) return; /* the memory stays taken: never reused under the daemon's pen */
+  a->slot = k;
+  for (int i = 0; i < pl->ntmp; i++) a->mem[a->n++] = pl->tmp[i];
+  pl->ntmp = 0;
+  for (int k = 0; k < SEGOPS_MAX_OUTPUTS; k++)
+    if (pl->out_alloc[k]) {
+      a->mem[a->n++] = pl->out_place[k];
+      pl->out_alloc[k] = false;
+    }
+  pthread_mutex_lock(&c->ab_mu);
+  a->next = c->ab;
+  c->ab = a;
+  pthread_mutex_unlock(&c->ab_mu);
+}
+
+/* One try on channel c. *retry: the daemon went away or is draining, so the call may be sent
+ * again on a new channel. */
+static int call_on(native_t *t, chan *c, const segops_tcall *call, placed *pl, double deadline, bool *retry,
+                   segops_error *e) {
+  *retry = false;
+  sweep_abandoned(c);
+  bool gone = false;
+  int rc = send_pools(c, deadline, &gone, e);
+  if (rc) {
+    /* A refused pool leaves the channel as it was; anything else leaves the exchange unknown. */
+    *retry = gone;
+    if (gone || rc == SEGOPS_E_TIMEOUT || rc == SEGOPS_E_PROTOCOL || rc == SEGOPS_E_CONNECTION)
+      atomic_store(&c->broken, true);
+    return rc;
+  }
+  double left = deadline - segops_client_now();
+  pl->req.timeout_us = left > 0 ? (uint64_t)(left * 1e6) + 1 : 1;
+  int k = slot_claim(c, deadline);
+  if (k < 0) {
+    *retry = atomic_load(&c->broken);
+    return segops_client_err(e, *retry ? SEGOPS_E_CONNECTION : SEGOPS_E_TIMEOUT,
+                             "no free slot on the native channel before the deadline");
+  }
+  segops_ring_slot *s = slot_at(c, (uint32_t)k);
+  uint64_t seq = atomic_fetch_add(&c->seq, 1) + 1;
+  memcpy(&s->req, &pl->req, sizeof s->req);
+  s->seq = seq;
+  __atomic_store_n(&s->state, SEGOPS_SLOT_SUBMITTED, __ATOMIC_RELEASE);
+  ring_doorbell(c);
+  rc = await(c, (uint32_t)k, t->spin_us, deadline);
+  if (rc == SEGOPS_E_TIMEOUT) {
+    abandon(c, (uint32_t)k, pl);
+    return segops_client_err(e, SEGOPS_E_TIMEOUT, "%s: no answer from the native channel before the deadline",
+                             call->op);
+  }
+  if (rc == SEGOPS_E_CONNECTION) {
+    atomic_store(&c->broken, true);
+    *retry = true;
+    slot_release(c, k);
+    return segops_client_err(e, SEGOPS_E_CONNECTION, "%s: the native channel's daemon went away during the call",
+                             call->op);
+  }
+  segops_ring_answer a;
+  memcpy(&a, &s->ans, sizeof a);
+  slot_release(c, k);
+  if (a.seq != seq) {
+    atomic_store(&c->broken, true);
+    return segops_client_err(e, SEGOPS_E_PROTOCOL, "%s: the native channel answered another call", call->op);
+  }
+  if (a.status == SEGOPS_E_UNAVAILABLE) { /* draining: this daemon goes away, its successor may come */
+    atomic_store(&c->broken, true);
+    *retry = true;
+    return answer_error(&a, e);
+  }
+  if (a.status != SEGOPS_OK) return answer_error(&a, e);
+  return take_outputs(call, pl, &a, e);
+}
+
+static int native_call(segops_transport *tp, const segops_tcall *call, double deadline, segops_error *e) {
+  native_t *t = (native_t *)tp;
+  placed pl;
+  memset(&pl, 0, sizeof pl);
+  int rc = place_call(t, &pl, call, e);
+  double backoff = BACKOFF_MIN_S;
+  while (rc == SEGOPS_OK) {
+    chan *c = chan_get(t, deadline, e);
+    if (!c) {
+      rc = e ? e->code : SEGOPS_E_CONNECTION;
+      break;
+    }
+    bool retry;
+    rc = call_on(t, c, call, &pl, deadline, &retry, e);
+    chan_put(c);
+    if (!retry) break;
+    if (segops_client_now() + backoff >= deadline) break;
+    sleep_s(backoff);
+    backoff = backoff * 2 < BACKOFF_MAX_S ? backoff * 2 : BACKOFF_MAX_S;
+    rc = SEGOPS_OK;
+  }
+  for (int k = 0; k < SEGOPS_MAX_OUTPUTS; k++)
+    if (pl.out_alloc[k]) segops_mem_release(t->mem, pl.out_place[k]);
+  placed_free(t, &pl);
+  return rc;
+}
+
+static int native_info(segops_transport *tp, char **json, double deadline, segops_error *e) {
+  (void)tp, (void)json, (void)deadline;
+  return segops_client_err(e, SEGOPS_E_NOT_IMPLEMENTED,
+                           "the native channel carries calls only; ask the daemon's HTTP address for /v1/info");
+}
+
+static void native_close(segops_transport *tp) {
+  native_t *t = (native_t *)tp;
+  if (!t) return;
+  forget_parent_chan(t);
+  if (t->cur) chan_put(t->cur);
+  if (t->token) {
+    explicit_bzero(t->token, strlen(t->token));
+    free(t->token);
+  }
+  pthread_mutex_destroy(&t->mu);
+  free(t);
+}
+
+static const segops_transport_vt NATIVE_VT = {"native", native_call, native_info, native_close};
+
+static int default_spin_us(void) {
+  const char *v = getenv("SEGOPS_CLIENT_SPIN_US");
+  if (v && *v) {
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (!*end && n >= 0 && n <= 1000000) return (int)n;
+  }
+  return DEFAULT_SPIN_US;
+}
 
 segops_transport *segops_native_open(const char *path, struct segops_mem *mem, const char *token, int spin_us,
                                      double deadline, segops_error *e) {
-  (void)mem, (void)token, (void)spin_us, (void)deadline;
-  segops_client_err(e, SEGOPS_E_NOT_IMPLEMENTED, "the native channel (%s) is not built in this library", path);
-  return NULL;
+  pthread_once(&fork_once, register_fork);
+  if (!mem) {
+    segops_client_err(e, SEGOPS_E_NOT_IMPLEMENTED, "the native channel needs memfds, which this system does not give");
+    return NULL;
+  }
+  if (!path || !path[0] || strlen(path) >= sizeof((native_t *)0)->path) {
+    segops_client_err(e, SEGOPS_E_INVALID_ARGUMENT, "the native channel's socket path is empty or too long");
+    return NULL;
+  }
+  native_t *t = calloc(1, sizeof *t);
+  if (!t || (token && !(t->token = strdup(token)))) {
+    free(t);
+    segops_client_err(e, SEGOPS_E_NOMEM, "out of memory");
+    return NULL;
+  }
+  t->base.vt = &NATIVE_VT;
+  snprintf(t->path, sizeof t->path, "%s", path);
+  t->mem = mem;
+  t->spin_us = spin_us >= 0 ? spin_us : default_spin_us();
+  t->epoch = atomic_load(&fork_epoch);
+  pthread_mutex_init(&t->mu, NULL);
+  chan *c = chan_get(t, deadline, e);
+  if (!c) {
+    native_close(&t->base);
+    return NULL;
+  }
+  chan_put(c);
+  return &t->base;
 }

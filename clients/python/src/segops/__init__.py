@@ -8,9 +8,14 @@ second order. The wire contract and every formula: proto/API.md.
     grad_x, grad_y = c.segmented_dot_backward(g_out, x, y, idx, num_segments)
 """
 
-import threading
+from typing import Any, Dict, Mapping, Optional, Sequence
+
+import numpy as np
 
 from . import _table
+from ._default import default_client, set_default_client
+from ._functions import *  # noqa: F401,F403 (segmented_sum, ... : the 18 functions on the default client)
+from ._functions import NAMES as _FUNCTION_NAMES
 from ._status import Status
 from .client import DEFAULT_URL, METHOD_NAMES, Client
 from .errors import (
@@ -37,53 +42,17 @@ __version__ = "0.2.0"  # the repository's version: CMakeLists.txt project(VERSIO
 OPS = tuple(_table.OPS)
 PASSES = _table.PASSES
 
-_default = None
-_default_lock = threading.Lock()
+assert tuple(METHOD_NAMES) == _FUNCTION_NAMES, "clients/python/gen_functions.py: regenerate"
 
 
-def default_client():
-    """The module's shared Client, made on first use from $SEGOPS_URL / $SEGOPS_TOKEN."""
-    global _default
-    c = _default
-    if c is None:
-        with _default_lock:
-            if _default is None:
-                _default = Client()
-            c = _default
-    return c
-
-
-def set_default_client(client):
-    """Replaces the shared Client used by the module-level functions (None: make a new one
-    from the environment on next use). Returns the previous one (not closed)."""
-    global _default
-    with _default_lock:
-        prev, _default = _default, client
-    return prev
-
-
-def _module_function(name):
-    meth = getattr(Client, name)
-
-    def f(*args, **kwargs):
-        return meth(default_client(), *args, **kwargs)
-
-    f.__name__ = f.__qualname__ = name
-    f.__doc__ = meth.__doc__ + "\n\nUses segops.default_client()."
-    return f
-
-
-for _name in METHOD_NAMES:
-    globals()[_name] = _module_function(_name)
-del _name
-
-
-def call(op, pass_, args, *, outputs=None):
+def call(
+    op: str, pass_: str, args: Mapping[str, Any], *, outputs: Optional[Sequence[str]] = None
+) -> Dict[str, np.ndarray]:
     """Client.call on the default client."""
     return default_client().call(op, pass_, args, outputs=outputs)
 
 
-def info() -> dict:
+def info() -> Dict[str, Any]:
     """Client.info on the default client."""
     return default_client().info()
 

@@ -37,8 +37,9 @@ _MIN_REGION = 1 << 20
 # Lending: results are views into the call's region (no copy) while this process holds at most
 # _MAX_LENT regions, and _MAX_LENT_BYTES of them, lent to live results; past either, results are
 # copied out. SEGOPS_SHM_MAX_LENT=N sets the count (0: always copy). On by default since kept inputs
-# and kept regions come from one pool (no registration per step): 16 workers on the H200 made
-# 15 of 16 (op, N) cells faster with it, by up to 35 % at 2^20 (bench/RESULTS.md, session 8).
+# and kept regions come from one pool (no registration per step): 16 workers on one H200 made
+# 15 of 16 (op, N) cells faster with it, by up to 35 % at 2^20 (bench/worker/worker_bench.py
+# --transport shm --worker-env SEGOPS_SHM_MAX_LENT=0 against the default).
 # A lent region counts against the daemon's --max-shm-bytes like any other; when no region can
 # be registered, transport="auto" sends the call as bodies.
 _MAX_LENT = int(os.environ.get("SEGOPS_SHM_MAX_LENT", "8") or 0)
@@ -394,7 +395,7 @@ class ShmSession:
     def prefers_body(self, args):
         """auto only: a call whose arrays total under SHM_MIN_BYTES and none of which lives in a
         region of ours (client.empty()) is cheaper as an HTTP body than copied into a region and
-        back (measured: bench/client/overhead.py, bench/RESULTS.md)."""
+        back (measured: bench/client/overhead.py)."""
         total = 0
         for v in args.values():
             if isinstance(v, np.ndarray):

@@ -9,9 +9,12 @@ import socket
 import threading
 import urllib.parse
 
+from typing import Any, Dict, Mapping, Optional, Sequence, Union
+
 import numpy as np
 
 from . import _endpoints, _shm, _table, _transport, _wire
+from ._methods import FunctionMethods
 from ._status import Status
 from .errors import ProtocolError, SegopsConnectionError, SegopsError, SegopsTimeout, error_for
 
@@ -23,7 +26,8 @@ _USER_AGENT = "segops-python/0.1"
 # the request is sent again once on a fresh connection (every segops call is idempotent).
 _STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ConnectionAbortedError)
 # How long a call to a daemon on this host polls for its answer before sleeping (microseconds;
-# Client(spin_us=...), else $SEGOPS_CLIENT_SPIN_US, else this). bench/RESULTS.md, session 17.
+# Client(spin_us=...), else $SEGOPS_CLIENT_SPIN_US, else this). 0: polling did not help 16 workers
+# on a 16-core GPU host (bench/worker/worker_bench.py --worker-env SEGOPS_CLIENT_SPIN_US=0|200).
 DEFAULT_SPIN_US = 0
 
 
@@ -51,7 +55,7 @@ def _is_loopback(host):
         return False
 
 
-class Client:
+class Client(FunctionMethods):
     """A client of one segops server, or of several.
 
     url: "http://host:port" (an optional path prefix is kept) or "unix:///path/segops.sock";
@@ -72,7 +76,16 @@ class Client:
     results are copied out of the region, never views of it). Arrays made by `empty()` are
     sent by reference when shared memory is in use, without a copy."""
 
-    def __init__(self, url=None, *, token=None, timeout=60.0, max_idle=64, transport="auto", spin_us=None):
+    def __init__(
+        self,
+        url: Union[str, Sequence[str], None] = None,
+        *,
+        token: Optional[str] = None,
+        timeout: float = 60.0,
+        max_idle: int = 64,
+        transport: str = "auto",
+        spin_us: Optional[int] = None,
+    ) -> None:
         if transport not in _transport.TRANSPORTS:
             raise ValueError(f"segops: transport must be one of {', '.join(_transport.TRANSPORTS)}, not {transport!r}")
         urls = _endpoints.split_urls(url or os.environ.get("SEGOPS_URL") or DEFAULT_URL)
@@ -125,16 +138,16 @@ class Client:
         self._closed = False
         self.connections_opened = 0  # how many TCP connections this client has made
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"segops.Client({self.url!r})"
 
-    def __enter__(self):
+    def __enter__(self) -> "Client":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def close(self):
+    def close(self) -> None:
         """Unregisters and removes the shared-memory regions, closes the idle connections;
         connections in use close when their call ends."""
         if self._endpoints is not None:
@@ -151,7 +164,7 @@ class Client:
     # ---- transport ----
 
     @property
-    def transport_used(self):
+    def transport_used(self) -> str:
         """"shm", "unix" or "http": what this client's calls use (probed now if not yet); for
         a client of several daemons, each one's, comma-separated."""
         if self._endpoints is not None:
@@ -216,7 +229,7 @@ class Client:
         for c in idle:
             c.close()
 
-    def empty(self, shape, dtype=np.float64):
+    def empty(self, shape: Union[int, Sequence[int]], dtype: Any = np.float64) -> np.ndarray:
         """An uninitialised C-contiguous array for inputs: inside a shared-memory region of
         its own when this client uses shared memory (then sent by reference, never copied;
         the region is released when the array and all its views are gone), else np.empty."""
@@ -376,7 +389,15 @@ class Client:
 
     # ---- generic calls ----
 
-    def call(self, op, pass_, args, *, outputs=None, versions=None):
+    def call(
+        self,
+        op: str,
+        pass_: str,
+        args: Mapping[str, Any],
+        *,
+        outputs: Optional[Sequence[str]] = None,
+        versions: Optional[Mapping[str, tuple]] = None,
+    ) -> Dict[str, np.ndarray]:
         """Runs one function: POST /v1/{op}/{pass_} with args (name -> array, None left out;
         idx and num_segments included). outputs: names to compute and return (default all).
         versions: {argument name: (object, version)}, a promise that the argument's bytes are the
@@ -406,9 +427,20 @@ class Client:
         body, length = _wire.encode_request(args, outputs)
         return self._roundtrip("POST", f"/v1/{op}/{pass_}", body, length, read=self._read_outputs)
 
-    def info(self):
+    def info(self) -> Dict[str, Any]:
         """GET /v1/info: version, backend, devices, limits and the op table (a dict)."""
         return self._roundtrip("GET", "/v1/info", read=self._read_json)
+
+    def _function(self, op: str, pass_: str, values: Dict[str, Any], outputs: Optional[Sequence[str]]) -> Any:
+        """What every function method does (_methods.py): call, then the outputs asked for, one
+        as an array and several as a tuple in the order asked."""
+        res = self.call(op, pass_, values, outputs=outputs)
+        want = _table.output_names(op, pass_) if outputs is None else tuple(outputs)
+        try:
+            got = tuple(res[k] for k in want)
+        except KeyError as e:
+            raise ProtocolError(200, "protocol_error", f"segops: {op}/{pass_}: response lacks output {e}") from None
+        return got[0] if len(got) == 1 else got
 
     def health(self) -> Status:
         """GET /healthz: Status(ok=True, status="ok", http_status=200) while the daemon is alive.
@@ -434,53 +466,5 @@ class Client:
         return Status(True, str(word), 200)
 
 
-def _make_method(op, pass_):
-    names = _table.input_names(op, pass_)
-    outs = _table.output_names(op, pass_)
-    params = names + ("idx", "num_segments")
-    n = len(params)
-
-    def method(self, *args, outputs=None, **kwargs):
-        if len(args) == n and not kwargs:
-            values = dict(zip(params, args))
-        else:
-            if len(args) > n:
-                raise TypeError(f"{mname}() takes {n} arguments ({len(args)} given)")
-            values = dict(zip(params, args))
-            for k, v in kwargs.items():
-                if k not in params:
-                    raise TypeError(f"{mname}() got an unexpected keyword argument {k!r}")
-                if k in values:
-                    raise TypeError(f"{mname}() got multiple values for argument {k!r}")
-                values[k] = v
-            missing = [p for p in params if p not in values]
-            if missing:
-                raise TypeError(f"{mname}() missing arguments: {', '.join(missing)}")
-        res = self.call(op, pass_, values, outputs=outputs)
-        want = outs if outputs is None else tuple(outputs)
-        try:
-            got = tuple(res[k] for k in want)
-        except KeyError as e:
-            raise ProtocolError(200, "protocol_error", f"segops: {op}/{pass_}: response lacks output {e}") from None
-        return got[0] if len(got) == 1 else got
-
-    mname = _table.method_name(op, pass_)
-    method.__name__ = mname
-    method.__qualname__ = f"Client.{mname}"
-    shown = ", ".join(params)
-    ret = outs[0] if len(outs) == 1 else "(" + ", ".join(outs) + ")"
-    method.__doc__ = (
-        f"{mname}({shown}, *, outputs=None) -> {ret}\n\n"
-        f"Runs {op} {pass_} on the server (proto/API.md, Formulas). Inputs that the formula does not read and\n"
-        f"omitted cotangents may be None (they are not sent). outputs: a subset of {list(outs)}\n"
-        f"to compute; the result is one array, or a tuple in the order asked for."
-    )
-    return mname, method
-
-
-METHOD_NAMES = []
-for (_op, _pass) in _table.FUNCS:
-    _name, _m = _make_method(_op, _pass)
-    setattr(Client, _name, _m)
-    METHOD_NAMES.append(_name)
-del _op, _pass, _name, _m
+# The 18 functions' names, in the op table's order (their methods: _methods.FunctionMethods).
+METHOD_NAMES = tuple(_table.method_name(op, pass_) for op, pass_ in _table.FUNCS)

@@ -1,0 +1,94 @@
+/* native_internal.h: the native channel's daemon-side state, shared by its files: the server
+ * (native_server.c: socket, accept, per-user limits, stop), a channel (native_channel.c:
+ * handshake, control messages, the ring's doorbell) and a call (native_call.c). Not for main.c. */
+#ifndef SEGOPS_NATIVE_INTERNAL_H
+#define SEGOPS_NATIVE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "native.h"
+#include "native_check.h"
+#include "native_mem.h"
+#include "segops_ring.h"
+
+#define SEGOPS_NATIVE_MAX_POOLS 256
+
+typedef struct native_channel native_channel;
+
+/* One slot's call while the daemon holds it (the slot's busy flag is set). */
+typedef struct {
+  native_channel *ch;
+  uint32_t slot;
+  uint64_t seq;
+  segops_ring_request req; /* the daemon's own copy, made before any check */
+  segops_native_checked chk;
+  segops_prepared prep;
+  segops_job job;
+  double t0;
+} native_call;
+
+struct native_channel {
+  segops_native *srv;
+  int sock;
+  pid_t pid;
+  uid_t uid;
+  gid_t gid;
+  unsigned long id; /* for log lines */
+  segops_native_mem ring;
+  segops_ring_header *hdr;
+  unsigned char *slots;
+  uint32_t nslots;
+  segops_native_mem pools[SEGOPS_NATIVE_MAX_POOLS];
+  segops_native_view views[SEGOPS_NATIVE_MAX_POOLS];
+  uint32_t npools;         /* written by the channel's thread only; pools never go before the channel */
+  uint64_t mapped, pinned; /* bytes, ring included */
+  native_call *calls;      /* nslots */
+  atomic_uchar *busy;      /* nslots: the daemon holds the slot's call */
+  pthread_mutex_t mu;
+  pthread_cond_t idle;
+  int inflight;         /* calls handed to the scheduler and not answered; under mu */
+  native_channel *next; /* in the server's list, under its lock */
+};
+
+struct segops_native {
+  segops_native_deps d;
+  char path[108];
+  unsigned long long dev, ino; /* the socket file's identity, so stop unlinks only our own */
+  int listen_fd;
+  int wake[2]; /* a pipe that wakes the accept thread to stop */
+  pthread_t accept_thread;
+  pthread_mutex_t mu;
+  pthread_cond_t gone;
+  native_channel *channels;
+  int live; /* channel threads running */
+  unsigned long next_id;
+  atomic_bool stopping;
+};
+
+/* native_server.c: the per-user count of open channels; false (nothing taken) when over. */
+bool segops_native_user_take(segops_native *n, uid_t uid, char *err, size_t errlen);
+void segops_native_user_give(segops_native *n, uid_t uid);
+
+/* native_channel.c: sends ERROR (code, message) on a channel socket. */
+void segops_native_send_error(int sock, int code, const char *message);
+/* native_channel.c: the thread of one accepted connection (arg: its native_channel, owned). */
+void *segops_native_channel_main(void *arg);
+
+/* native_call.c: takes slot k (busy already set) and answers it, now or from the scheduler's done
+ * callback; may_inline lets it run on the calling thread when the scheduler would start it at
+ * once anyway. */
+void segops_native_call_start(native_channel *ch, uint32_t k, bool may_inline);
+
+/* The slot k of a channel's ring. */
+static inline segops_ring_slot *segops_native_slot(native_channel *ch, uint32_t k) {
+  return (segops_ring_slot *)(void *)(ch->slots + (size_t)k * SEGOPS_RING_SLOT_BYTES);
+}
+
+/* futex on a word of shared memory (no FUTEX_PRIVATE_FLAG: the client waits on the same page). */
+int segops_native_futex_wait(uint32_t *word, uint32_t expect, double timeout_s);
+void segops_native_futex_wake(uint32_t *word, int n);
+
+#endif

@@ -1,0 +1,248 @@
+/* native_server.c: the native channel's socket: its path, the accept thread (peer credentials
+ * logged, per-user and total channel limits), one thread per channel, and the stop. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "errors.h"
+#include "listen_unix.h"
+#include "log.h"
+#include "native_internal.h"
+#include "shm_guard.h"
+
+/* ---- the path ------------------------------------------------------------------------------ */
+
+void segops_native_socket_path(const segops_config *cfg, int port, char *path, size_t len, bool *derived) {
+  *derived = false;
+  path[0] = 0;
+  if (!strcmp(cfg->native_socket, "off")) return;
+  if (cfg->native_socket[0]) {
+    snprintf(path, len, "%s", cfg->native_socket);
+    return;
+  }
+  *derived = true;
+  if (port > 0) {
+    snprintf(path, len, "/tmp/segopsd-%d.native.sock", port);
+    return;
+  }
+  for (int k = 0; k < cfg->n_listen; k++)
+    if (cfg->listen[k].is_unix) {
+      if ((size_t)snprintf(path, len, "%s.native", cfg->listen[k].path) >= len) path[0] = 0;
+      return;
+    }
+}
+
+const char *segops_native_path(const segops_native *n) { return n->path; }
+
+/* ---- per-user limits ------------------------------------------------------------------------- */
+
+#define MAX_USERS 1024
+static struct {
+  uid_t uid;
+  int n;
+} g_users[MAX_USERS];
+static int g_total;
+
+bool segops_native_user_take(segops_native *n, uid_t uid, char *err, size_t errlen) {
+  const segops_config *c = n->d.cfg;
+  pthread_mutex_lock(&n->mu);
+  int free_k = -1, k;
+  for (k = 0; k < MAX_USERS; k++) {
+    if (g_users[k].n > 0 && g_users[k].uid == uid) break;
+    if (g_users[k].n == 0 && free_k < 0) free_k = k;
+  }
+  bool ok = true;
+  if (g_total >= c->max_connections) {
+    snprintf(err, errlen, "segopsd has %d native channels open, its limit (--max-connections)", g_total);
+    ok = false;
+  } else if (k < MAX_USERS && g_users[k].n >= c->native_max_channels_per_uid) {
+    snprintf(err, errlen, "user %u has %d native channels open, the limit per user (--native-max-channels-per-uid)",
+             (unsigned)uid, g_users[k].n);
+    ok = false;
+  } else if (k == MAX_USERS && free_k < 0) {
+    snprintf(err, errlen, "native channels are open for %d users, the most segopsd tracks", MAX_USERS);
+    ok = false;
+  }
+  if (ok) {
+    if (k == MAX_USERS) {
+      k = free_k;
+      g_users[k].uid = uid;
+    }
+    g_users[k].n++;
+    g_total++;
+  }
+  pthread_mutex_unlock(&n->mu);
+  return ok;
+}
+
+void segops_native_user_give(segops_native *n, uid_t uid) {
+  pthread_mutex_lock(&n->mu);
+  for (int k = 0; k < MAX_USERS; k++)
+    if (g_users[k].n > 0 && g_users[k].uid == uid) {
+      g_users[k].n--;
+      g_total--;
+      break;
+    }
+  pthread_mutex_unlock(&n->mu);
+}
+
+/* ---- accepting ------------------------------------------------------------------------------- */
+
+/* Answers a connection over the limits with ERROR and closes it. Its HELLO is read first (briefly
+ * waited for): closing a socket with a message unread resets the connection, and the client would
+ * see that instead of the reason. */
+static void refuse(int s, const char *why) {
+  struct pollfd p = {s, POLLIN, 0};
+  char buf[SEGOPS_MSG_MAX];
+  if (poll(&p, 1, 50) > 0) (void)!recv(s, buf, sizeof buf, MSG_DONTWAIT);
+  segops_native_send_error(s, SEGOPS_E_RESOURCE_EXHAUSTED, why);
+  close(s);
+}
+
+/* One connection: its credentials, the limits, then its own thread. */
+static void accept_one(segops_native *n, int s) {
+  struct ucred cr = {0, (uid_t)-1, (gid_t)-1};
+  socklen_t crl = sizeof cr;
+  if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cr, &crl) != 0) {
+    SEGOPS_LOGW("native channel: cannot read the peer's credentials (%s); closed", strerror(errno));
+    close(s);
+    return;
+  }
+  char err[256];
+  if (!segops_native_user_take(n, cr.uid, err, sizeof err)) {
+    SEGOPS_LOGW("native channel from pid %d uid %u refused: %s", (int)cr.pid, (unsigned)cr.uid, err);
+    refuse(s, err);
+    return;
+  }
+  native_channel *ch = calloc(1, sizeof *ch);
+  if (!ch) {
+    segops_native_user_give(n, cr.uid);
+    close(s);
+    return;
+  }
+  ch->srv = n;
+  ch->sock = s;
+  ch->pid = cr.pid;
+  ch->uid = cr.uid;
+  ch->gid = cr.gid;
+  ch->ring.fd = -1;
+  ch->ring.guard = -1;
+  pthread_mutex_init(&ch->mu, NULL);
+  pthread_cond_init(&ch->idle, NULL);
+  pthread_mutex_lock(&n->mu);
+  ch->id = ++n->next_id;
+  ch->next = n->channels;
+  n->channels = ch;
+  n->live++;
+  pthread_mutex_unlock(&n->mu);
+  SEGOPS_LOGI("native channel %lu from pid %d uid %u gid %u", ch->id, (int)cr.pid, (unsigned)cr.uid, (unsigned)cr.gid);
+  pthread_attr_t at;
+  pthread_attr_init(&at);
+  pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+  pthread_t t;
+  int rc = pthread_create(&t, &at, segops_native_channel_main, ch);
+  pthread_attr_destroy(&at);
+  if (rc != 0) {
+    /* The thread would have ended the channel; do what it would do with nothing opened. */
+    SEGOPS_LOGW("native channel %lu: cannot start its thread (%s); closed", ch->id, strerror(rc));
+    pthread_mutex_lock(&n->mu);
+    native_channel **pp = &n->channels;
+    while (*pp && *pp != ch) pp = &(*pp)->next;
+    if (*pp) *pp = ch->next;
+    n->live--;
+    pthread_cond_broadcast(&n->gone);
+    pthread_mutex_unlock(&n->mu);
+    segops_native_user_give(n, cr.uid);
+    pthread_cond_destroy(&ch->idle);
+    pthread_mutex_destroy(&ch->mu);
+    free(ch);
+    refuse(s, "segopsd cannot start a thread for the channel");
+  }
+}
+
+static void *accept_main(void *arg) {
+  segops_native *n = arg;
+  for (;;) {
+    struct pollfd p[2] = {{n->listen_fd, POLLIN, 0}, {n->wake[0], POLLIN, 0}};
+    if (poll(p, 2, -1) < 0 && errno != EINTR) break;
+    if (atomic_load(&n->stopping)) break;
+    if (!(p[0].revents & POLLIN)) continue;
+    int s = accept4(n->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    if (s < 0) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        SEGOPS_LOGW("native channel: cannot accept (%s)", strerror(errno));
+        struct timespec ts = {0, 50 * 1000000L}; /* let descriptors come back rather than spin */
+        nanosleep(&ts, NULL);
+      }
+      continue;
+    }
+    accept_one(n, s);
+  }
+  return NULL;
+}
+
+segops_native *segops_native_start(const segops_native_deps *d, const char *path) {
+  segops_native *n = calloc(1, sizeof *n);
+  if (!n) return NULL;
+  n->d = *d;
+  n->wake[0] = n->wake[1] = -1;
+  n->listen_fd = -1;
+  pthread_mutex_init(&n->mu, NULL);
+  pthread_cond_init(&n->gone, NULL);
+  snprintf(n->path, sizeof n->path, "%s", path);
+  char err[320];
+  if (!segops_guard_install()) { /* clients' pages must never take the daemon down */
+    SEGOPS_LOGE("native channel: cannot install the SIGBUS guard");
+    goto fail;
+  }
+  n->listen_fd = segops_unix_listen_type(path, SOCK_SEQPACKET, d->cfg->socket_mode, &n->dev, &n->ino, err, sizeof err);
+  if (n->listen_fd < 0) {
+    SEGOPS_LOGE("native channel: %s", err);
+    goto fail;
+  }
+  if (strlen(path) >= sizeof n->path || pipe2(n->wake, O_CLOEXEC) != 0 ||
+      pthread_create(&n->accept_thread, NULL, accept_main, n) != 0) {
+    SEGOPS_LOGE("native channel: cannot start its thread on %s", path);
+    goto fail;
+  }
+  return n;
+fail:
+  if (n->listen_fd >= 0) {
+    close(n->listen_fd);
+    segops_unix_unlink(n->path, n->dev, n->ino);
+  }
+  if (n->wake[0] >= 0) close(n->wake[0]), close(n->wake[1]);
+  pthread_cond_destroy(&n->gone);
+  pthread_mutex_destroy(&n->mu);
+  free(n);
+  return NULL;
+}
+
+void segops_native_stop(segops_native *n) {
+  if (!n) return;
+  atomic_store(&n->stopping, true);
+  (void)!write(n->wake[1], "x", 1);
+  pthread_join(n->accept_thread, NULL);
+  close(n->listen_fd);
+  segops_unix_unlink(n->path, n->dev, n->ino);
+  /* Every channel's thread sees the stop within its sleep; the socket's end and the doorbell wake
+   * it now. It answers nothing new, waits for its calls in flight and frees itself. */
+  pthread_mutex_lock(&n->mu);
+  for (native_channel *ch = n->channels; ch; ch = ch->next) {
+    shutdown(ch->sock, SHUT_RDWR);
+    if (ch->hdr) segops_native_futex_wake(&ch->hdr->doorbell, 1);
+  }
+  while (n->live > 0) pthread_cond_wait(&n->gone, &n->mu);
+  pthread_mutex_unlock(&n->mu);
+  close(n->wake[0]);
+  close(n->wake[1]);
+  pthread_cond_destroy(&n->gone);
+  pthread_mutex_destroy(&n->mu);
+  free(n);
+}
