@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "backend.h"
@@ -184,6 +185,9 @@ static int read_token_file(segops_config *c, const char *path, char *err, size_t
     snprintf(err, errlen, "%s: %s", source, strerror(errno));
     return -1;
   }
+  /* Its mode, for main's warning: a token others can read is no secret. */
+  struct stat st;
+  c->token_file_mode = fstat(fileno(f), &st) == 0 ? (unsigned)(st.st_mode & 07777) : 0;
   /* Room for the longest token and generous surrounding whitespace; more is refused, not cut. */
   char buf[SEGOPS_TOKEN_MAX + 4096];
   size_t n = fread(buf, 1, sizeof buf, f);
@@ -392,7 +396,19 @@ static const segops_setting LIMIT_ROWS[] = {
      .lo = 1,
      .hi = 1000000,
      .def = "1024",
-     .help = "most concurrent connections"},
+     .help = "most concurrent connections; 16 more answer /healthz and /readyz only; lowered (with a warning) to "
+             "what the open-files limit leaves"},
+    {.name = "max-connections-per-peer",
+     .env = "SEGOPS_MAX_CONNECTIONS_PER_PEER",
+     .type = SEGOPS_SET_INT,
+     AT(max_connections_per_peer),
+     .lo = 1,
+     .hi = 1000000,
+     .def = "auto",
+     .def_doc = "auto (half of --max-connections)",
+     .flags = SEGOPS_SET_AUTO,
+     .help = "most concurrent connections of one peer (its uid on a unix socket or loopback TCP, else its "
+             "address); more are answered 503 and closed at once"},
     {.name = "max-inflight-bytes",
      .env = "SEGOPS_MAX_INFLIGHT_BYTES",
      .type = SEGOPS_SET_BYTES,
@@ -401,6 +417,16 @@ static const segops_setting LIMIT_ROWS[] = {
      .def = "2G",
      .help = "request memory held at once over all connections (bodies, decoded inputs, outputs, encoded "
              "answers); beyond it 503 with Retry-After; raised to --max-body-bytes + 1 when smaller"},
+    {.name = "max-inflight-bytes-per-peer",
+     .env = "SEGOPS_MAX_INFLIGHT_BYTES_PER_PEER",
+     .type = SEGOPS_SET_BYTES,
+     AT(max_inflight_bytes_per_peer),
+     .lo = 1,
+     .def = "auto",
+     .def_doc = "auto (half of --max-inflight-bytes, at least twice --max-body-bytes)",
+     .flags = SEGOPS_SET_AUTO,
+     .help = "the share of --max-inflight-bytes one peer may hold at once, so that one client's unread answers "
+             "cannot starve the others; beyond it that peer gets 503 with Retry-After"},
     {.name = "max-shm-bytes",
      .env = "SEGOPS_MAX_SHM_BYTES",
      .type = SEGOPS_SET_BYTES,
@@ -417,6 +443,22 @@ static const segops_setting LIMIT_ROWS[] = {
      .def = "16k",
      .help = "bytes per second a request body must keep up after --idle-timeout, else it is "
              "cut (0 = any rate)"},
+    {.name = "min-download-rate",
+     .env = "SEGOPS_MIN_DOWNLOAD_RATE",
+     .type = SEGOPS_SET_BYTES,
+     AT(min_download_rate),
+     .lo = 0,
+     .def = "1M",
+     .help = "bytes per second an answer must be taken at: one not taken whole within --answer-stall-timeout "
+             "plus its size at this rate is cut and its memory freed (0 = any rate)"},
+    {.name = "answer-stall-timeout",
+     .env = "SEGOPS_ANSWER_STALL_TIMEOUT",
+     .type = SEGOPS_SET_SECONDS,
+     AT(answer_stall_timeout_s),
+     .lo = 0,
+     .hi = 86400,
+     .def = "10",
+     .help = "an answer the client takes nothing of for this long is cut and its memory freed (0 = never)"},
     {.name = "idle-timeout",
      .env = "SEGOPS_IDLE_TIMEOUT",
      .type = SEGOPS_SET_INT,
@@ -427,6 +469,14 @@ static const segops_setting LIMIT_ROWS[] = {
      .metavar = "SECONDS",
      .range_doc = "0 to 86400 whole seconds",
      .help = "close connections idle (or trickling) this long"},
+    {.name = "head-timeout",
+     .env = "SEGOPS_HEAD_TIMEOUT",
+     .type = SEGOPS_SET_SECONDS,
+     AT(head_timeout_s),
+     .lo = 1,
+     .hi = 86400,
+     .def = "5",
+     .help = "a new connection must send a complete request head within this long (at most --idle-timeout)"},
     {.name = "request-timeout",
      .env = "SEGOPS_REQUEST_TIMEOUT",
      .type = SEGOPS_SET_SECONDS,
@@ -686,6 +736,25 @@ static int apply_argv(int argc, char **argv, char *err, size_t errlen) {
   return SEGOPS_CONFIG_OK;
 }
 
+/* Per-peer shares: by default half the whole (the request memory at least room for a largest body
+ * and as much work), never more than the whole nor less than one largest body; the head deadline
+ * within the idle one. */
+static void settle_peer_shares(segops_config *c) {
+  if (c->max_inflight_bytes_per_peer < 0) {
+    int64_t room = 2 * (c->max_body_bytes + 1);
+    c->max_inflight_bytes_per_peer = c->max_inflight_bytes / 2;
+    if (c->max_inflight_bytes_per_peer < room)
+      c->max_inflight_bytes_per_peer = room < c->max_inflight_bytes ? room : c->max_inflight_bytes;
+  }
+  if (c->max_inflight_bytes_per_peer > c->max_inflight_bytes) c->max_inflight_bytes_per_peer = c->max_inflight_bytes;
+  if (c->max_inflight_bytes_per_peer < c->max_body_bytes + 1) c->max_inflight_bytes_per_peer = c->max_body_bytes + 1;
+  if (c->max_connections_per_peer < 0)
+    c->max_connections_per_peer = c->max_connections > 1 ? c->max_connections / 2 : 1;
+  if (c->max_connections_per_peer > c->max_connections) c->max_connections_per_peer = c->max_connections;
+  if (c->idle_timeout_s > 0 && c->head_timeout_s > (double)c->idle_timeout_s)
+    c->head_timeout_s = (double)c->idle_timeout_s;
+}
+
 /* What follows from the values together: defaults that depend on others, and the rule that a
  * non-loopback address needs a token. */
 static int settle(segops_config *c, char *err, size_t errlen) {
@@ -694,6 +763,7 @@ static int settle(segops_config *c, char *err, size_t errlen) {
   /* A body of the largest allowed size must fit in the in-flight budget (+1: the buffer holds
    * one spare byte). */
   if (c->max_inflight_bytes < c->max_body_bytes + 1) c->max_inflight_bytes = c->max_body_bytes + 1;
+  settle_peer_shares(c);
   if (c->http_threads <= 0) {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     c->http_threads = c->threads > 0 ? c->threads : (int)(cpus < 2 ? 2 : cpus > 64 ? 64 : cpus);
@@ -711,7 +781,8 @@ static int settle(segops_config *c, char *err, size_t errlen) {
 
 int segops_config_load(segops_config *c, int argc, char **argv, char *err, size_t errlen) {
   memset(c, 0, sizeof *c);
-  listen_group.base = backend_group.base = limit_group.base = sched_group.base = native_group.base = life_group.base = c;
+  listen_group.base = backend_group.base = limit_group.base = sched_group.base = native_group.base = life_group.base =
+      c;
   segops_settings_group *const *groups = GROUPS;
   if (segops_settings_defaults(groups, err, errlen) || segops_settings_from_env(groups, err, errlen))
     return SEGOPS_CONFIG_ERROR;

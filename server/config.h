@@ -31,19 +31,25 @@ typedef struct {
   int64_t max_shm_bytes; /* shared-memory regions registered at once, in bytes */
   char backend[8];       /* "auto", "cpu", "cuda" */
   int devices[SEGOPS_MAX_DEVICE_LIST];
-  int n_devices;        /* 0 = all GPUs */
-  int threads;          /* the CPU backend's --threads (segops_cpu_conf), copied for the HTTP pool's default */
-  int http_threads;     /* libmicrohttpd thread pool size */
-  char *token;          /* owned; NULL when auth is off */
-  char token_file[512]; /* where the token came from ("" for the environment) */
+  int n_devices;            /* 0 = all GPUs */
+  int threads;              /* the CPU backend's --threads (segops_cpu_conf), copied for the HTTP pool's default */
+  int http_threads;         /* libmicrohttpd thread pool size */
+  char *token;              /* owned; NULL when auth is off */
+  char token_file[512];     /* where the token came from ("" for the environment) */
+  unsigned token_file_mode; /* its permission bits (0 when none): group or other bits are warned about */
   int64_t max_body_bytes;
   int64_t max_elements;   /* per tensor */
   int64_t max_body_items; /* array/map items per body: a JSON tree costs ~50 bytes an item */
   int64_t max_segments;   /* bound on num_segments */
   int64_t max_connections;
-  int64_t max_output_bytes;   /* outputs of one request together */
-  int64_t min_upload_rate;    /* bytes/s a body must keep up after idle_timeout; 0 = any */
-  int64_t max_inflight_bytes; /* request memory held at once (bodies, decoded inputs, outputs, answers) */
+  int64_t max_connections_per_peer;    /* of one uid (unix sockets, loopback TCP) or address; -1: auto */
+  int64_t max_output_bytes;            /* outputs of one request together */
+  int64_t min_upload_rate;             /* bytes/s a body must keep up after idle_timeout; 0 = any */
+  int64_t max_inflight_bytes;          /* request memory held at once (bodies, decoded inputs, outputs, answers) */
+  int64_t max_inflight_bytes_per_peer; /* of that, by one peer; -1: auto */
+  int64_t min_download_rate;           /* bytes/s an answer must be taken at after answer_stall_timeout_s; 0 = any */
+  double answer_stall_timeout_s;       /* an answer nothing is taken of for this long is cut; 0 = never */
+  double head_timeout_s;               /* a new connection's first request head must come within this */
   int64_t idle_timeout_s;
   double request_timeout_s;
   int64_t max_queue;          /* requests waiting for a worker */

@@ -100,6 +100,10 @@ int main(int argc, char **argv) {
     return 2;
   }
   segops_log_level = cfg.log_level;
+  segops_http_fit_fd_limit(&cfg); /* before any thread: a full descriptor table makes accept() spin */
+  if (cfg.token && (cfg.token_file_mode & 077))
+    SEGOPS_LOGW("--token-file %s has mode %04o: %s may read the token; chmod 600 it", cfg.token_file,
+                cfg.token_file_mode, (cfg.token_file_mode & 07) ? "every user of this host" : "its group");
   if (segops_test_hooks_enabled())
     SEGOPS_LOGW("TEST BUILD: fault-injection hooks are enabled; never deploy this binary");
 
@@ -151,6 +155,10 @@ int main(int argc, char **argv) {
     return 1;
   }
   atomic_store(&srv.state, SEGOPS_STATE_READY);
+  if (geteuid() == 0)
+    SEGOPS_LOGI(
+        "running as root: shared memory maps only objects owned by the requesting client's uid or open to "
+        "every user, for clients whose uid the kernel reports (proto/API.md, Shared memory)");
   for (int k = 0; k < srv.n_listeners; k++) printf("segopsd listening on %s\n", srv.listeners[k].url);
   fflush(stdout);
   SEGOPS_LOGI("backend %s (%d worker%s), %d HTTP threads, auth %s, max body %lld bytes, queue %lld%s", backend->name,

@@ -10,10 +10,11 @@
 
 #include "backend.h"
 #include "codec.h"
-#include "oip.h"
 #include "config.h"
+#include "http_conn.h"
 #include "http_watchdog.h"
 #include "metrics.h"
+#include "oip.h"
 #include "prepare.h"
 #include "scheduler.h"
 #include "shm.h"
@@ -51,10 +52,11 @@ typedef struct segops_server {
   atomic_long busy;               /* of those, the ones accepted for work or being answered (see segops_http_busy) */
   segops_limits limits;
   segops_codec_limits codec_limits;
-  int port;                  /* the first TCP listener's bound port (0 when only unix sockets) */
-  segops_watchdog *watchdog; /* owned: the request-head deadline */
-  segops_shm *shm;           /* owned: the shared-memory registry (shm.h) */
-  char native_socket[108];   /* the native channel's socket (server/native/), "" when off; set by main */
+  int port;                   /* the first TCP listener's bound port (0 when only unix sockets) */
+  segops_watchdog *watchdog;  /* owned: deadlines of heads, bodies and answers */
+  struct segops_conns *conns; /* owned: per-peer connections and request memory (http_conn.h) */
+  segops_shm *shm;            /* owned: the shared-memory registry (shm.h) */
+  char native_socket[108];    /* the native channel's socket (server/native/), "" when off; set by main */
 } segops_server;
 
 /* Wire encodings. SEGOPS_ENC_OIP: the Open Inference Protocol's JSON header + binary tensor data. */
@@ -68,6 +70,7 @@ typedef enum {
   SEGOPS_HTTP_ANSWER_LATER, /* answer (route's finish) once the request is fully read */
   SEGOPS_HTTP_READ_BODY,    /* feed the body to the request's buffer, then call the route's finish */
   SEGOPS_HTTP_SUSPENDED,    /* the connection waits on work; the route's resume answers it */
+  SEGOPS_HTTP_DRAIN, /* answered on the socket already: the body is read and dropped, then the connection closed */
 } segops_http_outcome;
 
 /* Per-request state: created on the first access-handler callback, freed only in the
@@ -75,16 +78,19 @@ typedef enum {
 /* PH_GET: a GET route answered on the next callback (answering on the first one would make
  * libmicrohttpd close the connection). PH_ERROR: an error decided on the first callback,
  * answered once the (small) body has been read and discarded, so keep-alive survives. */
-enum { PH_BODY = 0, PH_WAIT, PH_DONE, PH_GET, PH_ERROR };
+/* PH_DRAIN: an error answered on the first callback before a body the client is still sending;
+ * the body is read and dropped so that the client's send completes and it reads the answer. */
+enum { PH_BODY = 0, PH_WAIT, PH_DONE, PH_GET, PH_ERROR, PH_DRAIN };
 struct segops_http_route;
 typedef struct {
   segops_server *srv;
   struct MHD_Connection *conn;
-  const struct segops_http_route *rt; /* the matched row of the route table, NULL for none */
-  segops_route route;                 /* the metric the request is counted under */
-  char param[128];                    /* a {name} segment of the path, NUL-terminated */
-  bool oip_errors;                    /* errors as {"error": "message"}: an OIP route, or a /v2 path */
-  int op, pass;                       /* for SEGOPS_ROUTE_OP (v1 op, v2 model); -1 until known */
+  segops_http_conn *cn;                /* the connection's context (http_conn.h), borrowed; NULL when untracked */
+  const struct segops_http_route *rt;  /* the matched row of the route table, NULL for none */
+  segops_route route;                  /* the metric the request is counted under */
+  char param[SEGOPS_SHM_NAME_MAX + 1]; /* a {name} segment of the path, NUL-terminated */
+  bool oip_errors;                     /* errors as {"error": "message"}: an OIP route, or a /v2 path */
+  int op, pass;                        /* for SEGOPS_ROUTE_OP (v1 op, v2 model); -1 until known */
   int phase;
   char *body;       /* owned */
   bool body_pooled; /* body from segops_hostbuf_alloc (else malloc) */
@@ -97,6 +103,7 @@ typedef struct {
   bool counted;         /* already in the request metrics */
   size_t reserved;      /* bytes of srv->body_bytes this request holds for its body */
   size_t reserved_work; /* and for its decoded inputs, outputs and encoded answer (http_budget.c) */
+  bool over_peer_share; /* the last refused reservation met the peer's share, not the whole budget */
   int req_enc, resp_enc;
   segops_oip_opts oip;   /* SEGOPS_ENC_OIP: the request's header length and output choices */
   const char *resp_type; /* static Content-Type of a successful op response */
@@ -105,6 +112,7 @@ typedef struct {
   segops_prepared prep; /* owned; out_buf moves to the response on success */
   segops_job job;
   bool defer_errors; /* set during the first callback when the body is small or absent */
+  bool first_call;   /* during the first callback */
   struct {
     int err, http_status;
     const char *allow;
@@ -115,6 +123,13 @@ typedef struct {
   uint64_t bytes_in, bytes_out;
   segops_shm_use shm_use; /* regions an op request reads or writes (shm_io.h) */
 } segops_http_req;
+
+/* The watchdog record of r's connection (NULL when untracked). */
+static inline segops_watch *segops_http_watch(const segops_http_req *r) { return r->cn ? r->cn->watch : NULL; }
+/* r's peer uid when the kernel knows it, else -1 (peer.h). */
+static inline int64_t segops_http_peer_uid(const segops_http_req *r) {
+  return r->cn && r->cn->peer.uid_known ? (int64_t)r->cn->peer.uid : -1;
+}
 
 /* Starts one libmicrohttpd daemon per address of cfg->listen; fills srv->listeners and srv->port.
  * Returns 0, or -1 after logging (nothing left running). */
@@ -142,7 +157,10 @@ bool segops_http_auth_ok(const char *authorization, const char *token);
  * {"error":{"code","message"}} on v1 routes, {"error":"message"} on the Open Inference Protocol's.
  * Adds Allow / WWW-Authenticate / Retry-After where the status needs them; close=true adds
  * Connection: close. During the first callback of a request with a small or no body the error is
- * recorded instead (SEGOPS_HTTP_DEFERRED) and answered once the body is dropped. */
+ * recorded instead (SEGOPS_HTTP_DEFERRED) and answered once the body is dropped; one that must go
+ * at once (close=true) before a body of a known length the client will send is written to the
+ * socket, which is then half-closed, and the body read and dropped (SEGOPS_HTTP_DRAIN): a client
+ * blocked in sending it would otherwise meet a reset instead of the answer. */
 segops_http_outcome segops_http_error(segops_http_req *r, int err, int http_status, const char *message,
                                       const char *allow, bool close);
 /* Queues a response built from a malloc'd buffer (taken over: freed by libmicrohttpd). */
@@ -152,10 +170,13 @@ segops_http_outcome segops_http_send_json(segops_http_req *r, void *json);
 
 /* --- the in-flight memory budget (http_budget.c) --- */
 
-/* Reserves bytes against --max-inflight-bytes into *held; false (nothing taken) when over. */
-bool segops_budget_take(segops_server *srv, size_t *held, size_t bytes);
+/* Reserves bytes against --max-inflight-bytes and r's peer's share of it
+ * (--max-inflight-bytes-per-peer) into *held; false (nothing taken) when over either. */
+bool segops_budget_take(segops_http_req *r, size_t *held, size_t bytes);
 /* Gives back what *held holds. */
-void segops_budget_release(segops_server *srv, size_t *held);
+void segops_budget_release(segops_http_req *r, size_t *held);
+/* The message of a 503 after segops_budget_take failed for r: which limit it met. */
+const char *segops_budget_refusal(const segops_http_req *r);
 /* Memory a prepared request still needs beyond its body: decoded inputs the decoder made
  * (JSON numbers materialised), the idx copy, the outputs and the encoded answer. */
 size_t segops_budget_work_bytes(const segops_http_req *r);

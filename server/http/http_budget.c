@@ -1,27 +1,41 @@
 /* http_budget.c: the one in-flight memory budget (--max-inflight-bytes) every request reserves
- * against: its body as the bytes arrive, then, before compute, everything else it will hold
- * (decoded inputs, the idx copy, outputs, the encoded answer). Over the budget a request gets
- * 503 + Retry-After instead of the daemon running out of memory. */
+ * against, and its peer's share of it (--max-inflight-bytes-per-peer): its body as the bytes
+ * arrive, then, before compute, everything else it will hold (decoded inputs, the idx copy,
+ * outputs, the encoded answer). Over either a request gets 503 + Retry-After instead of the daemon
+ * running out of memory, or one peer's unread answers holding everyone else's. */
 #include "http.h"
 
-bool segops_budget_take(segops_server *srv, size_t *held, size_t bytes) {
+bool segops_budget_take(segops_http_req *r, size_t *held, size_t bytes) {
   if (bytes == 0) return true;
+  segops_server *srv = r->srv;
   int64_t after = atomic_fetch_add(&srv->body_bytes, (int64_t)bytes) + (int64_t)bytes;
-  if (after > srv->cfg->max_inflight_bytes) {
-    atomic_fetch_sub(&srv->body_bytes, (int64_t)bytes);
-    return false;
+  bool whole = after <= srv->cfg->max_inflight_bytes;
+  /* Then the peer's share: one peer holding unread answers cannot starve the others. */
+  if (whole && segops_peer_slot_take(r->cn ? r->cn->slot : NULL, bytes, srv->cfg->max_inflight_bytes_per_peer)) {
+    *held += bytes;
+    return true;
   }
-  *held += bytes;
-  return true;
+  atomic_fetch_sub(&srv->body_bytes, (int64_t)bytes);
+  r->over_peer_share = whole;
+  return false;
 }
 
 bool segops_budget_room(segops_server *srv, size_t bytes) {
   return atomic_load(&srv->body_bytes) + (int64_t)bytes <= srv->cfg->max_inflight_bytes;
 }
 
-void segops_budget_release(segops_server *srv, size_t *held) {
-  if (*held) atomic_fetch_sub(&srv->body_bytes, (int64_t)*held);
+void segops_budget_release(segops_http_req *r, size_t *held) {
+  if (*held) {
+    atomic_fetch_sub(&r->srv->body_bytes, (int64_t)*held);
+    segops_peer_slot_give(r->cn ? r->cn->slot : NULL, *held);
+  }
   *held = 0;
+}
+
+const char *segops_budget_refusal(const segops_http_req *r) {
+  return r->over_peer_share
+             ? "this client holds its whole share of request memory (--max-inflight-bytes-per-peer); retry later"
+             : "the server holds too much request memory (--max-inflight-bytes); retry later";
 }
 
 /* Bytes a JSON number takes when encoded: 17 significant digits, sign, exponent, separator. */

@@ -1,8 +1,6 @@
 /* http_info.c: the non-op routes: /healthz, /readyz (and the readiness the v2 routes share), /metrics and /v1/info
  * (whose op table is generated from core/ops.c's table, never written twice). */
-#include <arpa/inet.h>
 #include <jansson.h>
-#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -69,21 +67,6 @@ static json_t *op_table_json(void) {
     json_object_set_new(ops, segops_op_name((segops_op)o), passes);
   }
   return ops;
-}
-
-/* True for a peer on this host: a unix-socket peer, or TCP from a loopback address. Only such a
- * peer can use the native channel, and only such a peer is told its socket's path. */
-static bool peer_is_local(struct MHD_Connection *conn) {
-  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-  const struct sockaddr *sa = ci ? ci->client_addr : NULL;
-  if (!sa) return false;
-  if (sa->sa_family == AF_UNIX) return true;
-  if (sa->sa_family == AF_INET) return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
-  if (sa->sa_family == AF_INET6) {
-    const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-    return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
-  }
-  return false;
 }
 
 /* One setting's value as JSON, by its type: numbers for sizes, counts and seconds ("auto" where the
@@ -159,9 +142,20 @@ segops_http_outcome segops_http_info(segops_http_req *r) {
   if (limits) {
     json_object_set_new(limits, "max_output_bytes", json_integer((json_int_t)c->max_output_bytes));
     json_object_set_new(limits, "min_upload_rate", json_integer((json_int_t)c->min_upload_rate));
+    json_object_set_new(limits, "max_connections_per_peer", json_integer((json_int_t)c->max_connections_per_peer));
+    json_object_set_new(limits, "max_inflight_bytes_per_peer",
+                        json_integer((json_int_t)c->max_inflight_bytes_per_peer));
+    json_object_set_new(limits, "min_download_rate", json_integer((json_int_t)c->min_download_rate));
+    json_object_set_new(limits, "answer_stall_timeout_s", json_real(c->answer_stall_timeout_s));
+    json_object_set_new(limits, "head_timeout_s", json_real(c->head_timeout_s));
   }
+  /* Unix socket paths are told to peers on this host only: elsewhere they are no use, and they
+   * say something about the host. */
+  bool same_host = r->cn && segops_peer_same_host(&r->cn->peer);
   json_t *listeners = json_array();
-  for (int k = 0; k < srv->n_listeners; k++) json_array_append_new(listeners, json_string(srv->listeners[k].url));
+  for (int k = 0; k < srv->n_listeners; k++)
+    if (same_host || !srv->listeners[k].unix_path[0])
+      json_array_append_new(listeners, json_string(srv->listeners[k].url));
   json_t *shm = json_pack("{s:I, s:I}", "max_shm_bytes", (json_int_t)c->max_shm_bytes, "registered_bytes",
                           (json_int_t)segops_shm_registered_bytes(srv->shm));
   json_t *root =
@@ -169,9 +163,9 @@ segops_http_outcome segops_http_info(segops_http_req *r) {
                 "backend", be->name ? be->name : "?", "devices", devs, "listeners", listeners, "shm", shm, "limits",
                 limits, "auth", c->token != NULL, "encodings", "application/msgpack", "application/x-msgpack",
                 "application/vnd.msgpack", "application/json", "ops", op_table_json());
-  if (root && srv->native_socket[0] && peer_is_local(r->conn))
+  if (root && srv->native_socket[0] && same_host) /* only such a peer can use it */
     json_object_set_new(root, "native",
                         json_pack("{s:s, s:i}", "socket", srv->native_socket, "version", (int)SEGOPS_NATIVE_VERSION));
-  if (root) json_object_set_new(root, "settings", settings_json(peer_is_local(r->conn)));
+  if (root) json_object_set_new(root, "settings", settings_json(same_host));
   return segops_http_send_json(r, root);
 }

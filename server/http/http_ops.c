@@ -25,7 +25,7 @@ static void release_body(segops_http_req *r) {
   r->body = NULL;
   r->body_pooled = false;
   r->len = r->cap = 0;
-  segops_budget_release(r->srv, &r->reserved);
+  segops_budget_release(r, &r->reserved);
 }
 
 /* The body is reserved against --max-inflight-bytes as it arrives, BODY_STEP ahead, not as a
@@ -71,10 +71,8 @@ segops_http_outcome segops_http_body_start(segops_http_req *r) {
     initial = (size_t)srv->cfg->max_body_bytes + 1;
   }
   const bool pool = cl && initial >= SEGOPS_HOSTBUF_MIN && segops_budget_room(srv, initial);
-  if (!segops_budget_take(srv, &r->reserved, initial < BODY_STEP ? initial : BODY_STEP))
-    return segops_http_error(r, SEGOPS_E_RESOURCE_EXHAUSTED, 0,
-                             "the server holds too much request memory (--max-inflight-bytes); retry later", NULL,
-                             true);
+  if (!segops_budget_take(r, &r->reserved, initial < BODY_STEP ? initial : BODY_STEP))
+    return segops_http_error(r, SEGOPS_E_RESOURCE_EXHAUSTED, 0, segops_budget_refusal(r), NULL, true);
   if (pool) {
     r->body = segops_hostbuf_alloc(initial);
     r->body_pooled = r->body != NULL;
@@ -83,7 +81,7 @@ segops_http_outcome segops_http_body_start(segops_http_req *r) {
   }
   if (!r->body) return segops_http_error(r, SEGOPS_E_NOMEM, 0, "out of memory for the request body", NULL, true);
   r->cap = initial;
-  segops_watchdog_upload(srv->watchdog, r->conn, 0);
+  segops_watchdog_upload(segops_http_watch(r), 0);
   return SEGOPS_HTTP_READ_BODY;
 }
 
@@ -144,9 +142,8 @@ enum MHD_Result segops_http_op_body(segops_http_req *r, const char *data, size_t
   if (r->len + n > r->reserved) {
     size_t want = r->len + n + BODY_STEP;
     if (want > max + 1) want = max + 1;
-    if (!segops_budget_take(srv, &r->reserved, want - r->reserved)) {
-      answer_mid_upload(r, SEGOPS_E_RESOURCE_EXHAUSTED, "503 Service Unavailable",
-                        "the server holds too much request memory (--max-inflight-bytes); retry later");
+    if (!segops_budget_take(r, &r->reserved, want - r->reserved)) {
+      answer_mid_upload(r, SEGOPS_E_RESOURCE_EXHAUSTED, "503 Service Unavailable", segops_budget_refusal(r));
       return MHD_YES;
     }
   }
@@ -164,7 +161,7 @@ enum MHD_Result segops_http_op_body(segops_http_req *r, const char *data, size_t
   }
   memcpy(r->body + r->len, data, n);
   r->len += n;
-  segops_watchdog_upload(srv->watchdog, r->conn, (int64_t)r->len);
+  segops_watchdog_upload(segops_http_watch(r), (int64_t)r->len);
   return MHD_YES;
 }
 
@@ -192,30 +189,27 @@ static int decode(segops_http_req *r, char *err, size_t errlen) {
 segops_http_outcome segops_http_op_complete(segops_http_req *r) {
   segops_server *srv = r->srv;
   char err[512];
-  segops_watchdog_upload(srv->watchdog, r->conn, -1);
+  segops_watchdog_upload(segops_http_watch(r), -1);
   if (r->overflow) {
     if (r->raw_answered) return SEGOPS_HTTP_FAIL; /* answered already: just close */
     if (r->overflow_err == SEGOPS_E_TOO_LARGE)
       snprintf(err, sizeof err, "the request body exceeds the limit of %" PRId64 " bytes (--max-body-bytes)",
                srv->cfg->max_body_bytes);
     else
-      snprintf(err, sizeof err, "the server holds too much request memory (--max-inflight-bytes); retry later");
+      snprintf(err, sizeof err, "%s", segops_budget_refusal(r));
     return segops_http_error(r, r->overflow_err, 0, err, NULL, true);
   }
   int rc = decode(r, err, sizeof err);
   if (rc != SEGOPS_OK) return segops_http_error(r, rc, 0, err, NULL, false);
-  rc = segops_shm_use_inputs(srv->shm, &r->dec.req, &r->shm_use, err, sizeof err);
+  rc = segops_shm_use_inputs(srv->shm, segops_http_peer_uid(r), &r->dec.req, &r->shm_use, err, sizeof err);
   if (rc != SEGOPS_OK) return segops_http_error(r, rc, 0, err, NULL, false);
   rc = segops_prepare(&r->dec.req, &srv->limits, &r->prep, err, sizeof err);
   if (rc != SEGOPS_OK) return segops_http_error(r, rc, 0, err, NULL, false);
   /* Everything else the request will hold, reserved before compute (outputs and answer limits:
    * segops_prepare). */
-  if (!segops_budget_take(srv, &r->reserved_work, segops_budget_work_bytes(r)))
-    return segops_http_error(r, SEGOPS_E_RESOURCE_EXHAUSTED, 0,
-                             "the server holds too much request memory (--max-inflight-bytes) for this request's "
-                             "outputs; retry later",
-                             NULL, false);
-  rc = segops_shm_use_outputs(srv->shm, &r->dec.req, &r->prep, &r->shm_use, err, sizeof err);
+  if (!segops_budget_take(r, &r->reserved_work, segops_budget_work_bytes(r)))
+    return segops_http_error(r, SEGOPS_E_RESOURCE_EXHAUSTED, 0, segops_budget_refusal(r), NULL, false);
+  rc = segops_shm_use_outputs(srv->shm, segops_http_peer_uid(r), &r->dec.req, &r->prep, &r->shm_use, err, sizeof err);
   if (rc != SEGOPS_OK) return segops_http_error(r, rc, 0, err, NULL, false);
 
   r->job.call = &r->prep.call;
@@ -320,8 +314,8 @@ segops_http_outcome segops_http_op_respond(segops_http_req *r) {
     return segops_http_error(r, j->status, 0, j->err, NULL, false);
   }
   char shm_err[512];
-  if (segops_shm_use_finish(&r->shm_use, &r->prep, shm_err, sizeof shm_err) != SEGOPS_OK)
-    return segops_http_error(r, SEGOPS_E_INVALID_ARGUMENT, 0, shm_err, NULL, false);
+  int src = segops_shm_use_finish(&r->shm_use, &r->prep, shm_err, sizeof shm_err);
+  if (src != SEGOPS_OK) return segops_http_error(r, src, 0, shm_err, NULL, false);
 
   const segops_fn_desc *fn = r->prep.call.fn;
   segops_out_tensor outs[SEGOPS_MAX_OUTPUTS];
@@ -375,6 +369,7 @@ segops_http_outcome segops_http_op_respond(segops_http_req *r) {
   if (ret != MHD_YES) return SEGOPS_HTTP_FAIL;
   r->status = 200;
   r->bytes_out = total;
+  segops_watchdog_answer(segops_http_watch(r), total); /* a client that stops taking it is cut */
   return SEGOPS_HTTP_ANSWERED;
 }
 
@@ -388,6 +383,6 @@ void segops_http_op_free(segops_http_req *r) {
   segops_decoded_free(&r->dec);
   segops_prepared_free(&r->prep);
   release_body(r);
-  segops_budget_release(r->srv, &r->reserved_work);
+  segops_budget_release(r, &r->reserved_work);
   if (big) malloc_trim(0);
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 
 #include "errors.h"
 #include "http.h"
@@ -223,12 +224,15 @@ segops_http_outcome segops_http_send_buffer(segops_http_req *r, int status, cons
     return SEGOPS_HTTP_FAIL;
   }
   if (ctype) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+  /* A connection admitted past --max-connections serves its health check and goes. */
+  if (r->cn && r->cn->reserve) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
   enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)status, resp);
   MHD_destroy_response(resp);
   if (ret == MHD_YES) {
     r->status = status;
     r->bytes_out = len;
     segops_http_busy(r);
+    segops_watchdog_answer(segops_http_watch(r), len);
   }
   return ret == MHD_YES ? SEGOPS_HTTP_ANSWERED : SEGOPS_HTTP_FAIL;
 }
@@ -239,6 +243,38 @@ segops_http_outcome segops_http_send_json(segops_http_req *r, void *json) {
   json_decref(j);
   if (!text) return segops_http_error(r, SEGOPS_E_NOMEM, 0, NULL, NULL, false);
   return segops_http_send_buffer(r, 200, "application/json", text, strlen(text));
+}
+
+/* An answer that must go on the first callback while the client sends a body of a known length
+ * (at most --max-body-bytes; not one waiting for 100 Continue, which sends none): written to the
+ * socket whole, the socket half-closed (the client sees the answer end), the body then dropped. */
+static bool drain_after_answer(segops_http_req *r) {
+  struct MHD_Connection *c = r->conn;
+  const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+  if (!r->first_call || !cl || MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING) ||
+      MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT))
+    return false;
+  char *end;
+  unsigned long long v = strtoull(cl, &end, 10);
+  return end != cl && !*end && v > 0 && (int64_t)v <= r->srv->cfg->max_body_bytes;
+}
+
+static bool answer_on_socket(segops_http_req *r, int status, const char *body, int n) {
+  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+  char msg[2048];
+  int ml = snprintf(msg, sizeof msg,
+                    "HTTP/1.1 %d %s\r\nConnection: close\r\nContent-Type: application/json\r\n%s%s"
+                    "Content-Length: %d\r\n\r\n%s",
+                    status, MHD_get_reason_phrase_for((unsigned)status),
+                    status == 401 ? "WWW-Authenticate: Bearer realm=\"segops\"\r\n" : "",
+                    status == 503 ? "Retry-After: 1\r\n" : "", n, body);
+  if (!ci || ml <= 0 || (size_t)ml >= sizeof msg) return false;
+  if (send(ci->connect_fd, msg, (size_t)ml, MSG_NOSIGNAL | MSG_DONTWAIT) != ml) return false;
+  shutdown(ci->connect_fd, SHUT_WR);
+  r->raw_answered = true;
+  r->status = status;
+  r->bytes_out = (uint64_t)n; /* not busy: a drain does not wait for a body nobody will use */
+  return true;
 }
 
 segops_http_outcome segops_http_error(segops_http_req *r, int err, int http_status, const char *message,
@@ -262,6 +298,10 @@ segops_http_outcome segops_http_error(segops_http_req *r, int err, int http_stat
   /* The Open Inference Protocol's error body is a bare message; v1's carries the code too. */
   int n = r->oip_errors ? snprintf(buf, cap, "{\"error\":\"%s\"}", esc)
                         : snprintf(buf, cap, "{\"error\":{\"code\":\"%s\",\"message\":\"%s\"}}", code, esc);
+  if (close && drain_after_answer(r) && answer_on_socket(r, status, buf, n)) {
+    free(buf);
+    return SEGOPS_HTTP_DRAIN;
+  }
   struct MHD_Response *resp = MHD_create_response_from_buffer((size_t)n, buf, MHD_RESPMEM_MUST_FREE);
   if (!resp) {
     free(buf);
@@ -271,7 +311,7 @@ segops_http_outcome segops_http_error(segops_http_req *r, int err, int http_stat
   if (status == 405 && allow) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
   if (status == 401) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"segops\"");
   if (status == 503) MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
-  if (close) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+  if (close || (r->cn && r->cn->reserve)) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
   if (r->timing[0]) MHD_add_response_header(resp, "Server-Timing", r->timing);
   enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)status, resp);
   MHD_destroy_response(resp);
@@ -279,6 +319,7 @@ segops_http_outcome segops_http_error(segops_http_req *r, int err, int http_stat
     r->status = status;
     r->bytes_out = (uint64_t)n;
     segops_http_busy(r);
+    segops_watchdog_answer(segops_http_watch(r), (uint64_t)n);
   }
   SEGOPS_LOGD("%d %s: %s", status, code, message ? message : "");
   return ret == MHD_YES ? SEGOPS_HTTP_ANSWERED : SEGOPS_HTTP_FAIL;

@@ -8,11 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "errors.h"
 #include "http.h"
+#include "http_conn.h"
 #include "http_connmem.h"
 #include "listen_unix.h"
 #include "log.h"
@@ -34,6 +36,9 @@ static enum MHD_Result advance(segops_http_req *r, segops_http_outcome o) {
       return MHD_YES;
     case SEGOPS_HTTP_SUSPENDED:
       r->phase = PH_WAIT;
+      return MHD_YES;
+    case SEGOPS_HTTP_DRAIN:
+      r->phase = PH_DRAIN;
       return MHD_YES;
     default:
       r->phase = PH_DONE;
@@ -78,6 +83,12 @@ static segops_http_outcome first_call(segops_http_req *r, const char *url, const
              r->rt->methods & SEGOPS_M_POST ? "POST" : "GET");
     return segops_http_error(r, SEGOPS_E_METHOD_NOT_ALLOWED, 0, msg, segops_http_route_allow(r->rt), false);
   }
+  /* A connection admitted past --max-connections is there for health checks alone. */
+  if (r->cn && r->cn->reserve && !open)
+    return segops_http_error(r, SEGOPS_E_RESOURCE_EXHAUSTED, 0,
+                             "the server has --max-connections connections open; this one answers /healthz and "
+                             "/readyz only",
+                             NULL, true);
   if ((r->rt->flags & SEGOPS_RF_WORK) && !segops_server_takes_work(atomic_load(&srv->state)))
     return segops_http_error(r, SEGOPS_E_UNAVAILABLE, 0, "the server is draining", NULL, true);
   return r->rt->begin ? r->rt->begin(r) : SEGOPS_HTTP_ANSWER_LATER;
@@ -94,17 +105,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     r->srv = srv;
     r->conn = conn;
     r->t_start = segops_now();
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    r->cn = ci ? ci->socket_context : NULL;
     *con_cls = r;
-    segops_watchdog_request_begin(srv->watchdog, conn);
+    segops_watchdog_request_begin(r->cn ? r->cn->watch : NULL);
     atomic_fetch_add(&srv->active, 1);
     segops_metrics_inflight_add(1);
+    r->first_call = true;
     segops_http_outcome o = first_call(r, url, method, version);
-    r->defer_errors = false;
+    r->defer_errors = r->first_call = false;
     /* A body that will be read and dropped (a GET's, or one after a deferred error) is watched
      * like an op's upload: a dead or trickling one does not hold its connection. */
     enum MHD_Result res = advance(r, o);
-    if ((r->phase == PH_GET || r->phase == PH_ERROR) && segops_http_has_body(conn))
-      segops_watchdog_upload(srv->watchdog, conn, 0);
+    if ((r->phase == PH_GET || r->phase == PH_ERROR || r->phase == PH_DRAIN) && segops_http_has_body(conn))
+      segops_watchdog_upload(segops_http_watch(r), 0);
     return res;
   }
   switch (r->phase) {
@@ -113,12 +127,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
       return advance(r, r->rt->finish(r));
     case PH_WAIT:
       return advance(r, r->rt->resume(r));
+    case PH_DRAIN: /* answered already: the body goes, then the connection */
+      if (!*upload_data_size) return MHD_NO;
+      r->bytes_in += *upload_data_size;
+      *upload_data_size = 0;
+      segops_watchdog_upload(segops_http_watch(r), (int64_t)r->bytes_in);
+      return MHD_YES;
     case PH_GET:
     case PH_ERROR:
       if (*upload_data_size) { /* a body nobody will read: count it and drop it */
         r->bytes_in += *upload_data_size;
         *upload_data_size = 0;
-        segops_watchdog_upload(srv->watchdog, conn, (int64_t)r->bytes_in);
+        segops_watchdog_upload(segops_http_watch(r), (int64_t)r->bytes_in);
         return MHD_YES;
       }
       if (r->phase == PH_GET) return advance(r, r->rt->finish(r));
@@ -132,9 +152,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
   segops_server *srv = cls;
+  (void)conn;
   segops_http_req *r = *con_cls;
   if (!r) return;
-  segops_watchdog_request_end(srv->watchdog, conn); /* a keep-alive connection waits for its next head */
+  segops_watchdog_request_end(segops_http_watch(r)); /* a keep-alive connection waits for its next head */
   *con_cls = NULL;
   if (r->status && segops_log_level >= SEGOPS_LOG_DEBUG) {
     SEGOPS_LOGD("%s%s%s%s%s -> %d, %llu bytes in, %llu out, %.3f ms%s", r->rt ? r->rt->pattern : "(no route)",
@@ -158,6 +179,47 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   free(r);
   segops_metrics_inflight_add(-1);
   atomic_fetch_sub(&srv->active, 1);
+}
+
+/* A connection refused at its start (its peer is at --max-connections-per-peer, or even the health
+ * reserve is full) gets this answer written straight to its socket, then is shut down. */
+static void refuse_connection(segops_server *srv, int fd, const segops_peer *p) {
+  char who[96], body[320], msg[640];
+  int bl = snprintf(body, sizeof body,
+                    "{\"error\":{\"code\":\"resource_exhausted\",\"message\":\"too many connections: %s has %lld "
+                    "open (--max-connections-per-peer), or the server is full; retry later\"}}",
+                    segops_peer_text(p, who, sizeof who), (long long)srv->cfg->max_connections_per_peer);
+  int ml = snprintf(msg, sizeof msg,
+                    "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Type: application/json\r\n"
+                    "Retry-After: 1\r\nContent-Length: %d\r\n\r\n%s",
+                    bl, body);
+  if (ml > 0 && (size_t)ml < sizeof msg) (void)!send(fd, msg, (size_t)ml, MSG_NOSIGNAL | MSG_DONTWAIT);
+  shutdown(fd, SHUT_RDWR); /* libmicrohttpd sees the end and closes it */
+  segops_metrics_rejected(SEGOPS_E_RESOURCE_EXHAUSTED);
+  SEGOPS_LOGD("refused a connection from %s", who);
+}
+
+/* MHD_OPTION_NOTIFY_CONNECTION: the connection's context (http_conn.h) lives from its start to
+ * its close; its peer is identified once, here, and counted against the limits. */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+  segops_server *srv = cls;
+  if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    segops_http_conn *cn = ci ? calloc(1, sizeof *cn) : NULL;
+    *socket_context = cn;
+    if (!cn) return; /* untracked: libmicrohttpd's limits and idle timeout still apply */
+    segops_peer_identify(ci->connect_fd, &cn->peer);
+    cn->watch = segops_watchdog_add(srv->watchdog, ci->connect_fd);
+    if (segops_conns_admit(srv->conns, cn) == SEGOPS_CONN_REFUSED) refuse_connection(srv, ci->connect_fd, &cn->peer);
+  } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+    segops_http_conn *cn = *socket_context;
+    if (!cn) return;
+    segops_conns_leave(srv->conns, cn);
+    segops_watchdog_remove(srv->watchdog, cn->watch);
+    free(cn);
+    *socket_context = NULL;
+  }
 }
 
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
@@ -203,11 +265,11 @@ static int start_listener(segops_server *srv, const segops_listen_addr *a, segop
       flags, 0, NULL, NULL, on_request, srv, a->is_unix ? MHD_OPTION_LISTEN_SOCKET : MHD_OPTION_SOCK_ADDR,
       a->is_unix ? (void *)(intptr_t)fd : (void *)ai->ai_addr, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
       MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)c->http_threads, MHD_OPTION_CONNECTION_LIMIT,
-      (unsigned int)c->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)c->idle_timeout_s,
-      MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-      segops_http_connection_memory(), MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned int)1024, MHD_OPTION_NOTIFY_CONNECTION,
-      segops_watchdog_notify, srv->watchdog, MHD_OPTION_UNESCAPE_CALLBACK, segops_http_unescape, NULL,
-      MHD_OPTION_URI_LOG_CALLBACK, segops_http_uri_seen, NULL, MHD_OPTION_END);
+      (unsigned int)(c->max_connections + SEGOPS_HTTP_HEALTH_RESERVE), MHD_OPTION_CONNECTION_TIMEOUT,
+      (unsigned int)c->idle_timeout_s, MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
+      MHD_OPTION_CONNECTION_MEMORY_LIMIT, segops_http_connection_memory(), MHD_OPTION_LISTEN_BACKLOG_SIZE,
+      (unsigned int)1024, MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv, MHD_OPTION_UNESCAPE_CALLBACK,
+      segops_http_unescape, NULL, MHD_OPTION_URI_LOG_CALLBACK, segops_http_uri_seen, NULL, MHD_OPTION_END);
   if (ai) freeaddrinfo(ai);
   if (!l->mhd) {
     if (a->is_unix) {
@@ -253,8 +315,15 @@ int segops_server_start(segops_server *srv) {
    * (jansson spends ~50 bytes per number), so items are capped on their own. msgpack bodies
    * carry tensor data as bin, a single item, and need few. */
   srv->codec_limits.max_items = (size_t)c->max_body_items;
-  srv->watchdog = segops_watchdog_new((double)c->idle_timeout_s, (double)c->min_upload_rate, c->request_timeout_s);
-  if (!srv->watchdog) {
+  segops_watchdog_opts wo = {c->head_timeout_s,    (double)c->idle_timeout_s,    (double)c->min_upload_rate,
+                             c->request_timeout_s, (double)c->min_download_rate, c->answer_stall_timeout_s};
+  srv->watchdog = segops_watchdog_new(&wo);
+  srv->conns = segops_conns_new(c->max_connections, c->max_connections_per_peer);
+  if (!srv->watchdog || !srv->conns) {
+    segops_watchdog_free(srv->watchdog);
+    segops_conns_free(srv->conns);
+    srv->watchdog = NULL;
+    srv->conns = NULL;
     SEGOPS_LOGE("cannot start the connection watchdog thread");
     return -1;
   }
@@ -262,6 +331,8 @@ int segops_server_start(segops_server *srv) {
   if (!srv->shm) {
     segops_watchdog_free(srv->watchdog);
     srv->watchdog = NULL;
+    segops_conns_free(srv->conns);
+    srv->conns = NULL;
     SEGOPS_LOGE("cannot set up the shared-memory registry");
     return -1;
   }
@@ -276,6 +347,8 @@ int segops_server_start(segops_server *srv) {
       srv->shm = NULL;
       segops_watchdog_free(srv->watchdog);
       srv->watchdog = NULL;
+      segops_conns_free(srv->conns);
+      srv->conns = NULL;
       return -1;
     }
     srv->n_listeners++;
@@ -339,4 +412,6 @@ void segops_server_drain_and_stop(segops_server *srv) {
   srv->shm = NULL;
   segops_watchdog_free(srv->watchdog);
   srv->watchdog = NULL;
+  segops_conns_free(srv->conns);
+  srv->conns = NULL;
 }

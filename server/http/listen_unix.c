@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -70,16 +71,24 @@ int segops_unix_listen_type(const char *path, int type, unsigned mode, unsigned 
     snprintf(err, errlen, "unix:%.200s: socket: %s", path, strerror(errno));
     return -1;
   }
-  /* Nobody can connect before listen(), so the mode is set between bind and listen. */
-  if (bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
-    snprintf(err, errlen, "unix:%.200s: bind: %s", path, strerror(errno));
+  /* The file gets its mode as bind creates it, from the umask: no chmod after, which would follow
+   * a symlink put in its place meanwhile. The umask is the process's: this runs at start, and no
+   * other thread creates files. */
+  mode_t saved = umask((mode_t)(~mode & 0777));
+  int b = bind(fd, (struct sockaddr *)&sa, sizeof sa);
+  int e = errno;
+  umask(saved);
+  if (b != 0) {
+    snprintf(err, errlen, "unix:%.200s: bind: %s", path, strerror(e));
     close(fd);
     return -1;
   }
-  if (chmod(path, (mode_t)mode) != 0 || lstat(path, &st) != 0 || listen(fd, 1024) != 0) {
-    snprintf(err, errlen, "unix:%.200s: %s", path, strerror(errno));
+  errno = 0;
+  bool ours = lstat(path, &st) == 0 && S_ISSOCK(st.st_mode);
+  if (!ours || listen(fd, 1024) != 0) {
+    snprintf(err, errlen, "unix:%.200s: %s", path, errno ? strerror(errno) : "not the socket just bound");
     close(fd);
-    unlink(path);
+    if (ours) unlink(path);
     return -1;
   }
   *dev = (unsigned long long)st.st_dev;

@@ -28,6 +28,10 @@ int segops_oip_model_parse(const char *s, size_t len, segops_op *op, segops_pass
 const char *segops_oip_datatype(segops_dtype dt);
 int segops_oip_datatype_parse(const char *s, size_t len);
 
+/* The value of an Inference-Header-Content-Length header: 1 to 20 decimal digits and nothing
+ * else (no sign, space or suffix), a count from 1 to max. 0 with *out set, or -1. */
+int segops_oip_header_length(const char *value, size_t max, size_t *out);
+
 /* Decodes an infer body for function (op, pass): body[0, opts->header_len) is the JSON header
  * (the whole body when header_len is 0), the rest the binary tensor data it refers to. Tensor
  * data from the binary part borrows the body, which must outlive *out. opts->header_len is the

@@ -44,6 +44,22 @@ int segops_oip_model_parse(const char *s, size_t len, segops_op *op, segops_pass
   return -1;
 }
 
+int segops_oip_header_length(const char *value, size_t max, size_t *out) {
+  if (!value) return -1;
+  size_t n = strlen(value);
+  if (n == 0 || n > 20) return -1;
+  uint64_t v = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (value[i] < '0' || value[i] > '9') return -1;
+    uint64_t d = (uint64_t)(value[i] - '0');
+    if (v > (UINT64_MAX - d) / 10) return -1;
+    v = v * 10 + d;
+  }
+  if (v == 0 || v > (uint64_t)max) return -1;
+  *out = (size_t)v;
+  return 0;
+}
+
 /* ---- one input --------------------------------------------------------------------------- */
 
 typedef struct {
@@ -83,6 +99,23 @@ static int count_numbers(json_t *v, int depth, size_t *n) {
   for (size_t i = 0; i < json_array_size(v); i++)
     if (count_numbers(json_array_get(v, i), depth + 1, n) < 0) return -1;
   return 0;
+}
+
+/* A list of numbers only (the flat form: prepare checks its length against the shape). */
+static bool flat(json_t *v) {
+  for (size_t i = 0; i < json_array_size(v); i++)
+    if (json_is_array(json_array_get(v, i))) return false;
+  return true;
+}
+
+/* Lists nested exactly as shape[d..ndim): every list at depth d has shape[d] items, numbers at
+ * the last depth. Ragged lists ([[1, 2], [3]]) or another rank are not. */
+static bool nested_as(json_t *v, const int64_t *shape, int ndim, int d) {
+  if (d == ndim) return json_is_number(v);
+  if (!json_is_array(v) || shape[d] < 0 || json_array_size(v) != (size_t)shape[d]) return false;
+  for (size_t i = 0; i < json_array_size(v); i++)
+    if (!nested_as(json_array_get(v, i), shape, ndim, d + 1)) return false;
+  return true;
 }
 
 static int non_negative_int(json_t *v, uint64_t *out) {
@@ -175,6 +208,16 @@ static int input_source(v2ctx *c, const char *an, json_t *data, json_t *params, 
   size_t n = 0;
   if (count_numbers(data, 0, &n) < 0 || !json_is_array(data))
     return fail(c, SEGOPS_E_MALFORMED_BODY, "%s.data must be a (nested) list of numbers%s", an, "");
+  if (!flat(data) && !nested_as(data, t->shape, t->ndim, 0)) {
+    char d[96] = " [";
+    for (int k = 0; k < t->ndim; k++)
+      snprintf(d + strlen(d), sizeof d - strlen(d), "%s%lld", k ? ", " : "", (long long)t->shape[k]);
+    snprintf(d + strlen(d), sizeof d - strlen(d), "]");
+    return fail(c, SEGOPS_E_INVALID_ARGUMENT,
+                "%s.data: nested lists must follow the shape%s (or be one flat list); these are ragged or of "
+                "another rank",
+                an, d);
+  }
   t->data = data;
   t->count = n;
   return SEGOPS_OK;

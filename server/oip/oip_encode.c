@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "codec_internal.h"
-#include "oip.h"
 #include "errors.h"
+#include "oip.h"
 
 int segops_encode_oip(segops_op op, segops_pass pass, const char *id, const segops_out_tensor *outs,
                       const bool *out_binary, int n, segops_encoded *enc) {

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "errors.h"
 #include "http.h"
@@ -66,22 +67,30 @@ segops_http_outcome segops_v2_model_ready(segops_http_req *r) {
       json_pack("{s:s, s:b}", "name", segops_oip_model_name((segops_op)r->op, (segops_pass)r->pass, name), "ready", 1));
 }
 
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+  (void)kind;
+  (void)value;
+  if (!strcasecmp(key, "Inference-Header-Content-Length")) (*(int *)cls)++;
+  return MHD_YES;
+}
+
 /* Any Content-Type is taken (tritonclient sends none for JSON, octet-stream for binary); the
- * body is a JSON header, followed by binary data when Inference-Header-Content-Length says so. */
+ * body is a JSON header, followed by binary data when Inference-Header-Content-Length says so. That
+ * header comes once, as a plain count: a second one or a "+N" would leave the split of the body
+ * to whichever reading a proxy made. */
 segops_http_outcome segops_v2_infer_begin(segops_http_req *r) {
   r->req_enc = r->resp_enc = SEGOPS_ENC_OIP;
   r->resp_type = "application/json";
+  int n = 0;
+  MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_header, &n);
+  if (n > 1)
+    return segops_http_error(r, SEGOPS_E_MALFORMED_BODY, 0, "Inference-Header-Content-Length is given more than once",
+                             NULL, false);
   const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Inference-Header-Content-Length");
-  if (h) {
-    char *end;
-    unsigned long long v = strtoull(h, &end, 10);
-    if (end == h || *end || h[0] == '-' || v > (unsigned long long)r->srv->cfg->max_body_bytes)
-      return segops_http_error(r, SEGOPS_E_MALFORMED_BODY, 0,
-                               "Inference-Header-Content-Length must be a byte count within the body", NULL, false);
-    r->oip.header_len = (size_t)v;
-    if (v == 0)
-      return segops_http_error(r, SEGOPS_E_MALFORMED_BODY, 0,
-                               "Inference-Header-Content-Length is 0: the JSON header cannot be empty", NULL, false);
-  }
+  if (h && segops_oip_header_length(h, (size_t)r->srv->cfg->max_body_bytes, &r->oip.header_len) != 0)
+    return segops_http_error(r, SEGOPS_E_MALFORMED_BODY, 0,
+                             "Inference-Header-Content-Length must be a byte count from 1 to the body's length "
+                             "(digits only): the JSON header cannot be empty",
+                             NULL, false);
   return segops_http_body_start(r);
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "errors.h"
@@ -21,12 +22,15 @@ typedef struct region {
   char name[SEGOPS_SHM_NAME_MAX + 1];
   char key[SEGOPS_SHM_KEY_MAX + 1];
   uint64_t offset, byte_size;
-  int fd;
+  int64_t owner; /* the uid that registered it */
+  dev_t dev;     /* the object's identity, for overlaps */
+  ino_t ino;
   char *map;            /* the mapping: the object's pages from offset rounded down to a page */
   size_t map_len;       /* page-rounded */
   size_t delta;         /* offset - the mapping's file offset */
   atomic_int refs;      /* the registry's own plus one per use */
   atomic_int truncated; /* set by the SIGBUS guard: part of the mapping is zero pages now */
+  atomic_int no_room;   /* and the fault was a write the full shm filesystem had no page for */
   int slot;             /* in the guard table */
   bool pinned;
   const segops_backend *be;
@@ -64,7 +68,6 @@ static void region_destroy(region *g) {
   segops_guard_remove(g->slot);
   if (g->pinned && g->be && g->be->host_unregister) g->be->host_unregister(g->be->ctx, g->map);
   munmap(g->map, g->map_len);
-  close(g->fd);
   free(g);
 }
 
@@ -89,9 +92,11 @@ segops_shm *segops_shm_new(uint64_t max_bytes, const segops_backend *backend) {
   return reg;
 }
 
+static void unregister_some(segops_shm *reg, int64_t uid, bool all);
+
 void segops_shm_free(segops_shm *reg) {
   if (!reg) return;
-  segops_shm_unregister_all(reg);
+  unregister_some(reg, -1, true);
   pthread_mutex_destroy(&reg->mu);
   free(reg);
 }
@@ -107,11 +112,15 @@ static const char *show(char *buf, size_t cap, const char *s, size_t len) {
   return buf;
 }
 
-int segops_shm_register(segops_shm *reg, const char *name, size_t name_len, const char *key, size_t key_len,
-                        uint64_t offset, uint64_t byte_size, char *err, size_t errlen) {
-  char nb[80], kb[80];
-  show(nb, sizeof nb, name, name_len);
-  show(kb, sizeof kb, key, key_len);
+/* The checks of a registration that need no object: the caller's uid, name, key and sizes. */
+static int check_request(int64_t uid, const char *name, size_t name_len, const char *key, size_t key_len,
+                         uint64_t offset, uint64_t byte_size, const char *nb, const char *kb, char *err,
+                         size_t errlen) {
+  if (uid < 0)
+    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
+                       "region '%s': shared memory is served only to clients on this host whose uid the kernel "
+                       "reports (a unix socket, or TCP on a loopback address); this connection's peer has none",
+                       nb);
   if (!segops_shm_name_ok(name, name_len))
     return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
                        "shared-memory region name '%s' is not usable (1 to %d printable characters, no '/')", nb,
@@ -125,79 +134,130 @@ int segops_shm_register(segops_shm *reg, const char *name, size_t name_len, cons
     return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "region '%s': byte_size must be at least 1", nb);
   if (offset > UINT64_MAX - byte_size || offset + byte_size > (uint64_t)INT64_MAX)
     return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "region '%s': offset + byte_size overflows", nb);
-  char keyz[SEGOPS_SHM_KEY_MAX + 1];
-  memcpy(keyz, key, key_len);
-  keyz[key_len] = 0;
+  return SEGOPS_OK;
+}
 
-  pthread_mutex_lock(&reg->mu);
-  int rc = SEGOPS_OK;
-  if (find(reg, name, name_len)) {
-    rc = segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
-                     "shared-memory region '%s' is already registered (unregister it first)", nb);
-  } else if (byte_size > reg->max_bytes - (reg->registered < reg->max_bytes ? reg->registered : reg->max_bytes) ||
-             reg->registered > reg->max_bytes) {
-    rc = segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
-                     "region '%s': registering %" PRIu64 " bytes would exceed --max-shm-bytes (%" PRIu64
-                     " bytes; %" PRIu64 " registered)",
-                     nb, byte_size, reg->max_bytes, reg->registered);
-  }
-  if (rc) {
-    pthread_mutex_unlock(&reg->mu);
-    return rc;
-  }
-  /* Claimed now (so concurrent registrations cannot pass the cap together), undone on failure. */
+/* Under reg->mu: whether `name` is free for uid and byte_size fits the cap (then claimed, so that
+ * concurrent registrations cannot pass the cap together; undone on failure). */
+static int claim(segops_shm *reg, int64_t uid, const char *name, size_t name_len, uint64_t byte_size, const char *nb,
+                 char *err, size_t errlen) {
+  region *g = find(reg, name, name_len);
+  if (g && g->owner == uid)
+    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
+                       "shared-memory region '%s' is already registered (unregister it first)", nb);
+  if (g)
+    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
+                       "shared-memory region name '%s' is in use by another user; choose another name", nb);
+  if (byte_size > reg->max_bytes - (reg->registered < reg->max_bytes ? reg->registered : reg->max_bytes) ||
+      reg->registered > reg->max_bytes)
+    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
+                       "region '%s': registering %" PRIu64 " bytes would exceed --max-shm-bytes (%" PRIu64
+                       " bytes; %" PRIu64 " registered)",
+                       nb, byte_size, reg->max_bytes, reg->registered);
   reg->registered += byte_size;
-  pthread_mutex_unlock(&reg->mu);
+  return SEGOPS_OK;
+}
 
-  region *g = calloc(1, sizeof *g);
-  int fd = -1;
-  struct stat st;
-  if (!g) {
-    rc = segops_errf(SEGOPS_E_NOMEM, err, errlen, "out of memory registering region '%s'", nb);
-    goto fail;
-  }
-  fd = shm_open(keyz, O_RDWR, 0);
+/* Opens the object (never through a symlink, never blocking on a FIFO) and checks, on the opened
+ * descriptor, that it is a regular object uid may read and write itself, and long enough.
+ * Returns the descriptor with *st filled, or -1 with a message. */
+static int open_object(const char *keyz, int64_t uid, uint64_t end, const char *nb, const char *kb, struct stat *st,
+                       int *rc, char *err, size_t errlen) {
+  int fd = shm_open(keyz, O_RDWR | O_NOFOLLOW | O_NONBLOCK, 0);
   if (fd < 0) {
-    rc = segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "region '%s': cannot open shm object '%s': %s", nb, kb,
-                     strerror(errno));
-    goto fail;
+    int e = errno;
+    *rc = segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "region '%s': cannot open shm object '%s': %s%s", nb, kb,
+                      strerror(e),
+                      e == EACCES ? " (the daemon's uid cannot open it: make it readable and writable by others, or "
+                                    "run the daemon as root or as the client's uid)"
+                                  : "");
+    return -1;
   }
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    rc = segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "region '%s': '%s' is not a shm object", nb, kb);
-    goto fail;
+  const char *why = NULL;
+  if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode))
+    why = "is not a shm object";
+  else if ((int64_t)st->st_uid != uid && (st->st_mode & (S_IROTH | S_IWOTH)) != (S_IROTH | S_IWOTH))
+    why = "is not the requesting client's to share";
+  if (why) {
+    *rc = segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
+                      "region '%s': shm object '%s' %s: the daemon maps only objects owned by the client's uid "
+                      "(%lld here) or readable and writable by others (this one: uid %lld, mode %04o)",
+                      nb, kb, why, (long long)uid, (long long)st->st_uid, (unsigned)(st->st_mode & 07777));
+  } else if ((uint64_t)st->st_size < end) {
+    *rc = segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
+                      "region '%s': offset + byte_size = %" PRIu64 " is larger than shm object '%s' (%lld bytes)", nb,
+                      end, kb, (long long)st->st_size);
   }
-  if ((uint64_t)st.st_size < offset + byte_size) {
-    rc = segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
-                     "region '%s': offset %" PRIu64 " + byte_size %" PRIu64 " = %" PRIu64
-                     " is larger than shm object '%s' (%lld bytes)",
-                     nb, offset, byte_size, offset + byte_size, kb, (long long)st.st_size);
-    goto fail;
+  if (why || (uint64_t)st->st_size < end) {
+    close(fd);
+    return -1;
   }
+  return fd;
+}
+
+/* Maps [offset, offset+byte_size) of fd into g and takes a guard slot. */
+static int map_region(region *g, int fd, uint64_t offset, uint64_t byte_size, const char *nb, const char *kb, char *err,
+                      size_t errlen) {
   uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
   uint64_t moff = offset & ~(uint64_t)(page - 1);
   g->delta = (size_t)(offset - moff);
   g->map_len = (g->delta + (size_t)byte_size + page - 1) & ~(size_t)(page - 1);
   void *m = mmap(NULL, g->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)moff);
-  if (m == MAP_FAILED) {
-    rc = segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "region '%s': cannot map shm object '%s': %s", nb, kb,
-                     strerror(errno));
-    goto fail;
-  }
+  if (m == MAP_FAILED)
+    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "region '%s': cannot map shm object '%s': %s", nb, kb,
+                       strerror(errno));
   g->map = m;
-  g->fd = fd;
+  atomic_init(&g->refs, 1);
+  atomic_init(&g->truncated, 0);
+  atomic_init(&g->no_room, 0);
+  g->slot = segops_guard_add(g->map, g->map_len, &g->truncated);
+  if (g->slot < 0) {
+    munmap(m, g->map_len);
+    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "region '%s': too many regions registered (at most %d)",
+                       nb, SEGOPS_SHM_MAX_REGIONS);
+  }
+  return SEGOPS_OK;
+}
+
+int segops_shm_register(segops_shm *reg, int64_t uid, const char *name, size_t name_len, const char *key,
+                        size_t key_len, uint64_t offset, uint64_t byte_size, char *err, size_t errlen) {
+  char nb[80], kb[80];
+  show(nb, sizeof nb, name, name_len);
+  show(kb, sizeof kb, key, key_len);
+  int rc = check_request(uid, name, name_len, key, key_len, offset, byte_size, nb, kb, err, errlen);
+  if (rc) return rc;
+  char keyz[SEGOPS_SHM_KEY_MAX + 1];
+  memcpy(keyz, key, key_len);
+  keyz[key_len] = 0;
+  pthread_mutex_lock(&reg->mu);
+  rc = claim(reg, uid, name, name_len, byte_size, nb, err, errlen);
+  pthread_mutex_unlock(&reg->mu);
+  if (rc) return rc;
+
+  region *g = calloc(1, sizeof *g);
+  struct stat st;
+  int fd = -1;
+  if (!g)
+    rc = segops_errf(SEGOPS_E_NOMEM, err, errlen, "out of memory registering region '%s'", nb);
+  else if ((fd = open_object(keyz, uid, offset + byte_size, nb, kb, &st, &rc, err, errlen)) >= 0)
+    rc = map_region(g, fd, offset, byte_size, nb, kb, err, errlen);
+  /* The mapping keeps the object; a descriptor per region would let registrations use up the
+   * process's descriptors (and libmicrohttpd spins when accept() meets EMFILE). */
+  if (fd >= 0) close(fd);
+  if (rc) {
+    free(g);
+    pthread_mutex_lock(&reg->mu);
+    reg->registered -= byte_size;
+    pthread_mutex_unlock(&reg->mu);
+    return rc;
+  }
   memcpy(g->name, name, name_len);
   memcpy(g->key, key, key_len);
   g->offset = offset;
   g->byte_size = byte_size;
-  atomic_init(&g->refs, 1);
-  atomic_init(&g->truncated, 0);
-  g->slot = segops_guard_add(g->map, g->map_len, &g->truncated);
-  if (g->slot < 0) {
-    munmap(m, g->map_len);
-    rc = segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "region '%s': too many regions registered (at most %d)",
-                     nb, SEGOPS_SHM_MAX_REGIONS);
-    goto fail;
-  }
+  g->owner = uid;
+  g->dev = st.st_dev;
+  g->ino = st.st_ino;
   g->be = reg->be;
   if (g->be && g->be->host_register) g->pinned = g->be->host_register(g->be->ctx, g->map, g->map_len) == 0;
 
@@ -212,24 +272,16 @@ int segops_shm_register(segops_shm *reg, const char *name, size_t name_len, cons
   g->next = reg->head;
   reg->head = g;
   pthread_mutex_unlock(&reg->mu);
-  SEGOPS_LOGD("shm: registered region '%s' = %s [%" PRIu64 ", +%" PRIu64 ")%s", nb, kb, offset, byte_size,
-              g->pinned ? ", pinned" : "");
+  SEGOPS_LOGD("shm: uid %lld registered region '%s' = %s [%" PRIu64 ", +%" PRIu64 ")%s", (long long)uid, nb, kb, offset,
+              byte_size, g->pinned ? ", pinned" : "");
   return SEGOPS_OK;
-
-fail:
-  if (fd >= 0) close(fd);
-  free(g);
-  pthread_mutex_lock(&reg->mu);
-  reg->registered -= byte_size;
-  pthread_mutex_unlock(&reg->mu);
-  return rc;
 }
 
-int segops_shm_unregister(segops_shm *reg, const char *name, size_t name_len, char *err, size_t errlen) {
+int segops_shm_unregister(segops_shm *reg, int64_t uid, const char *name, size_t name_len, char *err, size_t errlen) {
   pthread_mutex_lock(&reg->mu);
   region **pp = &reg->head;
   while (*pp && !(strlen((*pp)->name) == name_len && memcmp((*pp)->name, name, name_len) == 0)) pp = &(*pp)->next;
-  region *g = *pp;
+  region *g = *pp && (*pp)->owner == uid ? *pp : NULL; /* another uid's region is not there for this one */
   if (g) {
     *pp = g->next;
     reg->registered -= g->byte_size;
@@ -244,23 +296,38 @@ int segops_shm_unregister(segops_shm *reg, const char *name, size_t name_len, ch
   return SEGOPS_OK;
 }
 
-void segops_shm_unregister_all(segops_shm *reg) {
+/* Takes every region of uid (every region at all when all) off the list; drops them after. */
+static void unregister_some(segops_shm *reg, int64_t uid, bool all) {
+  region *gone = NULL;
   pthread_mutex_lock(&reg->mu);
-  region *g = reg->head;
-  reg->head = NULL;
-  reg->registered = 0;
+  for (region **pp = &reg->head; *pp;) {
+    region *g = *pp;
+    if (!all && g->owner != uid) {
+      pp = &g->next;
+      continue;
+    }
+    *pp = g->next;
+    reg->registered -= g->byte_size;
+    g->next = gone;
+    gone = g;
+  }
   pthread_mutex_unlock(&reg->mu);
-  while (g) {
-    region *next = g->next;
-    region_put(g);
-    g = next;
+  while (gone) {
+    region *next = gone->next;
+    region_put(gone);
+    gone = next;
   }
 }
 
-int segops_shm_status(segops_shm *reg, const char *name, size_t name_len, segops_shm_info *out, int cap) {
+void segops_shm_unregister_all(segops_shm *reg, int64_t uid) {
+  if (uid >= 0) unregister_some(reg, uid, false);
+}
+
+int segops_shm_status(segops_shm *reg, int64_t uid, const char *name, size_t name_len, segops_shm_info *out, int cap) {
   pthread_mutex_lock(&reg->mu);
   int n = 0;
   for (region *g = reg->head; g; g = g->next) {
+    if (g->owner != uid) continue;
     if (name && !(strlen(g->name) == name_len && memcmp(g->name, name, name_len) == 0)) continue;
     if (n < cap) {
       segops_shm_info *i = &out[n];
@@ -284,29 +351,51 @@ uint64_t segops_shm_registered_bytes(segops_shm *reg) {
 
 uint64_t segops_shm_max_bytes(const segops_shm *reg) { return reg->max_bytes; }
 
-/* The object's size now, or -1. */
-static long long object_size(const region *g) {
-  struct stat st;
-  return fstat(g->fd, &st) == 0 ? (long long)st.st_size : -1;
+/* True while the object still reaches the region's last page. Without a descriptor there is no
+ * size to ask for: the last byte is read instead, and an object cut short of its page faults
+ * there, which the SIGBUS guard turns into zero pages and the flag. (A cut inside the last page
+ * reads as zeros and is not seen: the bytes are then the owner's zeros, never anyone else's.) */
+static bool intact(region *g) {
+  if (atomic_load(&g->truncated)) return false;
+  volatile const char *last = g->map + g->delta + g->byte_size - 1;
+  (void)*last;
+  return !atomic_load(&g->truncated);
 }
 
-static int truncated_msg(const region *g, long long size, char *err, size_t errlen) {
+/* No free block left on the filesystem of POSIX shm objects: a written page had no room. */
+static bool shm_fs_full(void) {
+  struct statvfs v;
+  return statvfs("/dev/shm", &v) == 0 && v.f_bavail == 0;
+}
+
+static int damaged_msg(region *g, bool written, char *err, size_t errlen) {
+  /* A fault of a write finds no page either when the object is too short or when the filesystem
+   * is full; the size is not known (no descriptor), the free space is. */
+  if (written && shm_fs_full()) atomic_store(&g->no_room, 1);
+  if (atomic_load(&g->no_room))
+    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
+                       "shared-memory region '%s' could not be written: the shared-memory filesystem (/dev/shm) is "
+                       "full; free room there, then unregister and register the region again",
+                       g->name);
   return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
-                     "shared-memory region '%s' was truncated by its owner (shm object '%s' is %lld bytes, the "
-                     "region needs %" PRIu64 "); unregister and register it again",
-                     g->name, g->key, size, g->offset + g->byte_size);
+                     "shared-memory region '%s' was truncated by its owner (shm object '%s' is now shorter than the "
+                     "%" PRIu64 " bytes the region needs); unregister and register it again",
+                     g->name, g->key, g->offset + g->byte_size);
 }
 
-int segops_shm_acquire(segops_shm *reg, const char *name, size_t name_len, uint64_t offset, uint64_t byte_size,
-                       segops_shm_ref *ref, char *err, size_t errlen) {
+int segops_shm_acquire(segops_shm *reg, int64_t uid, const char *name, size_t name_len, uint64_t offset,
+                       uint64_t byte_size, segops_shm_ref *ref, char *err, size_t errlen) {
   memset(ref, 0, sizeof *ref);
   char nb[80];
   pthread_mutex_lock(&reg->mu);
   region *g = find(reg, name, name_len);
+  if (g && g->owner != uid) g = NULL; /* another uid's region: unknown to this one */
   if (g) atomic_fetch_add(&g->refs, 1);
   pthread_mutex_unlock(&reg->mu);
   if (!g)
-    return segops_errf(SEGOPS_E_NOT_FOUND, err, errlen, "shared-memory region '%s' is not registered",
+    return segops_errf(SEGOPS_E_SHM_REGION_UNKNOWN, err, errlen,
+                       "shared-memory region '%s' is not registered (register it again: the server may have "
+                       "restarted)",
                        show(nb, sizeof nb, name, name_len));
   if (offset > g->byte_size || byte_size > g->byte_size - offset) {
     int rc =
@@ -316,9 +405,8 @@ int segops_shm_acquire(segops_shm *reg, const char *name, size_t name_len, uint6
     region_put(g);
     return rc;
   }
-  long long size = object_size(g);
-  if (atomic_load(&g->truncated) || size < 0 || (uint64_t)size < g->offset + g->byte_size) {
-    int rc = truncated_msg(g, size, err, errlen);
+  if (!intact(g)) {
+    int rc = damaged_msg(g, false, err, errlen);
     region_put(g);
     return rc;
   }
@@ -328,13 +416,20 @@ int segops_shm_acquire(segops_shm *reg, const char *name, size_t name_len, uint6
   return SEGOPS_OK;
 }
 
-bool segops_shm_ref_damaged(const segops_shm_ref *ref, char *err, size_t errlen) {
-  const region *g = ref->region;
-  if (!g) return false;
-  long long size = object_size(g);
-  if (!atomic_load(&g->truncated) && size >= 0 && (uint64_t)size >= g->offset + g->byte_size) return false;
-  truncated_msg(g, size, err, errlen);
+bool segops_shm_ref_damaged(const segops_shm_ref *ref, bool written, char *err, size_t errlen) {
+  region *g = ref->region;
+  if (!g || !atomic_load(&g->truncated)) return false;
+  damaged_msg(g, written, err, errlen);
   return true;
+}
+
+bool segops_shm_refs_overlap(const segops_shm_ref *a, const segops_shm_ref *b) {
+  const region *ga = a->region, *gb = b->region;
+  if (!ga || !gb || !a->len || !b->len || ga->dev != gb->dev || ga->ino != gb->ino) return false;
+  /* Object offsets: the region's offset plus the ref's place in the region. */
+  uint64_t x = ga->offset + (uint64_t)((const char *)a->ptr - (ga->map + ga->delta));
+  uint64_t y = gb->offset + (uint64_t)((const char *)b->ptr - (gb->map + gb->delta));
+  return x < y + b->len && y < x + a->len;
 }
 
 const char *segops_shm_ref_name(const segops_shm_ref *ref) {

@@ -10,16 +10,21 @@
 
 static bool eq(const char *a, size_t al, const char *b) { return strlen(b) == al && memcmp(a, b, al) == 0; }
 
-static bool overlaps(const void *a, size_t al, const void *b, size_t bl) {
-  uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
-  return al && bl && x < y + bl && y < x + al;
+/* A request that names regions from a peer without a known uid: refused as a whole. */
+static int no_uid(const char *opn, char *err, size_t errlen) {
+  return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
+                     "%s: shared memory is served only to clients on this host whose uid the kernel reports (a unix "
+                     "socket, or TCP on a loopback address); send the tensors in the body",
+                     opn);
 }
 
-int segops_shm_use_inputs(segops_shm *reg, segops_request *req, segops_shm_use *u, char *err, size_t errlen) {
+int segops_shm_use_inputs(segops_shm *reg, int64_t uid, segops_request *req, segops_shm_use *u, char *err,
+                          size_t errlen) {
   const char *opn = segops_op_name(req->op);
   for (int i = 0; i < req->nargs; i++) {
     segops_named_tensor *a = &req->args[i];
     if (!a->shm_region) continue;
+    if (uid < 0) return no_uid(opn, err, errlen);
     /* Bytes the reference covers: prod(shape) * itemsize. A negative dimension is left for
      * prepare to refuse by value (an empty reference reads nothing). */
     uint64_t count = 1;
@@ -39,12 +44,10 @@ int segops_shm_use_inputs(segops_shm *reg, segops_request *req, segops_shm_use *
     if (neg) continue;
     segops_shm_ref *ref = &u->in[u->n_in];
     char why[400];
-    int rc =
-        segops_shm_acquire(reg, a->shm_region, a->shm_region_len, a->shm_offset, count * isz, ref, why, sizeof why);
-    if (rc) {
-      /* An unknown region is the request's fault here: 400, as for any bad argument. */
-      return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: %.*s: %s", opn, (int)a->name_len, a->name, why);
-    }
+    int rc = segops_shm_acquire(reg, uid, a->shm_region, a->shm_region_len, a->shm_offset, count * isz, ref, why,
+                                sizeof why);
+    /* An unknown region keeps its own code: the client registers it again and resends. */
+    if (rc) return segops_errf(rc, err, errlen, "%s: %.*s: %s", opn, (int)a->name_len, a->name, why);
     u->n_in++;
     a->t.data = ref->ptr;
     a->t.nbytes = ref->len;
@@ -53,10 +56,21 @@ int segops_shm_use_inputs(segops_shm *reg, segops_request *req, segops_shm_use *
   return SEGOPS_OK;
 }
 
-int segops_shm_use_outputs(segops_shm *reg, const segops_request *req, segops_prepared *p, segops_shm_use *u, char *err,
-                           size_t errlen) {
+/* Whether output place e may be computed in: 64-byte aligned as prepare's buffers are, and over
+ * no byte of the object some input still has to be read from (compared on the object, not on
+ * addresses: one object may be mapped under several names). */
+static bool direct_ok(const segops_shm_out *e, const segops_shm_use *u) {
+  if (((uintptr_t)e->ref.ptr & 63u) != 0) return false;
+  for (int i = 0; i < u->n_in; i++)
+    if (segops_shm_refs_overlap(&e->ref, &u->in[i])) return false;
+  return true;
+}
+
+int segops_shm_use_outputs(segops_shm *reg, int64_t uid, const segops_request *req, segops_prepared *p,
+                           segops_shm_use *u, char *err, size_t errlen) {
   const segops_fn_desc *fn = p->call.fn;
   const char *opn = segops_op_name(fn->op);
+  if (req->n_outputs_shm && uid < 0) return no_uid(opn, err, errlen);
   for (int i = 0; i < req->n_outputs_shm; i++) {
     const segops_output_shm *o = &req->outputs_shm[i];
     int k = -1;
@@ -88,25 +102,22 @@ int segops_shm_use_outputs(segops_shm *reg, const segops_request *req, segops_pr
                          nb, o->byte_size, p->out_nbytes[k]);
     segops_shm_out *e = &u->out[u->n_out];
     char why[400];
-    int rc = segops_shm_acquire(reg, o->region, o->region_len, o->offset, p->out_nbytes[k], &e->ref, why, sizeof why);
-    if (rc) return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: outputs_shm.%s: %s", opn, nb, why);
+    /* The place the client declared (OIP's shared_memory_byte_size) must lie in the region as a
+     * whole, not only the part the output fills. */
+    uint64_t place = o->has_byte_size && o->byte_size > p->out_nbytes[k] ? o->byte_size : p->out_nbytes[k];
+    int rc = segops_shm_acquire(reg, uid, o->region, o->region_len, o->offset, place, &e->ref, why, sizeof why);
+    if (rc) return segops_errf(rc, err, errlen, "%s: outputs_shm.%s: %s", opn, nb, why);
     e->k = k;
     e->offset = o->offset;
     snprintf(e->region, sizeof e->region, "%s", segops_shm_ref_name(&e->ref));
     u->n_out++;
     for (int m = 0; m < u->n_out - 1; m++)
-      if (overlaps(e->ref.ptr, e->ref.len, u->out[m].ref.ptr, u->out[m].ref.len))
+      if (segops_shm_refs_overlap(&e->ref, &u->out[m].ref))
         return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
                            "%s: outputs_shm: %s and %s overlap in shared memory", opn, fn->out[u->out[m].k].name,
                            fn->out[k].name);
-    /* In place only where a backend may write as it computes: aligned as prepare's buffers
-     * are, and not over bytes some input still has to be read from. */
-    bool direct = ((uintptr_t)e->ref.ptr & 63u) == 0;
-    for (int j = 0; direct && j < req->nargs; j++)
-      if (req->args[j].t.data && overlaps(e->ref.ptr, e->ref.len, req->args[j].t.data, req->args[j].t.nbytes))
-        direct = false;
-    e->direct = direct;
-    if (direct && p->out_nbytes[k]) p->call.out[k] = e->ref.ptr;
+    e->direct = direct_ok(e, u);
+    if (e->direct && p->out_nbytes[k]) p->call.out[k] = e->ref.ptr;
   }
   return SEGOPS_OK;
 }
@@ -117,9 +128,9 @@ int segops_shm_use_finish(segops_shm_use *u, const segops_prepared *p, char *err
     if (!u->out[m].direct && p->out_nbytes[k]) memcpy(u->out[m].ref.ptr, p->call.out[k], p->out_nbytes[k]);
   }
   for (int i = 0; i < u->n_in; i++)
-    if (segops_shm_ref_damaged(&u->in[i], err, errlen)) return SEGOPS_E_INVALID_ARGUMENT;
+    if (segops_shm_ref_damaged(&u->in[i], false, err, errlen)) return SEGOPS_E_INVALID_ARGUMENT;
   for (int m = 0; m < u->n_out; m++)
-    if (segops_shm_ref_damaged(&u->out[m].ref, err, errlen)) return SEGOPS_E_INVALID_ARGUMENT;
+    if (segops_shm_ref_damaged(&u->out[m].ref, true, err, errlen)) return SEGOPS_E_INVALID_ARGUMENT;
   return SEGOPS_OK;
 }
 

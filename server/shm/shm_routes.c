@@ -4,7 +4,9 @@
  *   POST /v2/systemsharedmemory/region/{name}/unregister
  *   POST /v2/systemsharedmemory/unregister                (every region)
  *   GET  /v2/systemsharedmemory[/region/{name}]/status    [{"name", "key", "offset", "byte_size"}]
- * Errors are {"error": "..."} (the rows are OIP routes). Auth is checked before any of this. */
+ * Errors are {"error": "..."} (the rows are OIP routes). Auth is checked before any of this. Every
+ * call acts for the peer's uid (peer.h): it sees, registers and unregisters that uid's regions only
+ * (shm.h). */
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -47,7 +49,8 @@ segops_http_outcome segops_http_shm_register(segops_http_req *r) {
   segops_shm_reg_body b;
   int rc = segops_shm_parse_register(r->body, r->len, name, &b, err, sizeof err);
   if (rc) return segops_http_error(r, rc, 0, err, NULL, false);
-  rc = segops_shm_register(r->srv->shm, name, strlen(name), b.key, b.key_len, b.offset, b.byte_size, err, sizeof err);
+  rc = segops_shm_register(r->srv->shm, segops_http_peer_uid(r), name, strlen(name), b.key, b.key_len, b.offset,
+                           b.byte_size, err, sizeof err);
   segops_shm_reg_body_free(&b);
   if (rc) return segops_http_error(r, rc, 0, err, NULL, false);
   return segops_http_send_json(r, json_object());
@@ -57,7 +60,8 @@ segops_http_outcome segops_http_shm_unregister(segops_http_req *r) {
   segops_http_outcome o;
   if (!body_ok(r, &o)) return o;
   char err[256];
-  int rc = segops_shm_unregister(r->srv->shm, region_name(r), strlen(region_name(r)), err, sizeof err);
+  int rc = segops_shm_unregister(r->srv->shm, segops_http_peer_uid(r), region_name(r), strlen(region_name(r)), err,
+                                 sizeof err);
   if (rc) return segops_http_error(r, rc, 0, err, NULL, false);
   return segops_http_send_json(r, json_object());
 }
@@ -65,14 +69,15 @@ segops_http_outcome segops_http_shm_unregister(segops_http_req *r) {
 segops_http_outcome segops_http_shm_unregister_all(segops_http_req *r) {
   segops_http_outcome o;
   if (!body_ok(r, &o)) return o;
-  segops_shm_unregister_all(r->srv->shm);
+  segops_shm_unregister_all(r->srv->shm, segops_http_peer_uid(r));
   return segops_http_send_json(r, json_object());
 }
 
 static segops_http_outcome status(segops_http_req *r, const char *name) {
   segops_shm *reg = r->srv->shm;
   size_t nl = name ? strlen(name) : 0;
-  int n = segops_shm_status(reg, name, nl, NULL, 0);
+  int64_t uid = segops_http_peer_uid(r);
+  int n = segops_shm_status(reg, uid, name, nl, NULL, 0);
   if (n == SEGOPS_E_NOT_FOUND) {
     char err[256];
     snprintf(err, sizeof err, "shared-memory region '%s' is not registered", name);
@@ -80,7 +85,7 @@ static segops_http_outcome status(segops_http_req *r, const char *name) {
   }
   segops_shm_info *info = n > 0 ? calloc((size_t)n, sizeof *info) : NULL;
   if (n > 0 && !info) return segops_http_error(r, SEGOPS_E_NOMEM, 0, NULL, NULL, false);
-  int got = n > 0 ? segops_shm_status(reg, name, nl, info, n) : 0;
+  int got = n > 0 ? segops_shm_status(reg, uid, name, nl, info, n) : 0;
   json_t *list = json_array();
   for (int i = 0; i < got && i < n; i++)
     json_array_append_new(list, json_pack("{s:s, s:s, s:I, s:I}", "name", info[i].name, "key", info[i].key, "offset",

@@ -77,6 +77,13 @@ def shm_seeds():
     for name, (region, off, size) in {"use_base": ("base", 0, 65536), "use_tail": ("base", 65535, 1),
                                       "use_wrap": ("base", 2**64 - 1, 2), "use_unknown": ("nope", 0, 1)}.items():
         write("shm", name, b"\x01" + region.encode() + b"\x00" + struct.pack("<QQ", off, size))
+    # Byte 0 bit 1: the caller is another uid (it owns neither the object nor "base").
+    write("shm", "register_foreign", b"\x02" + json.dumps(bodies["register_ok"]).encode())
+    write("shm", "use_foreign", b"\x03base\x00" + struct.pack("<QQ", 0, 16))
+    # Byte 0 bits 0 and 2: the object again as "alias" from offset A; base and alias ranges.
+    for name, (a, o1, l1, o2, l2) in {"alias_overlap": (4096, 4096, 64, 0, 64), "alias_apart": (4096, 0, 4096, 0, 64),
+                                      "alias_edge": (100, 164, 8, 63, 1)}.items():
+        write("shm", name, b"\x05" + struct.pack("<QQQQQ", a, o1, l1, o2, l2))
 
 
 def main():
@@ -99,6 +106,19 @@ def main():
     write("json", "deep", bytes([0]) + b'{"x":[[[[[[[[[[1]]]]]]]]]]}')
     write("msgpack", "trailing", bytes([0]) + b"\x80\x00")
     write("msgpack", "huge_array", bytes([0]) + b"\x81\xa1x\xdd\xff\xff\xff\xff\x00")
+    # OIP: ragged or rank-mismatched JSON data, and shared-memory references (outputs with a declared
+    # byte size); bodies that open with a header-length text ("+12", digits).
+    ns = {"name": "num_segments", "datatype": "INT64", "shape": [1], "data": [2]}
+    idx = {"name": "idx", "datatype": "INT32", "shape": [3], "data": [0, 1, 1]}
+    for name, data, shape in [("ragged", [[1, 2], [3]], [3]), ("rank", [[1, 2, 3]], [3]), ("nested", [[1], [2], [3]], [3, 1])]:
+        x = {"name": "x", "datatype": "FP64", "shape": shape, "data": data}
+        write("oip", name + ".json", bytes([0, 0, 0]) + json.dumps({"inputs": [x, idx, ns]}).encode())
+    shm_in = {"name": "x", "datatype": "FP64", "shape": [3],
+              "parameters": {"shared_memory_region": "r", "shared_memory_byte_size": 24, "shared_memory_offset": 8}}
+    out = [{"name": "out", "parameters": {"shared_memory_region": "r", "shared_memory_byte_size": 1 << 40}}]
+    write("oip", "shm_refs.json", bytes([0, 0, 0]) + json.dumps({"inputs": [shm_in, idx, ns], "outputs": out}).encode())
+    write("oip", "header_plus.json", bytes([0, 0, 0]) + b"+12\x00" + b'{"inputs":[]}')
+    write("oip", "header_digits.json", bytes([0, 0, 0]) + b"00000000000000000042")
     shm_seeds()
 
 

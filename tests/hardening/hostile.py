@@ -1,9 +1,13 @@
-"""hostile.py: hostile-client traffic shared by test_mutation.py and soak.py (issue 11): random
-mutations of valid requests, and the raw-socket classes of the red-team run (dead uploads, slow
+"""hostile.py: hostile-client traffic shared by test_mutation.py and soak.py (issues 11 and 37): random
+mutations of valid requests, and the raw-socket classes of the red-team runs (dead uploads, slow
 bodies, bad framing, smuggling, huge heads and queries, amplification, shared-memory registration
-garbage), each with the check of what the daemon may answer. No pytest here: soak.py runs
-standalone."""
+garbage; answers never read or taken slowly, idle connections, regions that are not the client's,
+many registrations, a second Inference-Header-Content-Length, ragged OIP data), each with the check
+of what the daemon may answer. No pytest here: soak.py runs standalone."""
+import itertools
 import json
+import mmap
+import os
 import random
 import socket
 import time
@@ -117,6 +121,92 @@ def _slow_body(addr, rng):
     return None
 
 
+def _small_window(addr):
+    """A connection whose receive window stays small (set before connecting): an answer waits in
+    the daemon, not in the kernel's buffers."""
+    s = socket.socket(socket.AF_INET6 if ":" in addr[0] else socket.AF_INET)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.settimeout(10)
+    s.connect(addr)
+    return s
+
+
+def _big_answer(n):
+    body = b'{"x":[],"idx":[],"num_segments":%d}' % n
+    return _post(OP, body, extra=b"Accept: application/msgpack\r\n")
+
+
+def _unread_answer(addr, rng):
+    s = _small_window(addr)  # an 8 MiB answer, never read: its memory comes back at the stall timeout
+    try:
+        s.sendall(_big_answer(1 << 20))
+        time.sleep(rng.uniform(0.2, 1.5))
+    except OSError:
+        pass
+    s.close()
+    return None
+
+
+def _slow_reader(addr, rng):
+    s = _small_window(addr)
+    try:
+        s.sendall(_big_answer(1 << 20))
+        end = time.time() + rng.uniform(0.5, 2.0)
+        while time.time() < end and s.recv(2048):
+            time.sleep(0.05)
+    except OSError:
+        pass
+    s.close()
+    return None
+
+
+def _idle_connections(addr, rng):
+    socks = []
+    try:
+        for _ in range(rng.randint(4, 16)):
+            socks.append(socket.create_connection(addr, timeout=5))
+        time.sleep(rng.uniform(0.2, 1.0))
+    except OSError:
+        pass
+    for s in socks:
+        s.close()
+    return None
+
+
+_seq = itertools.count()
+
+
+def _many_registrations(addr, rng):
+    """Registers dozens of one-byte regions of an object of its own, then unregisters them by name:
+    every answer 200 (descriptors are not held, names are the caller's)."""
+    key = f"/segops-hostile-{os.getpid()}-{next(_seq)}"
+    fd = os.open("/dev/shm" + key, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+    try:
+        os.ftruncate(fd, 4096)
+        names = [f"hostile-{os.getpid()}-{next(_seq)}" for _ in range(rng.randint(8, 48))]
+        for path, body in [(f"/v2/systemsharedmemory/region/{n}/register",
+                            json.dumps({"key": key, "offset": rng.randrange(4096), "byte_size": 1}).encode())
+                           for n in names] + [(f"/v2/systemsharedmemory/region/{n}/unregister", b"") for n in names]:
+            data, _ = exchange(addr, _post(path.encode(), body), 15)
+            if not data.startswith(b"HTTP/1.1 200"):
+                return f"{path}: {data[:200]!r}"
+    finally:
+        os.close(fd)
+        os.unlink("/dev/shm" + key)
+    return None
+
+
+OIP_SUM = b"/v2/models/segmented_sum_forward/infer"
+_OIP_HEAD = (b'{"inputs":[{"name":"x","datatype":"FP64","shape":[3],"parameters":{"binary_data_size":24}},'
+             b'{"name":"idx","datatype":"INT32","shape":[3],"data":[0,1,1]},'
+             b'{"name":"num_segments","datatype":"INT64","shape":[1],"data":[2]}]}')
+_OIP_BIN = _OIP_HEAD + b"\0" * 24
+_RAGGED = (b'{"inputs":[{"name":"x","datatype":"FP64","shape":[3],"data":[[1,2],[3]]},'
+           b'{"name":"idx","datatype":"INT32","shape":[3],"data":[0,1,1]},'
+           b'{"name":"num_segments","datatype":"INT64","shape":[1],"data":[2]}]}')
+_FOREIGN = b'{"x":{"dtype":"float64","shape":[3],"shm":{"region":"someone-elses","offset":0}},"idx":[0,0,0],' \
+           b'"num_segments":1}'
+
 # (name, request bytes / a function doing the exchange / None for a random mutation, the status
 # it must get or None for "any allowed")
 CLASSES = [
@@ -137,6 +227,18 @@ CLASSES = [
     ("shm register huge", _post(b"/v2/systemsharedmemory/region/x/register",
                                 b'{"key":"/segops-absent","offset":0,"byte_size":18446744073709551615}'), 400),
     ("oip garbage", _post(b"/v2/models/segmented_sum_forward/infer", b'{"inputs":[{"name":"x","datatype":"FP32","shape":[-1]}]}'), 400),
+    # issue 37
+    ("unread answer", _unread_answer, None),
+    ("slow reader", _slow_reader, None),
+    ("idle connections", _idle_connections, None),
+    ("many registrations", _many_registrations, None),
+    ("region not registered", _post(OP, _FOREIGN), 404),
+    ("two header lengths", _post(OIP_SUM, _OIP_BIN, extra=b"Inference-Header-Content-Length: %d\r\n"
+                                 b"Inference-Header-Content-Length: 1\r\n" % len(_OIP_HEAD)), 400),
+    ("signed header length", _post(OIP_SUM, _OIP_BIN, extra=b"Inference-Header-Content-Length: +%d\r\n"
+                                   % len(_OIP_HEAD)), 400),
+    ("ragged oip data", _post(OIP_SUM, _RAGGED), 400),
+    ("region name of 129", _post(b"/v2/systemsharedmemory/region/" + b"n" * 129 + b"/register", b"{}"), 404),
 ]
 
 
@@ -145,8 +247,7 @@ def hostile_once(addr, rng, timeout=15.0):
     name, what, want = CLASSES[rng.randrange(len(CLASSES))]
     try:
         if callable(what):
-            what(addr, rng)
-            return name, None
+            return name, what(addr, rng)
         req = mutate(rng, rng.choice(SEEDS)) if what is None else what
         data, closed = exchange(addr, req, timeout)
         if not closed:

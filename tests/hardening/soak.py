@@ -1,20 +1,30 @@
 #!/usr/bin/env python3
-"""soak.py: drives a segopsd at full load with good and bad requests, checks every answer.
+"""soak.py: drives segopsd at full load with good clients, restarting daemons and hostile ones; checks
+every answer.
 
 Starts the real daemon on a free port (--segopsd PATH) or uses a running one (--url), runs
 --connections keep-alive clients for --duration seconds, each sending a random mix of valid
 requests (checked against a float64 numpy reference, msgpack and JSON) and invalid ones
 (checked for the expected status and error code), beside --hostile raw-socket clients that loop
 over the red-team classes of hostile.py (random mutations, dead uploads, slow bodies, bad
-framing, smuggling, huge heads and queries, amplification, shm registration garbage), each
-answer checked. Reports counts, unexpected answers and the daemon's RSS growth after warm-up. Exit 1 when any answer was unexpected or RSS grew by more
-than --max-rss-growth (default 5%).
+framing, smuggling, huge heads and queries, amplification, shm registration garbage, answers
+never read or taken slowly, idle connections, regions not the client's, many registrations, OIP
+header and data abuse), each answer checked. With --segopsd, --shm-clients segops.Client callers
+use shared memory through a second daemon that is restarted every --restart-every seconds (one
+caller of it alone, waiting out each restart, the others of both daemons, moving between them):
+no call may fail. Reports counts, unexpected answers and the first daemon's RSS. Exit 1 when any
+answer was unexpected, or its RSS at the end exceeds its RSS at --rss-baseline-at seconds (default:
+the first minute, or the first third of a shorter run) by more than --max-rss-growth-mib (16).
+
+CI runs it 60 s (CTest hardening_soak); the long run is 10 minutes:
+  python3 tests/hardening/soak.py --segopsd build/server/segopsd --duration 600 --hostile 4
 """
 import argparse
 import http.client
 import json
 import os
 import re
+import socket
 import sys
 import threading
 import time
@@ -25,6 +35,9 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # tests/: shared modules
 from segopsd_proc import Daemon  # noqa: E402
 from segref import reference  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python", "src"))
+import segops  # noqa: E402
 
 from hostile import hostile_once  # noqa: E402  (tests/hardening)
 
@@ -182,27 +195,84 @@ def hostile_worker(host, port, deadline, seed, stats, counts):
                     stats.samples.append(f"hostile {name}: {wrong}")
 
 
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Restarter:
+    """A daemon restarted every `every` seconds on the same address (SIGTERM, exit 0 expected)."""
+
+    def __init__(self, binary, args, every, stats):
+        self.binary, self.args, self.every, self.stats = binary, args, every, stats
+        self.listen = f"127.0.0.1:{free_port()}"
+        self.d = Daemon(binary, args, listen=self.listen)
+        self.url, self.restarts, self.stop = self.d.url, 0, threading.Event()
+        self.t = threading.Thread(target=self._run)
+        self.t.start()
+
+    def _run(self):
+        while not self.stop.wait(self.every):
+            rc = self.d.stop()
+            self.d.kill()
+            if rc != 0:
+                self.stats.add(True, False, f"restarting daemon exited {rc}: {self.d.stderr_text()[-500:]}")
+            self.d = Daemon(self.binary, self.args, listen=self.listen)
+            self.restarts += 1
+
+    def close(self):
+        self.stop.set()
+        self.t.join()
+        rc = self.d.stop()
+        self.d.kill()
+        return rc
+
+
+def shm_worker(client, deadline, seed, stats):
+    """Good calls through a segops.Client over shared memory: every one must succeed and be right."""
+    rng = np.random.default_rng(seed)
+    while time.time() < deadline:
+        op, a, idx, s, dt = make_good(rng)
+        try:
+            got = client.call(op, "forward", {**a, "idx": idx, "num_segments": s})["out"].astype(np.float64)
+            ref = reference(op, "forward", a, idx, s)["out"]
+            tol = 1e-12 if dt == np.float64 else 1e-5
+            err = np.max(np.abs(got - ref) / np.maximum(np.abs(ref), 1.0)) if ref.size else 0.0
+            stats.add(True, got.shape == ref.shape and err <= tol, f"shm {op}: max rel err {err}")
+        except Exception as e:
+            stats.add(True, False, f"shm client {client.url}: {e!r}"[:300])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--segopsd", help="path of segopsd to start on a free port")
     ap.add_argument("--url", help="use a running daemon instead (RSS is then not measured)")
     ap.add_argument("--duration", type=float, default=60.0)
-    ap.add_argument("--warmup", type=float, default=None, help="seconds before the RSS baseline (default duration/6)")
     ap.add_argument("--connections", type=int, default=16)
     ap.add_argument("--hostile", type=int, default=0, help="raw-socket hostile clients beside them (default 0)")
-    ap.add_argument("--max-rss-growth", type=float, default=0.05)
+    ap.add_argument("--shm-clients", type=int, default=3,
+                    help="segops.Client callers over shared memory with a restarting second daemon (--segopsd only)")
+    ap.add_argument("--restart-every", type=float, default=8.0)
+    ap.add_argument("--rss-baseline-at", type=float, default=None,
+                    help="seconds into the run of the RSS baseline (default: 60, or a third of a shorter run)")
+    ap.add_argument("--max-rss-growth-mib", type=float, default=16.0)
     ap.add_argument("--token", default=os.environ.get("SEGOPS_TOKEN"))
     a = ap.parse_args()
     proc = None
+    # Answers nobody reads are cut sooner than by default, so the hostile classes turn over.
+    daemon_args = ["--answer-stall-timeout", "3"]
     if a.segopsd:
-        d = Daemon(a.segopsd)
+        d = Daemon(a.segopsd, daemon_args)
         proc, host, port = d.proc, d.host, d.port
     elif a.url:
         m = re.match(r"http://([^:/]+):(\d+)", a.url)
         host, port = m.group(1), int(m.group(2))
     else:
         ap.error("give --segopsd or --url")
-    warmup = a.warmup if a.warmup is not None else a.duration / 6
+    baseline_at = a.rss_baseline_at if a.rss_baseline_at is not None else min(60.0, a.duration / 3)
     stats = Stats()
     start = time.time()
     deadline = start + a.duration
@@ -211,15 +281,31 @@ def main():
     counts = {}
     threads += [threading.Thread(target=hostile_worker, args=(host, port, deadline, 5000 + i, stats, counts))
                 for i in range(a.hostile)]
+    restarter, clients = None, []
+    if a.segopsd and a.shm_clients > 0:
+        restarter = Restarter(a.segopsd, daemon_args, a.restart_every, stats)
+        clients = [segops.Client(restarter.url, transport="shm", timeout=60)]  # waits out each restart
+        clients += [segops.Client([d.url, restarter.url], transport="shm", timeout=60)
+                    for _ in range(a.shm_clients - 1)]  # moves between the two
+        threads += [threading.Thread(target=shm_worker, args=(c, deadline, 9000 + i, stats))
+                    for i, c in enumerate(clients)]
     for t in threads:
         t.start()
     rss0 = rss1 = None
     if proc:
-        time.sleep(min(warmup, a.duration))
+        time.sleep(min(baseline_at, a.duration))
         rss0 = rss_kib(proc.pid)
     for t in threads:
         t.join()
     rc = 0
+    for c in clients:
+        c.close()
+    if restarter:
+        code = restarter.close()
+        print(f"soak: the second daemon was restarted {restarter.restarts} times")
+        if code != 0:
+            print(f"soak: the restarting segopsd exited {code} on SIGTERM")
+            rc = 1
     if proc:
         rss1 = rss_kib(proc.pid)
         code = d.stop()
@@ -239,10 +325,10 @@ def main():
     if stats.unexpected:
         rc = 1
     if rss0 and rss1:
-        growth = (rss1 - rss0) / rss0
-        print(f"soak: RSS after warm-up {rss0} KiB, at end {rss1} KiB, growth {100 * growth:.2f}% "
-              f"(limit {100 * a.max_rss_growth:.0f}%)")
-        if growth > a.max_rss_growth:
+        growth = (rss1 - rss0) / 1024
+        print(f"soak: RSS at {baseline_at:.0f} s {rss0} KiB, at the end {rss1} KiB: {growth:+.1f} MiB "
+              f"(limit +{a.max_rss_growth_mib:g} MiB)")
+        if growth > a.max_rss_growth_mib:
             rc = 1
     if total == 0:
         rc = 1

@@ -150,13 +150,14 @@ def test_connection_close_header_is_honoured(peer):
 
 
 def test_error_answer_is_typed_with_retry_after(peer):
-    err = b'{"error": {"code": "unavailable", "message": "draining"}}'
+    # (resource_exhausted: an "unavailable" 503 is waited out, as from a restarting daemon)
+    err = b'{"error": {"code": "resource_exhausted", "message": "the request queue is full"}}'
     p = peer([b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 2\r\n"
               b"Content-Length: %d\r\n\r\n%s" % (len(err), err), ok()])
     c = segops.Client(p.url, transport="http")
     with pytest.raises(segops.SegopsError) as ei:
         call(c)
-    assert ei.value.status == 503 and ei.value.code == "unavailable" and "draining" in ei.value.message
+    assert ei.value.status == 503 and ei.value.code == "resource_exhausted" and "queue" in ei.value.message
     assert ei.value.retry_after == 2.0
     np.testing.assert_array_equal(call(c), [3, 12, 6])
     assert c.connections_opened == 1  # an error read to its end leaves the connection usable

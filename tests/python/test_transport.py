@@ -74,9 +74,11 @@ def test_auto_without_unix_listener_uses_tcp(server_url):
 def test_unix_url_to_a_non_socket_is_a_connection_error(tmp_path):
     f = tmp_path / "not-a-socket.sock"
     f.write_text("")
-    with segops.Client("unix://" + str(f)) as c:
-        with pytest.raises(segops.SegopsConnectionError):
+    # (refused, as by a restarting daemon: waited out within the call's timeout, then named)
+    with segops.Client("unix://" + str(f), timeout=1.0) as c:
+        with pytest.raises(segops.SegopsConnectionError) as ei:
             c.segmented_sum(*_sum_args(), 3)
+        assert "no daemon answered in" in ei.value.message and str(f) in ei.value.message
 
 
 def test_bad_transport_and_url():

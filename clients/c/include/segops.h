@@ -51,7 +51,9 @@ typedef enum { SEGOPS_F32 = 0, SEGOPS_F64 = 1, SEGOPS_I32 = 2, SEGOPS_I64 = 3, S
  * returns SEGOPS_OK (0) or one of these, with detail in its segops_error. The wire code is what
  * the daemon answers in {"error": {"code": ...}}; several values may share one (NOMEM and
  * RESOURCE_EXHAUSTED both answer "resource_exhausted"). The client-side codes (CONNECTION,
- * TIMEOUT, PROTOCOL) are never sent by the daemon: their status is 0. */
+ * TIMEOUT, PROTOCOL) are never sent by the daemon: their status is 0. SHM_REGION_UNKNOWN: a request
+ * names a shared-memory region the daemon does not know (for the caller's uid), e.g. after a
+ * restart; a client registers it again and resends (every call is pure). */
 #define SEGOPS_ERRNO_MAP(X)                                                                        \
   X(INVALID_ARGUMENT, -1, "invalid_argument", 400, "invalid argument")                            \
   X(MALFORMED_BODY, -2, "malformed_body", 400, "malformed request body")                          \
@@ -70,7 +72,8 @@ typedef enum { SEGOPS_F32 = 0, SEGOPS_F64 = 1, SEGOPS_I32 = 2, SEGOPS_I64 = 3, S
   X(NOT_IMPLEMENTED, -15, "not_implemented", 501, "not implemented")                              \
   X(CONNECTION, -16, "connection_error", 0, "no connection to the daemon")                        \
   X(TIMEOUT, -17, "timeout", 0, "the call's timeout passed")                                      \
-  X(PROTOCOL, -18, "protocol_error", 0, "the daemon's answer breaks the protocol")
+  X(PROTOCOL, -18, "protocol_error", 0, "the daemon's answer breaks the protocol")                 \
+  X(SHM_REGION_UNKNOWN, -19, "shm_region_unknown", 404, "shared-memory region not registered")
 
 enum {
   SEGOPS_OK = 0,

@@ -9,6 +9,8 @@ pool: a returned array never aliases memory a later call overwrites. A region to
 call is replaced by one of the next power-of-two size. Arrays from Client.empty() live in
 regions of their own and are sent by reference, without any copy. Every region is unregistered
 and unlinked by Client.close(), at interpreter exit, or (Client.empty's) when its array dies.
+A daemon that answers shm_region_unknown has forgotten them (it restarted): every region of the
+session is registered again and the call resent (it is pure).
 """
 
 import atexit
@@ -26,7 +28,7 @@ import numpy as np
 
 from . import _table, _wire
 from ._transport import UnixHTTPConnection
-from .errors import ProtocolError, SegopsConnectionError, SegopsError
+from .errors import ProtocolError, SegopsConnectionError, SegopsError, ShmRegionUnknown
 
 # Under transport="auto", calls with less array data than this go as bodies even when shared
 # memory works: for a tiny call the region's copies in and out cost more than the body.
@@ -143,18 +145,13 @@ def _align(n):
 
 
 # Output shapes, from the op table's rules (proto/API.md, Formulas): grad_<a> has the shape of input a;
-# grad_g_out that of g_out; a forward's out is reduced to (S,...) or keeps its input's shape.
+# grad_g_out that of g_out; a forward's out leads with S or N and has the trailing dimensions of
+# the forward input _table.OUT_SHAPE names (or gg_ of it), or none.
 def _forward_shape(op, arrays, s):
-    if op in ("segmented_sum", "segmented_mean"):
-        x = arrays.get("x", arrays.get("gg_x"))
-        return (s,) + tuple(x.shape[1:])
-    if op in ("segmented_dot", "segmented_rms_norm"):
-        return (s,)
-    if op == "segmented_mul":
-        return tuple((arrays.get("x") if "x" in arrays else arrays["gg_x"]).shape)
-    if op == "segmented_matvec":
-        return tuple((arrays.get("v") if "v" in arrays else arrays["gg_v"]).shape)
-    raise KeyError(op)
+    lead, src = _table.OUT_SHAPE[op]
+    a = None if src is None else arrays[src] if src in arrays else arrays["gg_" + src]
+    n = a.shape[0] if a is not None else arrays["idx"].shape[0]
+    return (s if lead == "S" else n,) + (tuple(a.shape[1:]) if a is not None else ())
 
 
 def output_shape(op, name, arrays, s):
@@ -282,6 +279,8 @@ class ShmSession:
         self.outputs_inline = 0  # outputs answered in the body because no place was known for them
         self.outputs_lent = 0  # outputs returned as views into their region (statistics)
         self.registrations = 0  # regions registered with the daemon (statistics)
+        self._epoch = 0  # how many times the daemon forgot this session's regions and got them again
+        self._again_lock = threading.Lock()
         _registry.add(self)
         self._finalizer = None
         self._watch(client)
@@ -320,6 +319,36 @@ class ShmSession:
             self.registrations += 1
         return r
 
+    def _register_again(self, epoch):
+        """After shm_region_unknown: registers every region of this session again (the daemon
+        restarted and knows none), once for all the threads that met it in the same epoch."""
+        with self._again_lock:
+            if self._epoch != epoch:
+                return  # another thread did it meanwhile
+            with self._lock:
+                regions = [r for r in self._all.values() if r.registered]
+            for r in regions:
+                try:
+                    self._rpc("POST", f"/v2/systemsharedmemory/region/{r.name}/register",
+                              {"key": r.key, "offset": 0, "byte_size": r.size})
+                except SegopsError as e:
+                    if "already registered" not in e.message:  # (registered afresh by a new call meanwhile)
+                        raise NoRegion(e) from e
+            self._epoch += 1
+
+    def _post(self, c, path, packed):
+        """Sends a call that names regions; after a daemon restart, registers them again and
+        resends (a call is pure: sending it twice is safe)."""
+        for attempt in range(3):
+            epoch = self._epoch
+            try:
+                return c._roundtrip("POST", path, packed, len(packed), read=_read_small)
+            except ShmRegionUnknown:
+                if attempt == 2:
+                    raise
+                self._register_again(epoch)
+        raise AssertionError("unreachable")
+
     def _drop(self, r, tell_daemon=True):
         with self._lock:
             self._all.pop(r.name, None)
@@ -346,6 +375,7 @@ class ShmSession:
     def _forked(self):
         self._lock = threading.Lock()
         self._keep_lock = threading.Lock()
+        self._again_lock = threading.Lock()
         # The parent's regions are the parent's: this child's finalizer must never unlink them.
         self._finalizer.detach()
         self._finalizer = None
@@ -670,8 +700,9 @@ class ShmSession:
                     sig.append((name, _wire.dtype_name(arr.dtype), arr.shape, r, off))
                 packed = self._pack(sig, scalars, outputs, outs, rname)
                 c = self._client()
-                raw = c._roundtrip("POST", f"/v1/{op}/{pass_}", packed, len(packed), read=_read_small)
-                res, lent = self._decode(raw, region, outs)
+                raw = self._post(c, f"/v1/{op}/{pass_}", packed)
+                with _wire.answer_checked():
+                    res, lent = self._decode(raw, region, outs)
                 return res
             finally:
                 if not lent:
@@ -743,7 +774,7 @@ class ShmSession:
                 out[k] = _wire.inline_tensor(k, t)
                 continue
             dt = _wire.WIRE_DTYPES.get(t.get("dtype"))
-            shape = tuple(int(d) for d in t.get("shape", ()))
+            shape = _wire._shape(k, t.get("shape", ()))
             off = ref.get("offset")
             if dt is None or ref.get("region") != region.name or k not in placed or off != placed[k][0]:
                 raise ProtocolError(200, "protocol_error", f"segops: output {k!r} answered at an unexpected place {ref!r}")

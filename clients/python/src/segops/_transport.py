@@ -21,16 +21,75 @@ TRANSPORTS = ("auto", "shm", "unix", "http")
 # ---------------------------------------------------------------- connections
 
 
+class DeadlineSocket(socket.socket):
+    """A socket whose every send and receive is bounded by what is left of its call's deadline
+    (`deadline`, a time.monotonic() value; None: the plain timeout). A per-operation timeout alone
+    lets a peer that trickles a byte a second hold a call for ever; a call's `timeout` bounds the
+    whole call (clients/python/README.md)."""
+
+    deadline = None
+
+    def _arm(self):
+        d = self.deadline
+        if d is not None:
+            left = d - time.monotonic()
+            if left <= 0:
+                raise socket.timeout("segops: the call's timeout passed")
+            self.settimeout(left)
+
+    def recv(self, *a):
+        self._arm()
+        return super().recv(*a)
+
+    def recv_into(self, *a):
+        self._arm()
+        return super().recv_into(*a)
+
+    def send(self, *a):
+        self._arm()
+        return super().send(*a)
+
+    def sendall(self, *a):
+        self._arm()  # (a sendall's timeout bounds it whole)
+        return super().sendall(*a)
+
+
+def _deadline_socket(sock, deadline):
+    """sock's descriptor as a DeadlineSocket (sock is detached)."""
+    timeout = sock.gettimeout()
+    d = DeadlineSocket(sock.family, sock.type, sock.proto, fileno=sock.detach())
+    d.settimeout(timeout)
+    d.deadline = deadline
+    return d
+
+
+def connect_timeout(conn):
+    """The connection's timeout for connect(): its own, at most what is left of its deadline."""
+    d = getattr(conn, "deadline", None)
+    t = conn.timeout
+    if d is not None:
+        left = max(d - time.monotonic(), 0.001)
+        t = left if t is None else min(t, left)
+    return t
+
+
 class _BodyMixin:
     """Sends the request body with the header block: one send for a small body (http.client
     would send the headers and the body separately, two packets and two wake-ups of the
     server per call), and a large body piece by piece from the arrays' buffers."""
 
     pending_body = None  # set just before request(); consumed by the header block's send
+    deadline = None  # the current call's deadline (time.monotonic()), given to the socket (set_deadline)
     spin_s = 0.0  # how long read_response polls for an answer before sleeping (spin_wait)
     _nb = None  # the non-blocking twin of sock that the polling reads through
     _nb_of = None  # the sock it twins
     _spin_skip = 0  # calls left that sleep at once (after an answer outlasted the poll)
+
+    def set_deadline(self, deadline):
+        """Bounds this connection's next call (connect, sends, receives) by `deadline`."""
+        self.deadline = deadline
+        if isinstance(self.sock, DeadlineSocket):
+            self.sock.deadline = deadline
 
     def close(self):
         nb, self._nb, self._nb_of = self._nb, None, None
@@ -345,10 +404,12 @@ def request_head(method, target, host_header, headers):
 
 class HTTPConnection(_BodyMixin, http.client.HTTPConnection):
     def connect(self):
-        super().connect()
+        self.sock = socket.create_connection((self.host, self.port), connect_timeout(self), self.source_address)
         # A large body goes out in several sends: without this, Nagle's algorithm and the
         # server's delayed ACK can stall a request by tens of milliseconds.
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock.settimeout(self.timeout)
+        self.sock = _deadline_socket(self.sock, self.deadline)
 
 
 class HTTPSConnection(_BodyMixin, http.client.HTTPSConnection):
@@ -365,13 +426,15 @@ class UnixHTTPConnection(_BodyMixin, http.client.HTTPConnection):
         self.unix_path = path
 
     def connect(self):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s = DeadlineSocket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            s.settimeout(self.timeout)
+            s.settimeout(connect_timeout(self))
             s.connect(self.unix_path)
+            s.settimeout(self.timeout)
         except BaseException:
             s.close()
             raise
+        s.deadline = self.deadline
         self.sock = s
 
 

@@ -1,6 +1,7 @@
 """_wire.py: msgpack request bodies built around the arrays' own buffers, and a streaming
 response decoder that reads each tensor's bytes straight into an aligned numpy array."""
 
+import contextlib
 import struct
 import sys
 
@@ -15,6 +16,18 @@ JOIN_BELOW = 64 * 1024
 _READ_CHUNK = 64 * 1024
 
 WIRE_DTYPES = {"float32": "<f4", "float64": "<f8", "int32": "<i4", "int64": "<i8"}
+
+
+@contextlib.contextmanager
+def answer_checked(status=200):
+    """Decoding an answer: whatever shape of it the decoders did not foresee (a shape that is no
+    list of integers, data that does not fill it, text that is no UTF-8) is a ProtocolError."""
+    try:
+        yield
+    except ProtocolError:
+        raise
+    except (ValueError, TypeError, KeyError, AttributeError, OverflowError, IndexError) as e:
+        raise ProtocolError(status, "protocol_error", f"segops: the daemon's answer is malformed: {e}") from None
 _LITTLE = sys.byteorder == "little"
 
 _packb = msgpack.packb
@@ -183,9 +196,11 @@ class _Reader:
         return b
 
     def bin(self, n):
+        avail = len(self.buf) - self.pos
+        if n > avail + (self.left or 0):  # before allocating: a declared size the body cannot hold
+            raise ProtocolError(200, "protocol_error", "segops: response body truncated")
         out = np.empty(n, dtype=np.uint8)
         mv = memoryview(out)
-        avail = len(self.buf) - self.pos
         k = min(avail, n)
         if k:
             mv[:k] = self.buf[self.pos : self.pos + k]
@@ -254,12 +269,19 @@ _FIXED = {
 }
 
 
+def _shape(name, v):
+    """An answer's shape: a list of at most 3 non-negative integers."""
+    if not isinstance(v, (list, tuple)) or len(v) > 3 or not all(isinstance(d, int) and d >= 0 for d in v):
+        raise ProtocolError(200, "protocol_error", f"segops: output {name!r} has a bad shape {str(v)[:80]}")
+    return tuple(v)
+
+
 def _tensor(name, t):
     if isinstance(t, dict) and "dtype" in t and "data" in t:
         dt = WIRE_DTYPES.get(t["dtype"])
         if dt is None:
             raise ProtocolError(200, "protocol_error", f"segops: output {name!r} has unknown dtype {t['dtype']!r}")
-        shape = tuple(int(d) for d in t.get("shape", ()))
+        shape = _shape(name, t.get("shape", ()))
         data = t["data"]
         if isinstance(data, np.ndarray):  # msgpack bin: reinterpret in place
             count = 1
@@ -276,6 +298,11 @@ def _tensor(name, t):
 
 def decode_msgpack(resp, length, preread=b""):
     """Reads a response map {name: tensor} from resp; returns {name: np.ndarray}."""
+    with answer_checked():
+        return _decode_msgpack(resp, length, preread)
+
+
+def _decode_msgpack(resp, length, preread):
     r = _Reader(resp, length, preread)
     top = r.obj()
     if not isinstance(top, dict):
@@ -306,10 +333,12 @@ def inline_tensor(name, t):
 
 def decode_msgpack_bytes(body):
     """Decodes a small response held in memory."""
-    return {k: inline_tensor(k, t) for k, t in unpack_map(body).items()}
+    with answer_checked():
+        return {k: inline_tensor(k, t) for k, t in unpack_map(body).items()}
 
 
 def decode_json_outputs(obj):
     if not isinstance(obj, dict):
         raise ProtocolError(200, "protocol_error", "segops: response is not a map")
-    return {k: _tensor(k, v) for k, v in obj.items()}
+    with answer_checked():
+        return {k: _tensor(k, v) for k, v in obj.items()}

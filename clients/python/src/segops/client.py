@@ -7,7 +7,9 @@ import json
 import os
 import socket
 import threading
+import time
 import urllib.parse
+import warnings
 
 from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
@@ -18,9 +20,27 @@ from ._methods import FunctionMethods
 from ._status import Status
 from .errors import ProtocolError, SegopsConnectionError, SegopsError, SegopsTimeout, error_for
 
+# Error answers and JSON answers are read whole into memory: at most this many bytes, whatever
+# length the daemon declares (its own are a few hundred bytes, /v1/info a few dozen KiB).
+ERROR_BODY_MAX = 64 << 10
+JSON_BODY_MAX = 64 << 20
+# What the daemon says when it will not map a process's region (proto/API.md, Shared memory).
+_SHM_REFUSED = ("Permission denied", "not the requesting client's", "whose uid the kernel reports")
+
 DEFAULT_URL = "http://127.0.0.1:8080"
 _MSGPACK = "application/msgpack"
 _USER_AGENT = "segops-python/0.1"
+
+# Failures that mean no daemon is there to answer (yet): what a restarting one gives, before any
+# answer. A client of one daemon waits them out within the call's timeout (_endpoints.wait_for).
+_UNREACHABLE = (ConnectionRefusedError, FileNotFoundError, ConnectionResetError, BrokenPipeError,
+                ConnectionAbortedError, http.client.RemoteDisconnected)
+
+
+def _unreachable(err):
+    err.unreachable = True
+    return err
+
 
 # Failures that mean a reused keep-alive connection was closed by the server while idle:
 # the request is sent again once on a fresh connection (every segops call is idempotent).
@@ -61,10 +81,12 @@ class Client(FunctionMethods):
     url: "http://host:port" (an optional path prefix is kept) or "unix:///path/segops.sock";
     default $SEGOPS_URL, then http://127.0.0.1:8080. A list of URLs, or one string of
     comma-separated URLs, makes a client of several daemons: calls go to the healthy one with
-    the fewest calls in flight, and move to another on a refused or dropped connection or a 503
-    (see _endpoints.py); timeout then also bounds how long one call may keep moving.
+    the fewest calls in flight, and move to another on a refused or dropped connection, a 503 or
+    a region the daemon no longer knows (see _endpoints.py).
     token: bearer token; default $SEGOPS_TOKEN when set.
-    timeout: seconds for connecting and for each socket read/write.
+    timeout: seconds one call may take in all: connecting, sending, waiting, reading, moving to
+    another daemon, and waiting for a restarting one (a client of one daemon retries with back-off
+    while it is unreachable or draining); the error then names every daemon's last failure.
     max_idle: idle keep-alive connections kept for reuse (one is in use per calling thread).
     transport: "auto" (default) picks, on the first call, shared memory when the daemon is on
     this host and can map this process's region, else its unix socket when it has one here,
@@ -190,6 +212,10 @@ class Client(FunctionMethods):
                     ok = _shm.probe_shm(session)
                     why = "the daemon did not compute from this process's region"
                 except (SegopsError, OSError, _shm.NoRegion) as e:
+                    cause = e.args[0] if isinstance(e, _shm.NoRegion) and e.args else e
+                    if isinstance(cause, SegopsError) and _endpoints.waitable(cause):
+                        session.close()
+                        raise cause from None  # the daemon is not there yet: decide once it is
                     ok, why = False, str(e)
                 if ok:
                     self._shm = session
@@ -197,13 +223,21 @@ class Client(FunctionMethods):
                     session.close()
                     if want == "shm":
                         raise SegopsConnectionError(0, "connection_error", f"segops: transport='shm' with {self.url}: {why}")
+                    if any(w in why for w in _SHM_REFUSED):
+                        # Not silently: the daemon is here but will not map this process's memory.
+                        warnings.warn(f"segops: {self.url}: shared memory refused, calls go as HTTP bodies: {why}",
+                                      RuntimeWarning, stacklevel=4)
             self._used = "shm" if self._shm is not None else ("unix" if self._unix is not None else "http")
 
     def _discover_unix(self):
         """A unix listener of this daemon that answers here as the same daemon, or None."""
         try:
-            listeners = self.info().get("listeners") or []
-        except (SegopsError, AttributeError):
+            listeners = self._roundtrip("GET", "/v1/info", read=self._read_json).get("listeners") or []
+        except SegopsError as e:
+            if _endpoints.waitable(e):
+                raise  # the daemon is not there yet: decide once it is
+            return None
+        except AttributeError:
             return None
         for addr in listeners:
             path = _transport.unix_path_of(addr) if isinstance(addr, str) else None
@@ -286,8 +320,12 @@ class Client(FunctionMethods):
             hdrs.update(headers)
             if body is not None:
                 hdrs["Content-Length"] = str(length)
+        deadline = _endpoints.current_deadline()
+        if deadline is None:
+            deadline = time.monotonic() + self.timeout
         for attempt in (0, 1):
             conn, reused = self._acquire()
+            conn.set_deadline(deadline)
             early = False  # answered before the body was all sent: the connection is spent
             fast = False  # sent by request_prebuilt: its answer is read by read_response
             try:
@@ -311,13 +349,15 @@ class Client(FunctionMethods):
                 conn.close()
                 if reused and attempt == 0:
                     continue
-                raise SegopsConnectionError(0, "connection_error", f"{method} {self.url}{path}: {e}") from e
+                raise _unreachable(SegopsConnectionError(0, "connection_error", f"{method} {self.url}{path}: {e}")) from e
             except socket.timeout as e:
                 conn.close()
-                raise SegopsTimeout(0, "timeout", f"{method} {self.url}{path}: no answer in {self.timeout} s") from e
+                raise SegopsTimeout(0, "timeout", f"{method} {self.url}{path}: no answer within the call's timeout "
+                                    f"({self.timeout:g} s)") from e
             except (OSError, http.client.HTTPException) as e:
                 conn.close()
-                raise SegopsConnectionError(0, "connection_error", f"{method} {self.url}{path}: {e}") from e
+                err = SegopsConnectionError(0, "connection_error", f"{method} {self.url}{path}: {e}")
+                raise (_unreachable(err) if isinstance(e, _UNREACHABLE) else err) from e
             try:
                 if 200 <= resp.status < 300:
                     result = read(resp)
@@ -331,7 +371,8 @@ class Client(FunctionMethods):
                 raise
             except socket.timeout as e:
                 conn.close()
-                raise SegopsTimeout(0, "timeout", f"{method} {self.url}{path}: no answer in {self.timeout} s") from e
+                raise SegopsTimeout(0, "timeout", f"{method} {self.url}{path}: the answer did not come within the "
+                                    f"call's timeout ({self.timeout:g} s)") from e
             except BaseException as e:
                 conn.close()
                 if isinstance(e, (OSError, http.client.HTTPException)):
@@ -355,7 +396,7 @@ class Client(FunctionMethods):
 
     @staticmethod
     def _error(resp):
-        raw = resp.read()
+        raw = _read_bounded(resp, ERROR_BODY_MAX, "error answer")
         code, message = None, raw.decode("utf-8", "replace").strip()[:2000] or resp.reason
         try:
             err = json.loads(raw)["error"]
@@ -373,15 +414,16 @@ class Client(FunctionMethods):
     def _read_outputs(resp):
         ctype = (resp.getheader("Content-Type") or "").split(";")[0].strip().lower()
         length = resp.length
-        if "json" in ctype:
-            return _wire.decode_json_outputs(json.loads(resp.read()))
-        if length is None or length <= _wire.JOIN_BELOW:  # small, or no Content-Length
-            return _wire.decode_msgpack_bytes(resp.read())
-        return _wire.decode_msgpack(resp, length)
+        with _wire.answer_checked(resp.status):
+            if "json" in ctype:
+                return _wire.decode_json_outputs(json.loads(_read_bounded(resp, JSON_BODY_MAX, "JSON answer")))
+            if length is None or length <= _wire.JOIN_BELOW:  # small, or no Content-Length
+                return _wire.decode_msgpack_bytes(resp.read(_wire.JOIN_BELOW + 1) if length is None else resp.read())
+            return _wire.decode_msgpack(resp, length)
 
     @staticmethod
     def _read_json(resp):
-        raw = resp.read()
+        raw = _read_bounded(resp, JSON_BODY_MAX, "JSON answer")
         try:
             return json.loads(raw)
         except ValueError as e:
@@ -408,6 +450,9 @@ class Client(FunctionMethods):
         Returns {output name: np.ndarray}."""
         if self._endpoints is not None:
             return self._endpoints.run(lambda c: c.call(op, pass_, args, outputs=outputs, versions=versions))
+        return _endpoints.wait_for(self.url, self.timeout, lambda: self._call_once(op, pass_, args, outputs, versions))
+
+    def _call_once(self, op, pass_, args, outputs, versions):
         if self._used is None:
             self._resolve()
         shm = self._shm
@@ -429,7 +474,10 @@ class Client(FunctionMethods):
 
     def info(self) -> Dict[str, Any]:
         """GET /v1/info: version, backend, devices, limits and the op table (a dict)."""
-        return self._roundtrip("GET", "/v1/info", read=self._read_json)
+        if self._endpoints is not None:
+            return self._endpoints.run(lambda c: c.info())
+        return _endpoints.wait_for(self.url, self.timeout, lambda: self._roundtrip("GET", "/v1/info",
+                                                                                   read=self._read_json))
 
     def _function(self, op: str, pass_: str, values: Dict[str, Any], outputs: Optional[Sequence[str]]) -> Any:
         """What every function method does (_methods.py): call, then the outputs asked for, one
@@ -464,6 +512,18 @@ class Client(FunctionMethods):
             raise
         word = body.get("status", "ok") if isinstance(body, dict) else "ok"
         return Status(True, str(word), 200)
+
+
+def _read_bounded(resp, cap, what):
+    """A whole answer body of at most cap bytes; a ProtocolError (nothing allocated for it) when
+    its declared length or its bytes go past that."""
+    if resp.length is not None and resp.length > cap:
+        raise ProtocolError(resp.status, "protocol_error",
+                            f"segops: the daemon's {what} declares {resp.length} bytes (at most {cap} are read)")
+    raw = resp.read() if resp.length is not None else resp.read(cap + 1)
+    if len(raw) > cap:
+        raise ProtocolError(resp.status, "protocol_error", f"segops: the daemon's {what} is longer than {cap} bytes")
+    return raw
 
 
 # The 18 functions' names, in the op table's order (their methods: _methods.FunctionMethods).

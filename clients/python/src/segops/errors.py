@@ -66,10 +66,20 @@ class Internal(SegopsError):
     code_name = "internal"
 
 
+class ShmRegionUnknown(SegopsError):
+    """The daemon does not know a shared-memory region the call named (it restarted, or the region
+    belongs to another uid). The client registers its regions again and resends: every call is pure."""
+
+    code_name = "shm_region_unknown"
+
+
 class SegopsConnectionError(SegopsError, ConnectionError):
-    """No HTTP response: the server could not be reached or dropped the connection."""
+    """No HTTP response: the server could not be reached or dropped the connection. unreachable:
+    True when nothing answered at all (refused, reset or closed before any answer), as while a
+    daemon restarts; False when something answered that is no HTTP."""
 
     code_name = "connection_error"
+    unreachable = False
 
 
 class SegopsTimeout(SegopsError, TimeoutError):
@@ -99,6 +109,7 @@ _BY_CODE = {
         ResourceExhausted,
         DeadlineExceeded,
         Internal,
+        ShmRegionUnknown,
     )
 }
 

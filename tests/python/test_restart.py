@@ -1,0 +1,296 @@
+"""test_restart.py: segops.Client across daemon restarts and against hostile daemons (issue 37): a client
+that uses shared memory loses no call while its daemon restarts, on TCP, on a unix socket and with
+two daemons (1: the daemon answers shm_region_unknown, the client registers again and resends,
+and waits for a daemon that is restarting); `timeout` bounds the whole call against a daemon that
+trickles its answer, and a client of two daemons then gets its answer from the other (7); error and
+JSON answers are bounded whatever length is declared (8); hostile answer shapes are a ProtocolError
+(10); with every daemon down the error names each one's last failure and the time spent (11)."""
+
+import os
+import socket
+import threading
+import time
+
+import msgpack
+import numpy as np
+import pytest
+
+import segops
+from segopsd_proc import Daemon
+
+X = np.arange(1.0, 7.0)
+IDX = np.array([0, 0, 1, 1, 1, 2], np.int32)
+WANT = [3.0, 12.0, 6.0]
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Caller:
+    """Threads calling through one client until stopped; every result checked."""
+
+    def __init__(self, client, threads=4, n=2000):
+        rng = np.random.default_rng(1)
+        self.x = rng.standard_normal((n, 3))
+        self.idx = np.sort(rng.integers(0, 16, n)).astype(np.int32)
+        self.want = np.zeros((16, 3))
+        np.add.at(self.want, self.idx, self.x)
+        self.client, self.stop, self.calls, self.errors = client, threading.Event(), [0], []
+        self.threads = [threading.Thread(target=self._run) for _ in range(threads)]
+        for t in self.threads:
+            t.start()
+
+    def _run(self):
+        while not self.stop.is_set():
+            try:
+                got = self.client.segmented_sum(self.x, self.idx, 16)
+                if not np.allclose(got, self.want, rtol=1e-12, atol=1e-12):
+                    self.errors.append("wrong result")
+                self.calls[0] += 1
+            except Exception as e:  # every failure counts
+                self.errors.append(repr(e)[:300])
+
+    def wait_calls(self, n, timeout=20):
+        end = time.time() + timeout
+        start = self.calls[0]
+        while self.calls[0] < start + n and time.time() < end:
+            time.sleep(0.02)
+        assert self.calls[0] >= start + n, f"only {self.calls[0] - start} calls in {timeout} s: {self.errors[:3]}"
+
+    def finish(self):
+        self.stop.set()
+        for t in self.threads:
+            t.join(60)
+        return self.errors
+
+
+@pytest.fixture
+def run(segopsd_path, own_daemons):
+    made = []
+
+    def start(listen, *args):
+        d = Daemon(segopsd_path, ["--threads", "2", "--backend", "cpu", *args], listen=listen)
+        made.append(d)
+        return d
+
+    yield start
+    for d in made:
+        d.kill()
+
+
+def _restart(run, d, listen, *args):
+    assert d.stop() == 0
+    return run(listen, *args)
+
+
+def test_restart_over_tcp_loses_no_call(run):
+    listen = f"127.0.0.1:{free_port()}"
+    d = run(listen)
+    c = segops.Client(d.url, transport="shm", timeout=30)
+    caller = Caller(c)
+    try:
+        caller.wait_calls(20)
+        d = _restart(run, d, listen)
+        caller.wait_calls(50)
+    finally:
+        errors = caller.finish()
+    assert not errors, errors[:5]
+    assert c.transport_used == "shm" and c._shm._epoch >= 1  # registered again, not moved to bodies
+    c.close()
+
+
+def test_restart_over_a_unix_socket_loses_no_call(run, tmp_path):
+    path = str(tmp_path / "d.sock")
+    d = run("127.0.0.1:0", "--listen", f"unix:{path}")
+    c = segops.Client("unix://" + path, transport="shm", timeout=30)
+    caller = Caller(c)
+    try:
+        caller.wait_calls(20)
+        d = _restart(run, d, "127.0.0.1:0", "--listen", f"unix:{path}")
+        caller.wait_calls(50)
+    finally:
+        errors = caller.finish()
+    assert not errors, errors[:5]
+    assert c._shm._epoch >= 1
+    c.close()
+
+
+def test_rolling_restart_of_two_daemons_loses_no_call(run):
+    la, lb = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    a, b = run(la), run(lb)
+    c = segops.Client([a.url, b.url], transport="shm", timeout=30)
+    caller = Caller(c)
+    try:
+        caller.wait_calls(20)
+        a = _restart(run, a, la)
+        caller.wait_calls(40)
+        b = _restart(run, b, lb)
+        caller.wait_calls(40)
+    finally:
+        errors = caller.finish()
+    assert not errors, errors[:5]
+    c.close()
+
+
+# ---- scripted daemons ------------------------------------------------------------------------------
+
+
+class Peer:
+    """A local socket that answers every request with answer(conn) after reading the head and a
+    Content-Length body."""
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.srv = socket.socket()
+        self.srv.bind(("127.0.0.1", 0))
+        self.srv.listen(16)
+        self.url = f"http://127.0.0.1:{self.srv.getsockname()[1]}"
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self):
+        while True:
+            try:
+                conn, _ = self.srv.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn):
+        with conn:
+            buf = b""
+            while b"\r\n\r\n" not in buf:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return
+                buf += chunk
+            head, rest = buf.split(b"\r\n\r\n", 1)
+            n = 0
+            for line in head.split(b"\r\n")[1:]:
+                k, _, v = line.partition(b":")
+                if k.strip().lower() == b"content-length":
+                    n = int(v)
+            while len(rest) < n:
+                rest += conn.recv(65536)
+            try:
+                self.answer(conn)
+            except OSError:
+                pass
+
+    def close(self):
+        self.srv.close()
+
+
+def trickle(conn):
+    body = msgpack.packb({"out": {"dtype": "float64", "shape": [3], "data": np.array(WANT).tobytes()}})
+    msg = b"HTTP/1.1 200 OK\r\nContent-Type: application/msgpack\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    for i in range(len(msg)):  # a byte every 0.5 s: about a minute for the answer
+        conn.sendall(msg[i:i + 1])
+        time.sleep(0.5)
+
+
+def test_timeout_bounds_the_whole_call():
+    p = Peer(trickle)
+    try:
+        c = segops.Client(p.url, transport="http", timeout=2)
+        t0 = time.monotonic()
+        with pytest.raises(segops.SegopsTimeout):
+            c.segmented_sum(X, IDX, 3)
+        assert time.monotonic() - t0 < 4
+        c.close()
+    finally:
+        p.close()
+
+
+def test_a_trickling_daemon_leaves_time_for_the_other(run):
+    p = Peer(trickle)
+    d = run("127.0.0.1:0")
+    try:
+        c = segops.Client([p.url, d.url], transport="http", timeout=3)
+        for _ in range(3):
+            t0 = time.monotonic()
+            np.testing.assert_array_equal(c.segmented_sum(X, IDX, 3), WANT)
+            assert time.monotonic() - t0 < 3.5
+        c.close()
+    finally:
+        p.close()
+
+
+@pytest.mark.parametrize("head", [
+    b"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\nContent-Length: 1125899906842624\r\n\r\n",
+    b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: 1073741824\r\n\r\n{",
+    b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n",
+])
+def test_error_answers_are_bounded(head):
+    def answer(conn):
+        conn.sendall(head)
+        if b"Content-Length" not in head:
+            junk = b"x" * (1 << 16)
+            for _ in range(1 << 14):  # up to 1 GiB, as long as the client reads
+                conn.sendall(junk)
+
+    p = Peer(answer)
+    try:
+        c = segops.Client(p.url, transport="http", timeout=10)
+        t0 = time.monotonic()
+        with pytest.raises(segops.ProtocolError) as ei:
+            c.segmented_sum(X, IDX, 3)
+        assert "65536" in ei.value.message and time.monotonic() - t0 < 5, ei.value.message
+        c.close()
+    finally:
+        p.close()
+
+
+def test_json_answers_are_bounded():
+    def answer(conn):
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1125899906842624\r\n\r\n{")
+
+    p = Peer(answer)
+    try:
+        c = segops.Client(p.url, transport="http", timeout=10)
+        with pytest.raises(segops.ProtocolError):
+            c.info()
+        c.close()
+    finally:
+        p.close()
+
+
+@pytest.mark.parametrize("out", [
+    {"dtype": "float64", "shape": [-1, -3], "data": np.zeros(3).tobytes()},
+    {"dtype": "float64", "shape": "abc", "data": np.zeros(3).tobytes()},
+    {"dtype": "float64", "shape": [2, "x"], "data": np.zeros(2).tobytes()},
+    {"dtype": "float64", "shape": [2], "data": [1.0, 2.0, 3.0]},
+    {"dtype": "float64", "shape": [1, 2, 3, 4], "data": np.zeros(24).tobytes()},
+])
+def test_hostile_answer_shapes_are_protocol_errors(out):
+    body = msgpack.packb({"out": out})
+
+    def answer(conn):
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/msgpack\r\nContent-Length: %d\r\n\r\n%s"
+                     % (len(body), body))
+
+    p = Peer(answer)
+    try:
+        c = segops.Client(p.url, transport="http", timeout=10)
+        with pytest.raises(segops.ProtocolError):
+            c.segmented_sum(X, IDX, 3)
+        c.close()
+    finally:
+        p.close()
+
+
+def test_every_daemon_down_names_each_failure():
+    a, b = f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"
+    c = segops.Client([a, b], timeout=2)
+    t0 = time.monotonic()
+    with pytest.raises(segops.SegopsConnectionError) as ei:
+        c.segmented_sum(X, IDX, 3)
+    el = time.monotonic() - t0
+    msg = ei.value.message
+    assert a in msg and b in msg and "no daemon answered in" in msg, msg
+    assert 1.5 <= el < 5, el
+    c.close()
