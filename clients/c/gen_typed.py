@@ -1,18 +1,17 @@
 #!/usr/bin/env python3
-"""gen_typed.py: writes libsegops' 18 typed functions from the op table: their prototypes between
-the SEGOPS_TYPED_BEGIN/END markers of clients/c/include/segops.h and their bodies in
-clients/c/src/typed.c. The table comes from the print_table program (clients/c/tools/print_table.c,
-built from core/ops.c), so nothing here spells an op, a pass or an argument.
+"""gen_typed.py: writes what libsegops derives from the op table: the function ids (SEGOPS_FN_*,
+between the SEGOPS_FN_IDS_BEGIN/END markers of clients/c/include/segops.h), the typed functions'
+prototypes (between its SEGOPS_TYPED_BEGIN/END markers) and their bodies (clients/c/src/typed.c).
+The table comes from the print_table program (clients/c/tools/print_table.c, built from core/ops.c),
+so nothing here spells an op, a pass or an argument.
 
   gen_typed.py PRINT_TABLE            rewrite both files
   gen_typed.py PRINT_TABLE --check    exit 1 (with a diff) when the committed files differ from
-                                      what would be written now, or when segops.h's SEGOPS_FN_*
-                                      ids are not the table's functions in its order
+                                      what would be written now
 """
 import argparse
 import difflib
 import pathlib
-import re
 import subprocess
 import sys
 
@@ -21,6 +20,8 @@ HEADER = HERE / "include" / "segops.h"
 TYPED_C = HERE / "src" / "typed.c"
 BEGIN = "/* SEGOPS_TYPED_BEGIN (clients/c/gen_typed.py writes what follows up to SEGOPS_TYPED_END) */\n"
 END = "/* SEGOPS_TYPED_END */\n"
+IDS_BEGIN = "/* SEGOPS_FN_IDS_BEGIN (clients/c/gen_typed.py writes what follows up to SEGOPS_FN_IDS_END) */\n"
+IDS_END = "/* SEGOPS_FN_IDS_END */\n"
 
 
 def read_table(tool):
@@ -77,19 +78,21 @@ def typed_c(rows):
     return "".join(out)
 
 
-def with_prototypes(header, rows):
-    a, b = header.index(BEGIN) + len(BEGIN), header.index(END)
-    return header[:a] + prototypes(rows) + header[b:]
+def fn_ids(rows):
+    out = ["typedef enum {\n"]
+    for i, (op, pass_, _, _) in enumerate(rows):
+        out.append(f"  {fn_id(op, pass_)}{' = 0' if i == 0 else ''},\n")
+    out.append("  SEGOPS_FN_COUNT\n} segops_fn_id;\n")
+    return "".join(out)
 
 
-def check_ids(header, rows):
-    body = re.search(r"typedef enum \{(.*?)\} segops_fn_id;", header, re.S).group(1)
-    ids = [m for m in re.findall(r"\b(SEGOPS_FN_\w+)", body) if m != "SEGOPS_FN_COUNT"]
-    want = [fn_id(op, pass_) for op, pass_, _, _ in rows]
-    if ids != want:
-        print(f"segops.h's SEGOPS_FN_* ids {ids} are not the table's functions {want}", file=sys.stderr)
-        return False
-    return True
+def between(text, begin, end, body):
+    a, b = text.index(begin) + len(begin), text.index(end)
+    return text[:a] + body + text[b:]
+
+
+def header_text(header, rows):
+    return between(between(header, IDS_BEGIN, IDS_END, fn_ids(rows)), BEGIN, END, prototypes(rows))
 
 
 def main():
@@ -99,12 +102,12 @@ def main():
     args = ap.parse_args()
     rows = read_table(args.print_table)
     header = HEADER.read_text()
-    files = {HEADER: with_prototypes(header, rows), TYPED_C: typed_c(rows)}
+    files = {HEADER: header_text(header, rows), TYPED_C: typed_c(rows)}
     if not args.check:
         for path, text in files.items():
             path.write_text(text)
         return 0
-    ok = check_ids(header, rows)
+    ok = True
     for path, text in files.items():
         have = path.read_text() if path.exists() else ""
         if have != text:

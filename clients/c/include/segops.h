@@ -94,6 +94,7 @@ typedef struct {
 
 /* ---- functions: one per (op, pass), in the order of the daemon's op table -------------------- */
 
+/* SEGOPS_FN_IDS_BEGIN (clients/c/gen_typed.py writes what follows up to SEGOPS_FN_IDS_END) */
 typedef enum {
   SEGOPS_FN_SEGMENTED_SUM_FORWARD = 0,
   SEGOPS_FN_SEGMENTED_SUM_BACKWARD,
@@ -115,6 +116,7 @@ typedef enum {
   SEGOPS_FN_SEGMENTED_MATVEC_DOUBLE_BACKWARD,
   SEGOPS_FN_COUNT
 } segops_fn_id;
+/* SEGOPS_FN_IDS_END */
 
 #define SEGOPS_MAX_INPUTS 5  /* per function, idx and num_segments not counted */
 #define SEGOPS_MAX_OUTPUTS 3
