@@ -78,8 +78,9 @@ static void reg_remove(segops_client *c) {
   pthread_mutex_unlock(&reg_mu);
 }
 
-/* Transports a forked child inherited: never closed by it (their sockets and threads are the
- * parent's), kept reachable from here so that they are not leaks. */
+/* Transports a forked child inherited: forgotten where the transport can do that without touching
+ * the parent's connections (transport.h), else never closed (their sockets and threads are the
+ * parent's) and kept reachable from here, so that they are not leaks. */
 typedef struct orphan {
   segops_held *h;
   struct orphan *next;
@@ -117,7 +118,7 @@ static void after_fork(segops_client *c) {
     ep->cur = NULL;
     if (ep->http) {
       segops_error e;
-      segops_transport *t = segops_http_open(ep->url, c->token, &e); /* opened before: cannot fail now */
+      segops_transport *t = segops_http_open(ep->url, c->token, &e); /* NULL only without memory */
       orphan_add(ep->http);
       ep->http = segops_held_new(t);
     }

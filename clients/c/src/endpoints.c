@@ -91,23 +91,23 @@ static segops_endpoint *pick(segops_client *c, call_state *cs, double now, doubl
 
 /* Marks ep failed (under c->mu); returns a replaced transport that no call uses any more, which
  * the caller closes after unlocking. */
-static segops_held *mark_failed(segops_endpoint *ep, const segops_error *err) {
+static segops_held *mark_failed(segops_client *c, segops_endpoint *ep, const segops_error *err) {
   ep->failures++;
   ep->last = *err;
   double rest = BACKOFF_MIN_S * (double)(1u << (ep->failures < 8 ? ep->failures - 1 : 7));
   if (rest > BACKOFF_MAX_S) rest = BACKOFF_MAX_S;
   if (err->retry_after_s > rest) rest = err->retry_after_s < BACKOFF_MAX_S ? err->retry_after_s : BACKOFF_MAX_S;
   ep->resting_until = segops_client_now() + rest;
-  /* The daemon may come back changed (restarted: another native channel, no unix listener; or
-   * drained and replaced): its transport is found again on its next call. */
-  if (ep->state == SEGOPS_EP_READY && !ep->local && ep->cur != ep->http) {
-    segops_held *h = ep->cur;
-    ep->cur = NULL;
-    ep->state = SEGOPS_EP_UNRESOLVED;
-    h->retired = true;
-    if (h->refs == 0) return h;
-  }
-  return NULL;
+  /* A daemon that went away (refused, dropped, drained) may come back changed: another native
+   * channel, no unix listener. Its transport is found again on its next call. */
+  if (ep->state != SEGOPS_EP_READY || ep->local || c->want == SEGOPS_WANT_HTTP) return NULL;
+  if (err->code == SEGOPS_E_RESOURCE_EXHAUSTED) return NULL; /* busy, not gone: keep its channel */
+  segops_held *h = ep->cur;
+  ep->cur = NULL;
+  ep->state = SEGOPS_EP_UNRESOLVED;
+  if (h == ep->http) return NULL; /* the URL's own HTTP stays */
+  h->retired = true;
+  return h->refs == 0 ? h : NULL;
 }
 
 static void held_close(segops_held *h) {
@@ -220,7 +220,7 @@ int segops_endpoints_run(segops_client *c, segops_attempt_fn fn, void *arg, cons
     pthread_mutex_lock(&c->mu);
     ep->in_flight--;
     if (rc == SEGOPS_OK) ep->failures = 0;
-    segops_held *gone = rc != SEGOPS_OK && segops_retryable(rc) ? mark_failed(ep, e) : NULL;
+    segops_held *gone = rc != SEGOPS_OK && segops_retryable(rc) ? mark_failed(c, ep, e) : NULL;
     pthread_mutex_unlock(&c->mu);
     held_close(gone);
     if (rc == SEGOPS_OK || !segops_retryable(rc)) return rc;

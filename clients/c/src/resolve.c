@@ -110,6 +110,10 @@ segops_held *segops_resolve(segops_client *c, segops_endpoint *ep, double deadli
     if (!h) segops_client_err(e, SEGOPS_E_NOMEM, "out of memory");
     return h;
   }
+  if (!ep->http) { /* a forked child that could not make its own */
+    segops_client_err(e, SEGOPS_E_NOMEM, "%s: out of memory for an HTTP transport", ep->url);
+    return NULL;
+  }
   if (c->want == SEGOPS_WANT_HTTP || (c->want == SEGOPS_WANT_UNIX && unix_path(ep->url))) return ep->http;
   return resolve_remote(c, ep, deadline, e);
 }
