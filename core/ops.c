@@ -11,57 +11,58 @@
 #define REQ SEGOPS_ARG_REQ
 #define COT SEGOPS_ARG_COTAN
 #define UNR SEGOPS_ARG_UNREAD
-#define ROW(o, p) [SEGOPS_OP_##o][SEGOPS_PASS_##p] = {.op = SEGOPS_OP_##o, .pass = SEGOPS_PASS_##p
-
 /* The table reads as a table: keep clang-format away from it. */
 // clang-format off
-/* proto/API.md, Formulas, row by row. Inputs: cotangents first (gg_<a> in forward order), then g_out, then
- * the forward inputs. An input the formula does not read is UNR; a cotangent is COT.
- * elem_reads, n_acc and n_segval say what the passes need (ops.h); a row without them is a
- * pure gather (no reduction) whose element outputs read nothing of the segment but its rows. */
+/* Each function's arguments, by its ops.def c_name, row by row of proto/API.md (Formulas). Inputs:
+ * cotangents first (gg_<a> in forward order), then g_out, then the forward inputs. An input the
+ * formula does not read is UNR; a cotangent is COT. What the passes need (vec3_only, elem_reads,
+ * n_acc, n_segval) is the function's ops.def row. */
+#define ARGS_sum_forward .n_in = 1, .in = {{"x", E, REQ}}, .n_out = 1, .out = {{"out", G}}
+#define ARGS_sum_backward .n_in = 2, .in = {{"g_out", G, REQ}, {"x", E, UNR}}, .n_out = 1, .out = {{"grad_x", E}}
+#define ARGS_sum_double_backward .n_in = 3, .in = {{"gg_x", E, COT}, {"g_out", G, UNR}, {"x", E, UNR}}, \
+    .n_out = 1, .out = {{"grad_g_out", G}}
+
+#define ARGS_dot_forward .n_in = 2, .in = {{"x", E, REQ}, {"y", E, REQ}}, .n_out = 1, .out = {{"out", G1}}
+#define ARGS_dot_backward .n_in = 3, .in = {{"g_out", G1, REQ}, {"x", E, REQ}, {"y", E, REQ}}, .n_out = 2, \
+    .out = {{"grad_x", E}, {"grad_y", E}}
+#define ARGS_dot_double_backward .n_in = 5, \
+    .in = {{"gg_x", E, COT}, {"gg_y", E, COT}, {"g_out", G1, REQ}, {"x", E, REQ}, {"y", E, REQ}}, .n_out = 3, \
+    .out = {{"grad_g_out", G1}, {"grad_x", E}, {"grad_y", E}}
+
+#define ARGS_mul_forward .n_in = 2, .in = {{"x", E, REQ}, {"y", G1, REQ}}, .n_out = 1, .out = {{"out", E}}
+#define ARGS_mul_backward .n_in = 3, .in = {{"g_out", E, REQ}, {"x", E, REQ}, {"y", G1, REQ}}, .n_out = 2, \
+    .out = {{"grad_x", E}, {"grad_y", G1}}
+#define ARGS_mul_double_backward .n_in = 5, \
+    .in = {{"gg_x", E, COT}, {"gg_y", G1, COT}, {"g_out", E, REQ}, {"x", E, REQ}, {"y", G1, REQ}}, .n_out = 3, \
+    .out = {{"grad_g_out", E}, {"grad_x", E}, {"grad_y", G1}}
+
+#define ARGS_mean_forward .n_in = 1, .in = {{"x", E, REQ}}, .n_out = 1, .out = {{"out", G}}
+#define ARGS_mean_backward .n_in = 2, .in = {{"g_out", G, REQ}, {"x", E, UNR}}, .n_out = 1, .out = {{"grad_x", E}}
+#define ARGS_mean_double_backward .n_in = 3, .in = {{"gg_x", E, COT}, {"g_out", G, UNR}, {"x", E, UNR}}, \
+    .n_out = 1, .out = {{"grad_g_out", G}}
+
+#define ARGS_rms_norm_forward .n_in = 1, .in = {{"x", E3, REQ}}, .n_out = 1, .out = {{"out", G1}}
+#define ARGS_rms_norm_backward .n_in = 2, .in = {{"g_out", G1, REQ}, {"x", E3, REQ}}, .n_out = 1, \
+    .out = {{"grad_x", E3}}
+#define ARGS_rms_norm_double_backward .n_in = 3, .in = {{"gg_x", E3, COT}, {"g_out", G1, REQ}, {"x", E3, REQ}}, \
+    .n_out = 2, .out = {{"grad_g_out", G1}, {"grad_x", E3}}
+
+#define ARGS_matvec_forward .n_in = 2, .in = {{"v", E3, REQ}, {"m", M, REQ}}, .n_out = 1, .out = {{"out", E3}}
+#define ARGS_matvec_backward .n_in = 3, .in = {{"g_out", E3, REQ}, {"v", E3, REQ}, {"m", M, REQ}}, .n_out = 2, \
+    .out = {{"grad_v", E3}, {"grad_m", M}}
+#define ARGS_matvec_double_backward .n_in = 5, \
+    .in = {{"gg_v", E3, COT}, {"gg_m", M, COT}, {"g_out", E3, REQ}, {"v", E3, REQ}, {"m", M, REQ}}, .n_out = 3, \
+    .out = {{"grad_g_out", E3}, {"grad_v", E3}, {"grad_m", M}}
+
+/* One row per ops.def SEGOPS_FN: its plan facts, then its arguments (ARGS_<c_name> above: a row
+ * without them does not compile). */
 static const segops_fn_desc FN_TABLE[SEGOPS_OP_COUNT][SEGOPS_PASS_COUNT] = {
-    ROW(SUM, FORWARD), .n_in = 1, .in = {{"x", E, REQ}}, .n_out = 1, .out = {{"out", G}}, .n_acc = {1, 3}},
-    ROW(SUM, BACKWARD), .n_in = 2, .in = {{"g_out", G, REQ}, {"x", E, UNR}}, .n_out = 1,
-    .out = {{"grad_x", E}}},
-    ROW(SUM, DOUBLE_BACKWARD), .n_in = 3, .in = {{"gg_x", E, COT}, {"g_out", G, UNR}, {"x", E, UNR}},
-    .n_out = 1, .out = {{"grad_g_out", G}}, .n_acc = {1, 3}},
-
-    ROW(DOT, FORWARD), .n_in = 2, .in = {{"x", E, REQ}, {"y", E, REQ}}, .n_out = 1, .out = {{"out", G1}},
-    .n_acc = {1, 1}},
-    ROW(DOT, BACKWARD), .n_in = 3, .in = {{"g_out", G1, REQ}, {"x", E, REQ}, {"y", E, REQ}}, .n_out = 2,
-    .out = {{"grad_x", E}, {"grad_y", E}}},
-    ROW(DOT, DOUBLE_BACKWARD), .n_in = 5,
-    .in = {{"gg_x", E, COT}, {"gg_y", E, COT}, {"g_out", G1, REQ}, {"x", E, REQ}, {"y", E, REQ}}, .n_out = 3,
-    .out = {{"grad_g_out", G1}, {"grad_x", E}, {"grad_y", E}}, .n_acc = {1, 1}},
-
-    ROW(MUL, FORWARD), .n_in = 2, .in = {{"x", E, REQ}, {"y", G1, REQ}}, .n_out = 1, .out = {{"out", E}}},
-    ROW(MUL, BACKWARD), .n_in = 3, .in = {{"g_out", E, REQ}, {"x", E, REQ}, {"y", G1, REQ}}, .n_out = 2,
-    .out = {{"grad_x", E}, {"grad_y", G1}}, .n_acc = {1, 1}},
-    ROW(MUL, DOUBLE_BACKWARD), .n_in = 5,
-    .in = {{"gg_x", E, COT}, {"gg_y", G1, COT}, {"g_out", E, REQ}, {"x", E, REQ}, {"y", G1, REQ}}, .n_out = 3,
-    .out = {{"grad_g_out", E}, {"grad_x", E}, {"grad_y", G1}}, .n_acc = {1, 1}},
-
-    ROW(MEAN, FORWARD), .n_in = 1, .in = {{"x", E, REQ}}, .n_out = 1, .out = {{"out", G}}, .n_acc = {1, 3}},
-    ROW(MEAN, BACKWARD), .n_in = 2, .in = {{"g_out", G, REQ}, {"x", E, UNR}}, .n_out = 1,
-    .out = {{"grad_x", E}}, .elem_reads = SEGOPS_READS_COUNTS},
-    ROW(MEAN, DOUBLE_BACKWARD), .n_in = 3, .in = {{"gg_x", E, COT}, {"g_out", G, UNR}, {"x", E, UNR}},
-    .n_out = 1, .out = {{"grad_g_out", G}}, .n_acc = {1, 3}},
-
-    ROW(RMS_NORM, FORWARD), .n_in = 1, .in = {{"x", E3, REQ}}, .n_out = 1, .out = {{"out", G1}},
-    .vec3_only = true, .n_acc = {0, 1}},
-    ROW(RMS_NORM, BACKWARD), .n_in = 2, .in = {{"g_out", G1, REQ}, {"x", E3, REQ}}, .n_out = 1,
-    .out = {{"grad_x", E3}}, .vec3_only = true, .elem_reads = SEGOPS_READS_NORMS, .n_acc = {0, 1}, .n_segval = 1},
-    ROW(RMS_NORM, DOUBLE_BACKWARD), .n_in = 3, .in = {{"gg_x", E3, COT}, {"g_out", G1, REQ}, {"x", E3, REQ}},
-    .n_out = 2, .out = {{"grad_g_out", G1}, {"grad_x", E3}}, .vec3_only = true,
-    .elem_reads = SEGOPS_READS_NORMS, .n_acc = {0, 2}, .n_segval = 2},
-
-    ROW(MATVEC, FORWARD), .n_in = 2, .in = {{"v", E3, REQ}, {"m", M, REQ}}, .n_out = 1, .out = {{"out", E3}},
-    .vec3_only = true},
-    ROW(MATVEC, BACKWARD), .n_in = 3, .in = {{"g_out", E3, REQ}, {"v", E3, REQ}, {"m", M, REQ}}, .n_out = 2,
-    .out = {{"grad_v", E3}, {"grad_m", M}}, .vec3_only = true, .n_acc = {0, 9}},
-    ROW(MATVEC, DOUBLE_BACKWARD), .n_in = 5,
-    .in = {{"gg_v", E3, COT}, {"gg_m", M, COT}, {"g_out", E3, REQ}, {"v", E3, REQ}, {"m", M, REQ}}, .n_out = 3,
-    .out = {{"grad_g_out", E3}, {"grad_v", E3}, {"grad_m", M}}, .vec3_only = true, .n_acc = {0, 9}},
+#define SEGOPS_FN(o, p, name, vec3, reads, acc1, acc3, nsv)                                              \
+    [SEGOPS_OP_##o][SEGOPS_PASS_##p] = {.op = SEGOPS_OP_##o, .pass = SEGOPS_PASS_##p, .c_name = #name,     \
+                                        .vec3_only = (vec3), .elem_reads = SEGOPS_READS_##reads,           \
+                                        .n_acc = {(acc1), (acc3)}, .n_segval = (nsv), ARGS_##name},
+#include "ops.def"
+#undef SEGOPS_FN
 };
 
 // clang-format on

@@ -60,14 +60,16 @@ typedef struct {
  *           (visit + finish) runs first and hands n_segval values per segment to post */
 typedef enum { SEGOPS_READS_NONE = 0, SEGOPS_READS_COUNTS, SEGOPS_READS_NORMS } segops_elem_reads;
 
-/* One row of the table: one function (op, pass). Inputs are listed in the order of proto/API.md:
- * cotangents, then g_out, then the forward inputs. idx and num_segments are implicit.
- * Outputs of a segment shape (SEG, SEG1, MAT: segops_shape_is_segment) are written by the
- * reduction's finish; outputs of an element shape by post (elem_reads NORMS) or gather
- * (NONE, COUNTS). The phase names are those of segops_rowmath.h. */
+/* One row of the table: one function (op, pass), made from its ops.def SEGOPS_FN row (the plan
+ * facts: vec3_only, elem_reads, n_acc, n_segval) and its arguments in ops.c. Inputs are listed
+ * in the order of proto/API.md: cotangents, then g_out, then the forward inputs. idx and
+ * num_segments are implicit. Outputs of a segment shape (SEG, SEG1, MAT: segops_shape_is_segment)
+ * are written by the reduction's finish; outputs of an element shape by post (elem_reads NORMS)
+ * or gather (NONE, COUNTS). The phase names are those of segops_rowmath.h. */
 typedef struct {
   segops_op op;
   segops_pass pass;
+  const char *c_name; /* ops.def's C name of the function, e.g. "sum_forward" */
   int n_in, n_out;
   segops_arg_desc in[SEGOPS_MAX_INPUTS];
   segops_out_desc out[SEGOPS_MAX_OUTPUTS];

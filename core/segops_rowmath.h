@@ -1,9 +1,16 @@
 /* segops_rowmath.h: the per-row math of proto/API.md (Formulas), written once in plain C and compiled by both
  * backends: the C compiler for the CPU backend (static inline) and nvcc for the CUDA kernels
  * (__host__ __device__). Everything is in double; loads, stores and reductions stay with the
- * backend. Owned by the CPU backend work; CUDA includes it as is (no templates, no references).
+ * backend. No templates, no references: plain C. The CUDA kernels call the reducer, rms_norm's
+ * finish and backward post and the outer product from here; the few formulas a kernel writes out
+ * instead (matvec's mᵀv and m v, rms_norm's double-backward post, the visits' per-component
+ * accumulation) say there why: calling these functions compiles to other SASS in those kernels.
  *
  * Phase vocabulary, the same on both backends (names of the functions that implement them):
+ *   reducer how a segment's accumulators start (identity) and how two partial accumulations of
+ *           one segment combine (combine): the drivers' only arithmetic of their own (lanes,
+ *           warps, chunks), so a reduction other than a sum plugs in without touching a driver
+ *           (pytorch_scatter's Reducer, CUB's (op, init)); every op so far reduces by sum
  *   visit   add one element's terms to its segment's accumulators (acc[]), elements of a
  *           segment in increasing i; the accumulators of a function are listed in ops.h
  *           (segops_fn_desc.n_acc)
@@ -11,7 +18,7 @@
  *           segment values (segval[], segops_fn_desc.n_segval) that post reads
  *   post    element outputs that read segment values (the row's elem_reads is SEGOPS_READS_NORMS)
  *   gather  element outputs that read only inputs at i and at s = idx[i] (and c_s for COUNTS)
- * A function runs the subset its row in ops.c says it needs. */
+ * A function runs the subset its row (ops.def, ops.h) says it needs. */
 #ifndef SEGOPS_ROWMATH_H
 #define SEGOPS_ROWMATH_H
 
@@ -23,6 +30,11 @@
 #else
 #define SEGOPS_HD static inline
 #endif
+
+/* ---- The sum reducer (every op's): accumulators start at +0.0 and partials add ---- */
+
+SEGOPS_HD double segops_sum_identity(void) { return 0.0; }
+SEGOPS_HD double segops_sum_combine(double a, double b) { return a + b; }
 
 /* ---- Rows of width 1 or 3 ---- */
 
@@ -48,8 +60,9 @@ SEGOPS_HD double segops_rms_value(double sumsq, int64_t cnt) { return cnt > 0 ? 
 
 /* inv_s = 1 / (c_s * r_s), and 0 where c_s * r_s = 0. */
 SEGOPS_HD double segops_rms_inv(double sumsq, int64_t cnt) {
-  double cr = (double)cnt * segops_rms_value(sumsq, cnt);
-  return cr != 0.0 ? 1.0 / cr : 0.0;
+  if (cnt == 0) return 0.0;
+  const double cr = (double)cnt * sqrt(sumsq / (double)cnt);
+  return cr == 0.0 ? 0.0 : 1.0 / cr;
 }
 
 /* Accumulators of rms_norm: acc[0] += |x|^2 (every pass), acc[1] += dot(gg_x, x) (double
@@ -63,18 +76,27 @@ SEGOPS_HD void segops_rms_visit(double *acc, const double x[3], const double *gg
 SEGOPS_HD void segops_rms_bwd_finish(double g, double sumsq, int64_t cnt, double sv[1]) {
   sv[0] = g * segops_rms_inv(sumsq, cnt);
 }
+/* Component c of the backward's grad_x[i] from its segment values and x[i][c]. */
+SEGOPS_HD double segops_rms_bwd_post_c(const double sv[1], double x) { return sv[0] * x; }
 
-/* Double backward, from sumsq and q_s = sum dot(gg_x, x): *ggo = grad_g_out[s] = q_s * inv_s;
- * sv[0] = g * inv and sv[1] = g * inv^3 * c_s * q_s, so that
+/* Double backward, from inv_s and q_s = sum dot(gg_x, x): grad_g_out[s] = q_s * inv_s, and the
+ * segment values sv[0] = g * inv and sv[1] = g * inv^3 * c_s * q_s, so that
  * grad_x[i] = sv[0] * gg_x[i] - sv[1] * x[i] (segops_rms_dbl_post). */
-SEGOPS_HD void segops_rms_dbl_finish(double g, double sumsq, double q, int64_t cnt, double *ggo, double sv[2]) {
-  double inv = segops_rms_inv(sumsq, cnt);
-  *ggo = q * inv;
+SEGOPS_HD double segops_rms_dbl_ggo(double inv, double q) { return q * inv; }
+SEGOPS_HD void segops_rms_dbl_segvals(double g, double inv, double q, int64_t cnt, double sv[2]) {
   sv[0] = g * inv;
   sv[1] = g * inv * inv * inv * (double)cnt * q;
 }
+/* All of the double backward's finish from sumsq and q_s. */
+SEGOPS_HD void segops_rms_dbl_finish(double g, double sumsq, double q, int64_t cnt, double *ggo, double sv[2]) {
+  const double inv = segops_rms_inv(sumsq, cnt);
+  *ggo = segops_rms_dbl_ggo(inv, q);
+  segops_rms_dbl_segvals(g, inv, q, cnt, sv);
+}
+/* Component c of the double backward's grad_x[i]: sv[0] * gg_x[i][c] - sv[1] * x[i][c]. */
+SEGOPS_HD double segops_rms_dbl_post_c(const double sv[2], double gg, double x) { return sv[0] * gg - sv[1] * x; }
 SEGOPS_HD void segops_rms_dbl_post(const double sv[2], const double gg[3], const double x[3], double r[3]) {
-  for (int c = 0; c < 3; c++) r[c] = sv[0] * gg[c] - sv[1] * x[c];
+  for (int c = 0; c < 3; c++) r[c] = segops_rms_dbl_post_c(sv, gg[c], x[c]);
 }
 
 /* ---- segmented_matvec: m is 3x3 row-major, m[j][k] = m[3*j+k] ---- */

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # setup.sh: installs what segops needs and is missing (Debian/Ubuntu, as root or with sudo),
 # and, with --test, a Python venv at .venv. Idempotent: a second run installs nothing.
-#   scripts/setup.sh          build + run deps (compiler, cmake, libmicrohttpd, msgpack-c, jansson, curl)
+#   scripts/setup.sh          build + run deps (compilers, cmake, libmicrohttpd, msgpack-c, jansson, libcurl)
 #   scripts/setup.sh --test   also what the tests need: clang (fuzzing), valgrind, and a venv at .venv
 #                             with numpy, msgpack, pytest, torch and the client installed editable
 #   scripts/setup.sh --bench  --test plus what the benchmarks use: wrk (bench/http/run.sh) and
@@ -19,9 +19,9 @@ case "${1:-}" in
   *) echo "setup.sh: unknown option '$1' (--test, --bench or none)" >&2; exit 2 ;;
 esac
 
-pkgs=(gcc make cmake pkg-config libmicrohttpd-dev libmsgpack-dev libjansson-dev curl ca-certificates)
-# nvcc compiles host code with g++.
-if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then pkgs+=(g++); fi
+# libcurl4-openssl-dev: libsegops' HTTP; g++: the C++ example (examples/c) and nvcc's host compiler.
+pkgs=(gcc g++ make cmake pkg-config libmicrohttpd-dev libmsgpack-dev libjansson-dev libcurl4-openssl-dev curl
+      ca-certificates)
 if [ "$want_test" = 1 ]; then
   pkgs+=(python3 clang libclang-rt-dev valgrind procps)
 fi

@@ -1,28 +1,23 @@
 """segref.py: the tests' float64 numpy reference of the 18 functions of proto/API.md (Formulas), written from the
-formulas (independent of the C code, the server and the client's table), plus test data makers.
+formulas (independent of the C code, the server and the client), plus test data makers. The shape
+tables (SHAPES, FORWARD_INPUTS, WIDTHS) come from the op table itself, proto/optable.json (generated
+from core/ops.def and core/ops.c by scripts/gen_optable.py, checked by CTest optable_generated_files).
 Shared by tests/http, tests/python and tests/hardening (their conftests put tests/ on sys.path)."""
+
+import json
+import os
 
 import numpy as np
 
-# Shape kinds per (op, argument), as the op table of proto/API.md (Formulas) gives them:
-# E (N,)|(N,3) by layout, E3 (N,3), G (S,)|(S,3) by layout, G1 (S,), M (S,3,3).
-SHAPES = {
-    "segmented_sum": {"x": "E", "out": "G"},
-    "segmented_dot": {"x": "E", "y": "E", "out": "G1"},
-    "segmented_mul": {"x": "E", "y": "G1", "out": "E"},
-    "segmented_mean": {"x": "E", "out": "G"},
-    "segmented_rms_norm": {"x": "E3", "out": "G1"},
-    "segmented_matvec": {"v": "E3", "m": "M", "out": "E3"},
-}
-FORWARD_INPUTS = {
-    "segmented_sum": ("x",),
-    "segmented_dot": ("x", "y"),
-    "segmented_mul": ("x", "y"),
-    "segmented_mean": ("x",),
-    "segmented_rms_norm": ("x",),
-    "segmented_matvec": ("v", "m"),
-}
-WIDTHS = {op: ((3,) if op in ("segmented_rms_norm", "segmented_matvec") else (1, 3)) for op in SHAPES}
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "proto", "optable.json"), encoding="utf-8") as _f:
+    OPTABLE = json.load(_f)
+_FORWARD = {fn["op"]: fn for fn in OPTABLE["functions"] if fn["pass"] == OPTABLE["passes"][0]}
+
+# Shape kinds per (op, argument) of the forward (ops.h): E (N,)|(N,3) by layout, E3 (N,3),
+# G (S,)|(S,3) by layout, G1 (S,), M (S,3,3); "out" is the forward's output.
+SHAPES = {op: {**{i["name"]: i["shape"] for i in fn["inputs"]}, "out": fn["outputs"][0]["shape"]} for op, fn in _FORWARD.items()}
+FORWARD_INPUTS = {op: tuple(i["name"] for i in fn["inputs"]) for op, fn in _FORWARD.items()}
+WIDTHS = {op: ((3,) if fn["vec3_only"] else (1, 3)) for op, fn in _FORWARD.items()}
 
 
 def shape_of(op, name, width, n, s):

@@ -603,12 +603,13 @@ HOOK FN(matvec_double_backward_gather)(const segops_cpu_job *J, int64_t i, int64
 
 /* ---- Each function's hooks, and its tasks (walk, reduce, elems) for width 1 and 3 ----
  * DEF(name, row, visit, visit4, layout, finish, post, gather): 0 for a hook it lacks; layout is
- * how its visit4 keeps the accumulators (segops_cpu_acc_layout, without the prefix). How many accumulators and
+ * how its visit4 keeps the accumulators (segops_cpu_acc_layout, without the prefix). Every
+ * function reduces by sum (SEGOPS_CPU_SUM). How many accumulators and
  * segment values it keeps is its row's n_acc and n_segval (ops.c), carried by the job. */
 /* matvec's outer products: one layout per dtype (FN(outer_visit4)). */
 #define SEGOPS_CPU_ACC_OUTER (sizeof(T) == 8 ? SEGOPS_CPU_ACC_ROWS3 : SEGOPS_CPU_ACC_LANES)
 #define HOOKS(row, visit, visit4, layout, finish, post, gather) \
-  ((segops_cpu_hooks){row, visit, visit4, SEGOPS_CPU_ACC_##layout, finish, post, gather})
+  ((segops_cpu_hooks){row, visit, visit4, SEGOPS_CPU_ACC_##layout, finish, post, gather, SEGOPS_CPU_SUM})
 #define TASK(name, driver, H)                             \
   static void FN(name##_##driver)(void *arg, int64_t c) { \
     const segops_cpu_job *J = arg;                        \

@@ -25,11 +25,11 @@
 #undef SFX
 
 const segops_cpu_fn SEGOPS_CPU_TABLE[2][SEGOPS_OP_COUNT][SEGOPS_PASS_COUNT] = {
-#define SEGOPS_FN(o, p, name) \
+#define SEGOPS_FN(o, p, name, ...) \
   [0][SEGOPS_OP_##o][SEGOPS_PASS_##p] = {name##_walk_f32, name##_reduce_f32, name##_elems_f32},
 #include "ops.def"
 #undef SEGOPS_FN
-#define SEGOPS_FN(o, p, name) \
+#define SEGOPS_FN(o, p, name, ...) \
   [1][SEGOPS_OP_##o][SEGOPS_PASS_##p] = {name##_walk_f64, name##_reduce_f64, name##_elems_f64},
 #include "ops.def"
 #undef SEGOPS_FN

@@ -1,8 +1,10 @@
 /* cpu_phases.h: the one per-segment body of the CPU backend and its three drivers (walk, reduce,
- * elems: see cpu_internal.h), written once for every function. A function is its hooks
- * (segops_rowmath.h's phase names), passed as constants to these always-inline drivers, so each
- * function's tasks compile to straight loops; a hook a function lacks is NULL and its phase
- * vanishes. Included once by cpu_ops.c. */
+ * elems: see cpu_internal.h), written once for every function. A function is its hooks and its
+ * reducer (segops_rowmath.h's phase names), passed as constants to these always-inline drivers,
+ * so each function's tasks compile to straight loops; a hook a function lacks is NULL and its
+ * phase vanishes. The drivers start and combine accumulators only through the reducer, so a
+ * reduction other than a sum (tests/core/test_reducer_max.c) runs through them unchanged.
+ * Included by cpu_ops_table.h (and by that test). */
 #ifndef SEGOPS_CPU_PHASES_H
 #define SEGOPS_CPU_PHASES_H
 
@@ -14,6 +16,7 @@
 #endif
 
 #include "cpu_internal.h"
+#include "segops_rowmath.h"
 
 #define SEGOPS_CPU_INLINE static inline __attribute__((always_inline))
 #define SEGOPS_CPU_MAX_ACC 9    /* matvec's 3x3 */
@@ -81,6 +84,16 @@ typedef void (*segops_cpu_post_fn)(const segops_cpu_job *J, int64_t i, int64_t j
 typedef void (*segops_cpu_gather_fn)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, int w);
 
 /* How visit4 keeps the accumulators (acc[a] of lane q) in A. */
+/* The reducer (segops_rowmath.h): accumulators start at identity; two partial accumulations of a
+ * segment combine with combine. visit and visit4 add elements with the function's own arithmetic;
+ * visit4 (vectors, lanes past a segment's end kept at +0.0) suits only a reducer whose identity
+ * is +0.0 and whose combine adds: a function with another leaves visit4 NULL. */
+typedef struct {
+  double identity;
+  double (*combine)(double a, double b);
+} segops_cpu_reducer;
+#define SEGOPS_CPU_SUM ((segops_cpu_reducer){segops_sum_identity(), segops_sum_combine})
+
 typedef enum {
   SEGOPS_CPU_ACC_LANES, /* A[a][q]: one vector per accumulator, its lanes side by side */
   SEGOPS_CPU_ACC_FLAT,  /* A[k / 4][k % 4], k = q*w + a: w accumulators, lane by lane (as rows load) */
@@ -95,7 +108,19 @@ typedef struct {
   segops_cpu_finish_fn finish;
   segops_cpu_post_fn post;
   segops_cpu_gather_fn gather;
+  segops_cpu_reducer red;
 } segops_cpu_hooks;
+
+/* acc[0 .. count) = the reducer's identity: the accumulators of a segment before any visit. +0.0
+ * (the sum's) is all zero bytes: a memset, which the compiler treats as it treats zero
+ * initialisation. */
+SEGOPS_CPU_INLINE void segops_cpu_init(const segops_cpu_hooks H, double *acc, int64_t count) {
+  if (H.red.identity == 0.0 && !__builtin_signbit(H.red.identity)) {
+    memset(acc, 0, (size_t)count * sizeof *acc);
+    return;
+  }
+  for (int64_t a = 0; a < count; a++) acc[a] = H.red.identity;
+}
 
 /* A segment's visits go round-robin to SEGOPS_CPU_LANES sets of accumulators by position in the
  * segment (element p of the segment into lane p % LANES), combined as (l0 + l1) + (l2 + l3):
@@ -104,9 +129,10 @@ typedef struct {
  * accumulators in float64, three vectors of three: enough chains) uses lane 0 alone, in walk and
  * reduce alike. */
 SEGOPS_CPU_INLINE bool segops_cpu_one_lane(const segops_cpu_hooks H) { return H.acc_layout == SEGOPS_CPU_ACC_ROWS3; }
-SEGOPS_CPU_INLINE void segops_cpu_combine(const double *l0, const double *l1, const double *l2, const double *l3,
-                                          double *acc) {
-  for (int a = 0; a < SEGOPS_CPU_MAX_ACC; a++) acc[a] = (l0[a] + l1[a]) + (l2[a] + l3[a]);
+SEGOPS_CPU_INLINE void segops_cpu_combine(const segops_cpu_hooks H, const double *l0, const double *l1,
+                                          const double *l2, const double *l3, double *acc) {
+  for (int a = 0; a < SEGOPS_CPU_MAX_ACC; a++)
+    acc[a] = H.red.combine(H.red.combine(l0[a], l1[a]), H.red.combine(l2[a], l3[a]));
 }
 
 /* Ids p .. p+3 (they exist) against s: bit k set where idx[p+k] != s. On x86-64 one vector
@@ -152,7 +178,7 @@ SEGOPS_CPU_INLINE void segops_cpu_lanes(const segops_cpu_job *J, const segops_cp
   if (p < j) H.visit(J, p++, l0, w);
   if (p < j) H.visit(J, p++, l1, w);
   if (p < j) H.visit(J, p, l2, w);
-  segops_cpu_combine(l0, l1, l2, l3, acc);
+  segops_cpu_combine(H, l0, l1, l2, l3, acc);
 }
 
 /* The reduction of a function that reduces in vectors (visit4), sorted idx: segment s starts at
@@ -166,10 +192,11 @@ SEGOPS_CPU_INLINE void segops_cpu_lanes(const segops_cpu_job *J, const segops_cp
 SEGOPS_CPU_INLINE int64_t segops_cpu_reduce4(const segops_cpu_job *J, const segops_cpu_hooks H, int32_t s, int64_t i,
                                              const int w, double *acc) {
   segops_v4d A[SEGOPS_CPU_MAX_ACC];
-  for (int a = 0; a < SEGOPS_CPU_MAX_ACC; a++) A[a] = (segops_v4d){0, 0, 0, 0};
+  const double id = H.red.identity;
+  for (int a = 0; a < SEGOPS_CPU_MAX_ACC; a++) A[a] = (segops_v4d){id, id, id, id};
   int64_t p = i, j;
   for (;;) {
-    if (p + SEGOPS_CPU_LANES > J->n) { /* the end of idx: the last 0-3 as visits, below */
+    if (p + SEGOPS_CPU_LANES > J->n) {            /* the end of idx: the last 0-3 as visits, below */
       j = segops_cpu_seg_end(J->idx, J->n, p, s); /* p may already be past the segment */
       break;
     }
@@ -184,14 +211,15 @@ SEGOPS_CPU_INLINE int64_t segops_cpu_reduce4(const segops_cpu_job *J, const sego
     p = j;
     break;
   }
-  double l[SEGOPS_CPU_LANES][SEGOPS_CPU_MAX_ACC] = {{0}};
+  double l[SEGOPS_CPU_LANES][SEGOPS_CPU_MAX_ACC];
+  segops_cpu_init(H, l[0], SEGOPS_CPU_LANES * SEGOPS_CPU_MAX_ACC);
   for (int q = 0; q < SEGOPS_CPU_LANES; q++)
     for (int a = 0; a < SEGOPS_CPU_MAX_ACC; a++) {
       const int k = q * w + a;
       if (H.acc_layout == SEGOPS_CPU_ACC_LANES)
         l[q][a] = A[a][q];
       else if (H.acc_layout == SEGOPS_CPU_ACC_FLAT)
-        l[q][a] = a < w ? A[k / 4][k % 4] : 0.0;
+        l[q][a] = a < w ? A[k / 4][k % 4] : id;
       else if (q == 0)
         l[q][a] = A[a / 3][a % 3];
     }
@@ -203,8 +231,11 @@ SEGOPS_CPU_INLINE int64_t segops_cpu_reduce4(const segops_cpu_job *J, const sego
 SEGOPS_CPU_INLINE void segops_cpu_reduce1(const segops_cpu_job *J, const segops_cpu_hooks H, int64_t i, int64_t j,
                                           const int w, double *acc) {
   /* Four separate arrays with constant indices: the compiler keeps them in registers. */
-  double l0[SEGOPS_CPU_MAX_ACC] = {0}, l1[SEGOPS_CPU_MAX_ACC] = {0}, l2[SEGOPS_CPU_MAX_ACC] = {0},
-         l3[SEGOPS_CPU_MAX_ACC] = {0};
+  double l0[SEGOPS_CPU_MAX_ACC], l1[SEGOPS_CPU_MAX_ACC], l2[SEGOPS_CPU_MAX_ACC], l3[SEGOPS_CPU_MAX_ACC];
+  segops_cpu_init(H, l0, SEGOPS_CPU_MAX_ACC);
+  segops_cpu_init(H, l1, SEGOPS_CPU_MAX_ACC);
+  segops_cpu_init(H, l2, SEGOPS_CPU_MAX_ACC);
+  segops_cpu_init(H, l3, SEGOPS_CPU_MAX_ACC);
   segops_cpu_lanes(J, H, i, j, w, false, l0, l1, l2, l3, acc);
 }
 
@@ -237,8 +268,8 @@ SEGOPS_CPU_INLINE void segops_cpu_empty(const segops_cpu_job *J, const segops_cp
                                         const int w) {
   if (!H.finish || !J->plan.seg_outs) return;
   for (int64_t s = s0; s < s1; s++) {
-    const double acc[SEGOPS_CPU_MAX_ACC] = {0};
-    double sv[SEGOPS_CPU_MAX_SEGVAL] = {0};
+    double acc[SEGOPS_CPU_MAX_ACC], sv[SEGOPS_CPU_MAX_SEGVAL] = {0};
+    segops_cpu_init(H, acc, SEGOPS_CPU_MAX_ACC);
     H.finish(J, s, 0, acc, sv, w);
   }
 }
@@ -270,7 +301,7 @@ SEGOPS_CPU_INLINE void segops_cpu_reduce(const segops_cpu_job *J, const segops_c
   int64_t *cnt = J->cnt;
   if (s1 <= s0) return;
   memset(cnt + s0, 0, (size_t)(s1 - s0) * sizeof *cnt);
-  if (k) memset(acc + s0 * stride, 0, (size_t)((s1 - s0) * stride) * sizeof *acc);
+  if (k) segops_cpu_init(H, acc + s0 * stride, (s1 - s0) * stride);
   for (int64_t i = 0; i < n; i++) {
     const int64_t s = J->idx[i];
     if ((uint64_t)(s - s0) >= span) continue;
@@ -279,11 +310,11 @@ SEGOPS_CPU_INLINE void segops_cpu_reduce(const segops_cpu_job *J, const segops_c
   }
   if (!H.finish || !J->plan.reduce) return;
   for (int64_t s = s0; s < s1; s++) {
-    double sum[SEGOPS_CPU_MAX_ACC] = {0}, sv[SEGOPS_CPU_MAX_SEGVAL] = {0},
-           l[SEGOPS_CPU_LANES][SEGOPS_CPU_MAX_ACC] = {0};
+    double sum[SEGOPS_CPU_MAX_ACC] = {0}, sv[SEGOPS_CPU_MAX_SEGVAL] = {0}, l[SEGOPS_CPU_LANES][SEGOPS_CPU_MAX_ACC];
+    segops_cpu_init(H, l[0], SEGOPS_CPU_LANES * SEGOPS_CPU_MAX_ACC);
     for (int q = 0; q < SEGOPS_CPU_LANES; q++)
       for (int a = 0; a < k; a++) l[q][a] = acc[s * stride + q * k + a];
-    segops_cpu_combine(l[0], l[1], l[2], l[3], sum);
+    segops_cpu_combine(H, l[0], l[1], l[2], l[3], sum);
     H.finish(J, s, cnt[s], sum, sv, w);
     for (int v = 0; v < J->n_segval; v++) J->segval[s * J->n_segval + v] = sv[v];
   }

@@ -219,6 +219,149 @@ static int cuda_accepts(void *vctx, int device, const segops_call *call) {
   return device % lanes_per_gpu < large_lanes || call->n <= large_rows;
 }
 
+/* Where a request's buffers lie in device memory: idx, the inputs the formula reads, the
+ * requested outputs, then scratch, each 256-byte aligned from the base. */
+typedef struct {
+  size_t idx_bytes;
+  size_t in_off[SEGOPS_MAX_INPUTS], in_bytes[SEGOPS_MAX_INPUTS];
+  size_t out_off[SEGOPS_MAX_OUTPUTS], out_bytes[SEGOPS_MAX_OUTPUTS];
+  size_t scratch_off, need; /* need: bytes in all, scratch included once sized */
+} request_map;
+
+static void map_request(const segops_call *call, request_map *m) {
+  const segops_fn_desc *fn = call->fn;
+  const size_t isz = segops_dtype_size(call->dtype);
+  m->idx_bytes = (size_t)call->n * 4;
+  m->need = round_up(m->idx_bytes, 256);
+  for (int k = 0; k < fn->n_in; k++) {
+    int used = call->in[k] && fn->in[k].use != SEGOPS_ARG_UNREAD;
+    m->in_bytes[k] = used ? (size_t)segops_shape_count(fn->in[k].shape, call->width, call->n, call->s) * isz : 0;
+    m->in_off[k] = m->need;
+    m->need += round_up(m->in_bytes[k], 256);
+  }
+  for (int k = 0; k < fn->n_out; k++) {
+    m->out_bytes[k] =
+        call->out[k] ? (size_t)segops_shape_count(fn->out[k].shape, call->width, call->n, call->s) * isz : 0;
+    m->out_off[k] = m->need;
+    m->need += round_up(m->out_bytes[k], 256);
+  }
+  m->scratch_off = m->need;
+}
+
+/* A failed CUDA call inside a step: the request's error (cuda_fail), returned at once. */
+#define CK_RETURN(call, what)                                          \
+  do {                                                                 \
+    cudaError_t e_ = (call);                                           \
+    if (e_ != cudaSuccess) return cuda_fail(d, e_, what, err, errlen); \
+  } while (0)
+
+/* Reserve: need bytes of device memory at *base, from the worker's pool (grown up to its cap; no
+ * request is in flight on this worker: calls are serialised), or past the cap a one-off buffer
+ * in *temp that the caller frees. */
+static int reserve(cuda_dev *d, size_t need, char **base, void **temp, char *err, size_t errlen) {
+  if (need <= d->pool_bytes) {
+    *base = (char *)d->pool;
+    return SEGOPS_OK;
+  }
+  if (need > d->pool_cap) {
+    CK_RETURN(cudaMalloc(temp, need), "cudaMalloc (request beyond the pool cap)");
+    *base = (char *)*temp;
+    return SEGOPS_OK;
+  }
+  size_t grow = round_up(need + need / 4, POOL_ROUND);
+  if (grow > d->pool_cap) grow = need;
+  if (d->pool) CK_RETURN(cudaFree(d->pool), "cudaFree");
+  d->pool = NULL;
+  d->pool_bytes = 0;
+  cudaError_t e = cudaMalloc(&d->pool, grow);
+  if (e == cudaErrorMemoryAllocation && grow > need) {
+    (void)cudaGetLastError();
+    grow = need;
+    e = cudaMalloc(&d->pool, grow);
+  }
+  if (e != cudaSuccess) d->pool = NULL;
+  CK_RETURN(e, "cudaMalloc (pool)");
+  d->pool_bytes = grow;
+  *base = (char *)d->pool;
+  return SEGOPS_OK;
+}
+
+/* The segment layout, when the job reads one: built once per cache entry (in the tail of the
+ * scratch, sized for a build there), or without an entry built in the call's scratch by the
+ * launch; and the longest segment of a sorted idx, which the launch's kernel shapes read. */
+static int stage_layout(cuda_dev *d, const segops_call *call, segops_cuda_job *job, segops_layout_entry *ent, char *err,
+                        size_t errlen) {
+  if (!segops_cuda_needs_layout(job)) return SEGOPS_OK;
+  if (ent && !ent->layout_ready) {
+    size_t keep = 0, tmp = 0;
+    CK_RETURN((cudaError_t)segops_cuda_layout_bytes(job, &keep, &tmp), "layout sizing");
+    void *work = (char *)job->scratch + job->scratch_bytes - tmp;
+    ent->longest = job->idx_sorted ? segops_cuda_sorted_longest(call->idx, job->n) : 0;
+    CK_RETURN((cudaError_t)segops_cuda_layout_build(job, (char *)ent->mem + ent->idx_bytes, work, d->stream),
+              "layout build");
+    ent->layout_ready = 1;
+  }
+  if (ent) {
+    job->layout = (char *)ent->mem + ent->idx_bytes;
+    job->longest = ent->longest;
+  } else {
+    job->longest = job->idx_sorted ? segops_cuda_sorted_longest(call->idx, job->n) : 0; /* built in scratch */
+  }
+  return SEGOPS_OK;
+}
+
+/* Stage in: idx on the device (the worker's cached copy when this idx was seen before on it: the
+ * forward, backward and double backward of a step, a trajectory's steps; else copied in at the
+ * base), the inputs, then the layout (stage_layout). */
+static int stage_inputs(cuda_dev *d, const segops_call *call, const request_map *m, char *base, segops_cuda_job *job,
+                        char *err, size_t errlen) {
+  int slot = 0;
+  segops_layout_entry *ent =
+      segops_layout_cache_entry(&d->cache, job, call->idx, call->idx_hashed ? call->idx_hash : NULL, d->stream);
+  if (ent) {
+    job->idx = (const int32_t *)ent->mem;
+    if (!ent->idx_ready) {
+      CK_RETURN(stage_in(d, ent->mem, call->idx, m->idx_bytes, &slot), "copy in (idx)");
+      ent->idx_ready = 1;
+    }
+  } else {
+    CK_RETURN(stage_in(d, base, call->idx, m->idx_bytes, &slot), "copy in (idx)");
+  }
+  for (int k = 0; k < call->fn->n_in; k++)
+    if (m->in_bytes[k]) CK_RETURN(stage_in(d, base + m->in_off[k], call->in[k], m->in_bytes[k], &slot), "copy in");
+  return stage_layout(d, call, job, ent, err, errlen);
+}
+
+/* Stage out: the requested outputs to the caller's memory (complete once the stream is drained). */
+static int stage_outputs(cuda_dev *d, const segops_call *call, const request_map *m, char *base, char *err,
+                         size_t errlen) {
+  for (int k = 0; k < call->fn->n_out; k++)
+    if (m->out_bytes[k]) CK_RETURN(stage_out(d, call->out[k], base + m->out_off[k], m->out_bytes[k]), "copy out");
+  return SEGOPS_OK;
+}
+
+/* The job of a call on worker d, before its device memory is known. */
+static void job_of(const segops_call *call, const cuda_dev *d, segops_cuda_job *job) {
+  memset(job, 0, sizeof *job);
+  job->fn = call->fn;
+  job->dtype = call->dtype;
+  job->width = call->width;
+  job->n = call->n;
+  job->s = call->s;
+  job->idx_sorted = call->idx_sorted;
+  job->sm_count = d->sm_count;
+  job->sm_major = d->sm_major;
+}
+
+/* The job's device pointers in the request's memory at base (request_map). */
+static void job_at(segops_cuda_job *job, const request_map *m, char *base) {
+  job->idx = (const int32_t *)base;
+  for (int k = 0; k < job->fn->n_in; k++) job->in[k] = m->in_bytes[k] ? base + m->in_off[k] : NULL;
+  for (int k = 0; k < job->fn->n_out; k++) job->out[k] = m->out_bytes[k] ? base + m->out_off[k] : NULL;
+  job->scratch = job->scratch_bytes ? base + m->scratch_off : NULL;
+}
+
+/* backend->run: reserve device memory, stage in, launch, stage out, wait. */
 static int cuda_run(void *vctx, int device, const segops_call *call, char *err, size_t errlen) {
   cuda_ctx *ctx = (cuda_ctx *)vctx;
   if (device < 0 || device >= ctx->n)
@@ -226,117 +369,24 @@ static int cuda_run(void *vctx, int device, const segops_call *call, char *err, 
   cuda_dev *d = &ctx->dev[device];
   if (__atomic_load_n(&d->faulted, __ATOMIC_ACQUIRE))
     return segops_errf(SEGOPS_E_DEVICE, err, errlen, "cuda device %d had a fault earlier; not used", d->ordinal);
-  const segops_fn_desc *fn = call->fn;
-  const size_t isz = segops_dtype_size(call->dtype);
   int rc = SEGOPS_OK;
   void *temp = NULL; /* one-off device buffer for a request beyond the pool's cap */
-  char *base;
-  int slot = 0;
-  size_t in_off[SEGOPS_MAX_INPUTS], in_bytes[SEGOPS_MAX_INPUTS], out_off[SEGOPS_MAX_OUTPUTS],
-      out_bytes[SEGOPS_MAX_OUTPUTS], scratch_off, need = 0;
+  char *base = NULL;
+  size_t scratch = 0;
   segops_cuda_job job;
-  memset(&job, 0, sizeof job);
-  job.fn = fn;
-  job.dtype = call->dtype;
-  job.width = call->width;
-  job.n = call->n;
-  job.s = call->s;
-  job.idx_sorted = call->idx_sorted;
-  job.sm_count = d->sm_count;
-  job.sm_major = d->sm_major;
-
-  /* Device layout: idx, the inputs the formula reads, the requested outputs, then scratch. */
-  size_t idx_bytes = (size_t)call->n * 4;
-  need = round_up(idx_bytes, 256);
-  for (int k = 0; k < fn->n_in; k++) {
-    int used = call->in[k] && fn->in[k].use != SEGOPS_ARG_UNREAD;
-    in_bytes[k] = used ? (size_t)segops_shape_count(fn->in[k].shape, call->width, call->n, call->s) * isz : 0;
-    in_off[k] = need;
-    need += round_up(in_bytes[k], 256);
-  }
-  for (int k = 0; k < fn->n_out; k++) {
-    out_bytes[k] = call->out[k] ? (size_t)segops_shape_count(fn->out[k].shape, call->width, call->n, call->s) * isz : 0;
-    out_off[k] = need;
-    need += round_up(out_bytes[k], 256);
-  }
-  scratch_off = need;
+  request_map m;
+  job_of(call, d, &job);
+  map_request(call, &m);
   CK(cudaSetDevice(d->ordinal), "cudaSetDevice");
-  {
-    size_t sb = 0;
-    int e = segops_cuda_scratch_bytes(&job, &sb);
-    CK((cudaError_t)e, "scratch sizing");
-    job.scratch_bytes = sb;
-    need += sb;
-  }
-  if (need == 0) goto done; /* S = 0: every output is empty */
-
-  if (need <= d->pool_bytes) {
-    base = (char *)d->pool;
-  } else if (need <= d->pool_cap) {
-    /* Grow the pool (no request is in flight on this device: calls are serialised). */
-    size_t grow = round_up(need + need / 4, POOL_ROUND);
-    if (grow > d->pool_cap) grow = need;
-    if (d->pool) CK(cudaFree(d->pool), "cudaFree");
-    d->pool = NULL;
-    d->pool_bytes = 0;
-    cudaError_t e = cudaMalloc(&d->pool, grow);
-    if (e == cudaErrorMemoryAllocation && grow > need) {
-      (void)cudaGetLastError();
-      grow = need;
-      e = cudaMalloc(&d->pool, grow);
-    }
-    if (e != cudaSuccess) d->pool = NULL;
-    CK(e, "cudaMalloc (pool)");
-    d->pool_bytes = grow;
-    base = (char *)d->pool;
-  } else {
-    CK(cudaMalloc(&temp, need), "cudaMalloc (request beyond the pool cap)");
-    base = (char *)temp;
-  }
-
-  job.idx = (const int32_t *)base;
-  for (int k = 0; k < fn->n_in; k++) job.in[k] = in_bytes[k] ? base + in_off[k] : NULL;
-  for (int k = 0; k < fn->n_out; k++) job.out[k] = out_bytes[k] ? base + out_off[k] : NULL;
-  job.scratch = job.scratch_bytes ? base + scratch_off : NULL;
-
-  {
-    /* idx on the device: the cached copy when this idx was seen before on this worker (the
-     * forward, backward and double backward of a step, a trajectory's steps), else copied in. */
-    segops_layout_entry *ent =
-        segops_layout_cache_entry(&d->cache, &job, call->idx, call->idx_hashed ? call->idx_hash : NULL, d->stream);
-    if (ent) {
-      job.idx = (const int32_t *)ent->mem;
-      if (!ent->idx_ready) {
-        CK(stage_in(d, ent->mem, call->idx, idx_bytes, &slot), "copy in (idx)");
-        ent->idx_ready = 1;
-      }
-    } else {
-      CK(stage_in(d, base, call->idx, idx_bytes, &slot), "copy in (idx)");
-    }
-    for (int k = 0; k < fn->n_in; k++)
-      if (in_bytes[k]) CK(stage_in(d, base + in_off[k], call->in[k], in_bytes[k], &slot), "copy in");
-    if (segops_cuda_needs_layout(&job)) {
-      if (ent && !ent->layout_ready) {
-        /* Built once per entry, in the tail of the scratch (sized for a build there). */
-        size_t keep = 0, tmp = 0;
-        CK((cudaError_t)segops_cuda_layout_bytes(&job, &keep, &tmp), "layout sizing");
-        void *work = (char *)job.scratch + job.scratch_bytes - tmp;
-        ent->longest = job.idx_sorted ? segops_cuda_sorted_longest(call->idx, job.n) : 0;
-        CK((cudaError_t)segops_cuda_layout_build(&job, (char *)ent->mem + ent->idx_bytes, work, d->stream),
-           "layout build");
-        ent->layout_ready = 1;
-      }
-      if (ent) {
-        job.layout = (char *)ent->mem + ent->idx_bytes;
-        job.longest = ent->longest;
-      } else {
-        job.longest = job.idx_sorted ? segops_cuda_sorted_longest(call->idx, job.n) : 0; /* built in scratch */
-      }
-    }
-  }
+  CK((cudaError_t)segops_cuda_scratch_bytes(&job, &scratch), "scratch sizing");
+  job.scratch_bytes = scratch;
+  m.need += scratch;
+  if (m.need == 0) goto done; /* S = 0: every output is empty */
+  if ((rc = reserve(d, m.need, &base, &temp, err, errlen)) != SEGOPS_OK) goto done;
+  job_at(&job, &m, base);
+  if ((rc = stage_inputs(d, call, &m, base, &job, err, errlen)) != SEGOPS_OK) goto done;
   CK((cudaError_t)segops_cuda_launch(&job, d->stream), "kernel launch");
-  for (int k = 0; k < fn->n_out; k++)
-    if (out_bytes[k]) CK(stage_out(d, call->out[k], base + out_off[k], out_bytes[k]), "copy out");
+  if ((rc = stage_outputs(d, call, &m, base, err, errlen)) != SEGOPS_OK) goto done;
   CK(stream_wait(d), "cudaStreamSynchronize");
   CK(cudaGetLastError(), "kernel");
 done:

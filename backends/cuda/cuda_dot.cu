@@ -1,5 +1,5 @@
 /* cuda_dot.cu: segmented_dot on the GPU (forward and double backward reduce, backward gathers). */
-#include "cuda_kernels.cuh"
+#include "cuda_registry.cuh"
 
 /* forward: in x, y; out[s] = sum dot(x[i], y[i]). */
 typedef dot_reduce<0, 1, 0> dot_forward;
@@ -28,7 +28,7 @@ struct dot_backward {
 
 /* double backward: in gg_x, gg_y, g_out, x, y; out grad_g_out (S), grad_x, grad_y.
  * grad_g_out[s] = sum dot(gg_x,y) + dot(gg_y,x); grad_x = g*gg_y, grad_y = g*gg_x (a gather). */
-struct dot_double_backward_red {
+struct dot_double_backward_red : segops_cuda_sum {
   enum { K = 1, NSV = 1, POST = 0 };
   static bool wanted(const segops_kargs *a) { return a->out[0] != NULL; }
   template <typename T, int W>
@@ -67,13 +67,6 @@ struct dot_double_backward_elem {
   }
 };
 
-cudaError_t segops_cuda_dot(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
-  switch (job->fn->pass) {
-    case SEGOPS_PASS_FORWARD:
-      return SEGOPS_DISPATCH_SEG(job, a, st, dot_forward);
-    case SEGOPS_PASS_BACKWARD:
-      return SEGOPS_DISPATCH_GATHER(job, a, st, dot_backward);
-    default:
-      return SEGOPS_DISPATCH_MIXED(job, a, st, dot_double_backward_red, dot_double_backward_elem);
-  }
-}
+SEGOPS_CUDA_FN(dot_forward, dot_forward, void)
+SEGOPS_CUDA_FN(dot_backward, void, dot_backward)
+SEGOPS_CUDA_FN(dot_double_backward, dot_double_backward_red, dot_double_backward_elem)

@@ -19,9 +19,7 @@ extern "C" {
  * of the length: chunk_shift, a function of the segment's own length), one warp each, whose
  * partials are combined in chunk order, so the reduction order depends only on the segment.
  * Chunk work is found by tiles of SEGOPS_CUDA_TILE positions. */
-#ifndef SEGOPS_CUDA_TILE /* 64, 128 or 256 (at most the shortest chunk; bench/cuda/gpu_variants.sh) */
-#define SEGOPS_CUDA_TILE 64
-#endif
+#define SEGOPS_CUDA_TILE 64 /* a power of two, at most the shortest chunk (256) */
 
 /* One function call on device memory. Every pointer is a DEVICE pointer (borrowed), aligned to
  * at least 16 bytes. in[k] NULL: an omitted cotangent (zeros) or an input the formula does not

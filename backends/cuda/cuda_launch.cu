@@ -1,12 +1,14 @@
 /* cuda_launch.cu: the segment layout on the device (sort permutation when idx is unsorted, CSR
  * offsets, tickets of long segments), its sizes, and the job-level entry points: scratch sizing
- * and launch. A layout depends only on (idx, S), so a caller may build it once and pass it to
- * every later job with the same idx and S (cuda_backend.cu caches them). */
+ * and launch, which runs the job's function through its runner (cuda_registry.cuh). What a job
+ * needs (a reduction, a post pass, segment counts) is its row's plan (segops_plan_of). A layout
+ * depends only on (idx, S), so a caller may build it once and pass it to every later job with the
+ * same idx and S (cuda_backend.cu caches them). */
 #include <string.h>
 
 #include <cub/device/device_radix_sort.cuh>
 
-#include "cuda_kernels.cuh"
+#include "cuda_registry.cuh"
 
 /* Carve-up of a layout's kept bytes, its build's temporary bytes and a call's scratch, identical
  * for sizing and for use: every piece 256-byte aligned. */
@@ -27,15 +29,14 @@ static int sort_end_bit(int64_t s) {
 
 static int wide_perm(int64_t n) { return n >= ((int64_t)1 << 31); }
 
-static int has_post(const segops_fn_desc *fn) {
-  return fn->op == SEGOPS_OP_RMS_NORM && fn->pass != SEGOPS_PASS_FORWARD;
-}
+/* The phases of a function (every output asked for): its row's plan. */
+static segops_plan fn_plan(const segops_fn_desc *fn) { return segops_plan_of(fn, (1u << fn->n_out) - 1); }
 
 static int64_t tiles(int64_t n) { return (n + SEGOPS_CUDA_TILE - 1) / SEGOPS_CUDA_TILE; }
 
 extern "C" int segops_cuda_needs_layout(const segops_cuda_job *job) {
-  /* A gather needs the layout only for the mean backward's counts. */
-  return job->s > 0 && (!segops_cuda_is_gather(job->fn) || job->fn->op == SEGOPS_OP_MEAN);
+  /* A gather needs the layout only for segment counts (the mean backward's). */
+  return job->s > 0 && (!segops_cuda_is_gather(job->fn) || fn_plan(job->fn).counts);
 }
 
 static cudaError_t plan(const segops_cuda_job *job, layout_plan *p) {
@@ -73,7 +74,7 @@ static cudaError_t plan(const segops_cuda_job *job, layout_plan *p) {
     p->partial = c;
     if (n > SEGOPS_CUDA_TILE) c += align_up((size_t)tiles(n) * 2 * 9 * sizeof(double));
     p->segval = c;
-    if (has_post(job->fn)) c += align_up((size_t)s * 2 * sizeof(double));
+    if (fn_plan(job->fn).post) c += align_up((size_t)s * 2 * sizeof(double));
   } else if (segops_cuda_mean_quotients(job)) {
     p->segval = c; /* the per-segment quotients g_out[s] / c_s (cuda_mean.cu) */
     c += align_up((size_t)s * (size_t)job->width * sizeof(double));
@@ -151,9 +152,6 @@ int64_t segops_cuda_seg_blocks(int64_t n, int64_t s, int sm_count, int long_role
    * per multiprocessor for the long ones (measured on one H200, bench_cuda --log2n 25). */
   *seg_warps = (s + SEGOPS_SEG_PER_WARP - 1) / SEGOPS_SEG_PER_WARP;
   *tiles_per_warp = tiles(n) >= (int64_t)sm_count * 2048 ? 32 : 4;
-#if defined(SEGOPS_TILES_PER_WARP) && SEGOPS_TILES_PER_WARP > 0 /* bench/cuda/gpu_variants.sh */
-  *tiles_per_warp = SEGOPS_TILES_PER_WARP;
-#endif
   *tile_warps = long_role && n > SEGOPS_CUDA_TILE ? (tiles(n) + *tiles_per_warp - 1) / *tiles_per_warp : 0;
   const int64_t warps = *seg_warps + *tile_warps;
   const int64_t per_block = SEGOPS_SEG_THREADS / 32;
@@ -172,7 +170,9 @@ extern "C" int64_t segops_cuda_sorted_longest(const int32_t *idx, int64_t n) {
   return best;
 }
 
-int segops_cuda_gather_grid(const segops_cuda_job *job, int w) { return blocks_for(job->n * w, 256, job->sm_count * 64); }
+int segops_cuda_gather_grid(const segops_cuda_job *job, int w) {
+  return blocks_for(job->n * w, 256, job->sm_count * 64);
+}
 
 /* Device view of a built layout in keep (and the call's scratch, when given). */
 static void view(const segops_cuda_job *job, const layout_plan *p, const void *keep, void *call_scratch,
@@ -231,57 +231,49 @@ extern "C" int segops_cuda_layout_build(const segops_cuda_job *job, void *keep, 
   return (int)cudaGetLastError();
 }
 
-extern "C" int segops_cuda_is_gather(const segops_fn_desc *fn) {
-  switch (fn->op) {
-    case SEGOPS_OP_SUM:
-    case SEGOPS_OP_DOT:
-    case SEGOPS_OP_MEAN:
-      return fn->pass == SEGOPS_PASS_BACKWARD;
-    case SEGOPS_OP_MUL:
-    case SEGOPS_OP_MATVEC:
-      return fn->pass == SEGOPS_PASS_FORWARD;
-    default:
-      return 0;
+extern "C" int segops_cuda_is_gather(const segops_fn_desc *fn) { return !fn_plan(fn).reduce; }
+
+/* The runner of a function: segops_cuda_run_<c_name>, one case per ops.def row. */
+static segops_cuda_run_fn runner_of(const segops_fn_desc *fn) {
+  switch ((int)fn->op * SEGOPS_PASS_COUNT + (int)fn->pass) {
+#define SEGOPS_FN(o, p, name, ...)                                   \
+  case (int)SEGOPS_OP_##o *SEGOPS_PASS_COUNT + (int)SEGOPS_PASS_##p: \
+    return segops_cuda_run_##name;
+#include "ops.def"
+#undef SEGOPS_FN
   }
+  return NULL;
 }
 
-extern "C" int segops_cuda_launch(const segops_cuda_job *job, cudaStream_t st) {
-  if (job->s == 0) return cudaSuccess; /* then n = 0 too: every output is empty */
+cudaError_t segops_cuda_kargs(const segops_cuda_job *job, segops_kargs *a, cudaStream_t st) {
   layout_plan p;
   cudaError_t e = plan(job, &p);
-  if (e != cudaSuccess) return (int)e;
-  segops_kargs a;
-  memset(&a, 0, sizeof a);
-  for (int k = 0; k < SEGOPS_MAX_INPUTS; k++) a.in[k] = job->in[k];
-  for (int k = 0; k < SEGOPS_MAX_OUTPUTS; k++) a.out[k] = job->out[k];
-  a.idx = job->idx;
-  a.n = job->n;
-  a.s = job->s;
+  if (e != cudaSuccess) return e;
+  memset(a, 0, sizeof *a);
+  for (int k = 0; k < SEGOPS_MAX_INPUTS; k++) a->in[k] = job->in[k];
+  for (int k = 0; k < SEGOPS_MAX_OUTPUTS; k++) a->out[k] = job->out[k];
+  a->idx = job->idx;
+  a->n = job->n;
+  a->s = job->s;
   if (p.keep) {
     const void *keep = job->layout;
     if (!keep) {
       /* No layout given: build one in the scratch, after the call's own part. */
       char *sc = (char *)job->scratch + p.call;
       int rc = segops_cuda_layout_build(job, sc, sc + align_up(p.keep), st);
-      if (rc != 0) return rc;
+      if (rc != 0) return (cudaError_t)rc;
       keep = sc;
     }
-    view(job, &p, keep, job->scratch, &a.L);
+    view(job, &p, keep, job->scratch, &a->L);
   }
-  switch (job->fn->op) {
-    case SEGOPS_OP_SUM:
-      return (int)segops_cuda_sum(job, &a, st);
-    case SEGOPS_OP_DOT:
-      return (int)segops_cuda_dot(job, &a, st);
-    case SEGOPS_OP_MUL:
-      return (int)segops_cuda_mul(job, &a, st);
-    case SEGOPS_OP_MEAN:
-      return (int)segops_cuda_mean(job, &a, st);
-    case SEGOPS_OP_RMS_NORM:
-      return (int)segops_cuda_rms_norm(job, &a, st);
-    case SEGOPS_OP_MATVEC:
-      return (int)segops_cuda_matvec(job, &a, st);
-    default:
-      return (int)cudaErrorInvalidValue;
-  }
+  return cudaSuccess;
+}
+
+extern "C" int segops_cuda_launch(const segops_cuda_job *job, cudaStream_t st) {
+  if (job->s == 0) return cudaSuccess; /* then n = 0 too: every output is empty */
+  segops_kargs a;
+  cudaError_t e = segops_cuda_kargs(job, &a, st);
+  if (e != cudaSuccess) return (int)e;
+  const segops_cuda_run_fn run = runner_of(job->fn);
+  return (int)(run ? run(job, &a, st) : cudaErrorInvalidValue);
 }

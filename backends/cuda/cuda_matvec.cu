@@ -1,7 +1,11 @@
 /* cuda_matvec.cu: segmented_matvec on the GPU (vec3 rows times a per-segment 3x3 matrix). */
-#include "cuda_kernels.cuh"
+#include "cuda_registry.cuh"
 
-/* out[k] = sum_j M[j][k]*v[j] (M^T v), reading M = m[s] row-major and v = row i of vec. */
+/* out[k] = sum_j M[j][k]*v[j] (M^T v), reading M = m[s] row-major and v = row i of vec, and
+ * out[j] = sum_k M[j][k]*g[k] (M g): segops_rowmath.h's segops_mtv and segops_mv in the order of
+ * a sum from 0.0 (the same bits but for the sign of a zero result), each element of M loaded
+ * where its term is added. Calling the shared functions on loaded rows compiles to other SASS
+ * (the loads' NULL checks in another order), so the kernels keep this form. */
 template <typename T>
 __device__ __forceinline__ void mt_v(const void *m, int64_t s, const void *vec, int64_t i, double *o) {
   double v[3];
@@ -14,7 +18,6 @@ __device__ __forceinline__ void mt_v(const void *m, int64_t s, const void *vec, 
     for (int j = 0; j < 3; j++) o[k] += ld<T>(m, s * 9 + j * 3 + k) * v[j];
   }
 }
-/* out[j] = sum_k M[j][k]*g[k] (M g). */
 template <typename T>
 __device__ __forceinline__ void m_v(const void *m, int64_t s, const void *vec, int64_t i, double *o) {
   double g[3];
@@ -30,6 +33,7 @@ __device__ __forceinline__ void m_v(const void *m, int64_t s, const void *vec, i
 
 /* forward: in v, m; out[i] = m[s]^T v[i]. */
 struct matvec_forward {
+  enum { VEC3 = 1 };
   template <typename T, int W>
   __device__ static void elem(const segops_kargs *a, int64_t i, int64_t s) {
     double o[3];
@@ -39,7 +43,7 @@ struct matvec_forward {
   }
 };
 
-/* Accumulates outer(u[i], g[i]) into acc[j*3+k]. */
+/* Accumulates outer(u[i], g[i]) into acc[j*3+k] (segops_outer_add). */
 template <typename T>
 __device__ __forceinline__ void add_outer(const void *u, const void *g, int64_t i, double *acc) {
   double uu[3], gg[3];
@@ -48,15 +52,12 @@ __device__ __forceinline__ void add_outer(const void *u, const void *g, int64_t 
     uu[c] = ld<T>(u, i * 3 + c);
     gg[c] = ld<T>(g, i * 3 + c);
   }
-#pragma unroll
-  for (int j = 0; j < 3; j++)
-#pragma unroll
-    for (int k = 0; k < 3; k++) acc[j * 3 + k] += uu[j] * gg[k];
+  segops_outer_add(acc, uu, gg);
 }
 
 /* backward: in g_out, v, m; grad_v[i] = m[s] g_out[i] (a gather); grad_m[s] = sum outer(v[i], g_out[i]). */
-struct matvec_backward_red {
-  enum { K = 9, NSV = 1, POST = 0 };
+struct matvec_backward_red : segops_cuda_sum {
+  enum { K = 9, NSV = 1, POST = 0, VEC3 = 1 };
   static bool wanted(const segops_kargs *a) { return a->out[1] != NULL; }
   template <typename T, int W>
   __device__ static void visit(const segops_kargs *a, int64_t i, int64_t, double *acc) {
@@ -70,6 +71,7 @@ struct matvec_backward_red {
   }
 };
 struct matvec_backward_elem {
+  enum { VEC3 = 1 };
   static bool wanted(const segops_kargs *a) { return a->out[0] != NULL; }
   static bool walk_inline(const segops_cuda_job *) { return true; } /* IE (short segments: segops_ie_ok) */
   template <typename T, int W>
@@ -84,8 +86,8 @@ struct matvec_backward_elem {
 /* double backward: in gg_v, gg_m, g_out, v, m; out grad_g_out, grad_v, grad_m.
  * grad_g_out[i] = m^T gg_v + gg_m^T v; grad_v[i] = gg_m g_out (a gather);
  * grad_m[s] = sum outer(gg_v, g_out). */
-struct matvec_double_backward_red {
-  enum { K = 9, NSV = 1, POST = 0 };
+struct matvec_double_backward_red : segops_cuda_sum {
+  enum { K = 9, NSV = 1, POST = 0, VEC3 = 1 };
   static bool wanted(const segops_kargs *a) { return a->out[2] != NULL; }
   template <typename T, int W>
   __device__ static void visit(const segops_kargs *a, int64_t i, int64_t, double *acc) {
@@ -99,6 +101,7 @@ struct matvec_double_backward_red {
   }
 };
 struct matvec_double_backward_elem {
+  enum { VEC3 = 1 };
   static bool wanted(const segops_kargs *a) { return a->out[0] || a->out[1]; }
   template <typename T, int W>
   __device__ static void elem(const segops_kargs *a, int64_t i, int64_t s) {
@@ -118,13 +121,6 @@ struct matvec_double_backward_elem {
   }
 };
 
-cudaError_t segops_cuda_matvec(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
-  switch (job->fn->pass) {
-    case SEGOPS_PASS_FORWARD:
-      return SEGOPS_DISPATCH_GATHER3(job, a, st, matvec_forward);
-    case SEGOPS_PASS_BACKWARD:
-      return SEGOPS_DISPATCH_MIXED3(job, a, st, matvec_backward_red, matvec_backward_elem);
-    default:
-      return SEGOPS_DISPATCH_MIXED3(job, a, st, matvec_double_backward_red, matvec_double_backward_elem);
-  }
-}
+SEGOPS_CUDA_FN(matvec_forward, void, matvec_forward)
+SEGOPS_CUDA_FN(matvec_backward, matvec_backward_red, matvec_backward_elem)
+SEGOPS_CUDA_FN(matvec_double_backward, matvec_double_backward_red, matvec_double_backward_elem)

@@ -1,8 +1,8 @@
 /* cuda_mean.cu: segmented_mean on the GPU (sums divided by the segment's count; 0 when empty). */
-#include "cuda_kernels.cuh"
+#include "cuda_registry.cuh"
 
 /* forward: out[s] = sum x[i] / c_s; double backward: grad_g_out[s] = sum gg_x[i] / c_s. */
-struct mean_reduce {
+struct mean_reduce : segops_cuda_sum {
   enum { K = 3, NSV = 1, POST = 0 };
   template <typename T, int W>
   __device__ static void visit(const segops_kargs *a, int64_t i, int64_t, double *acc) {
@@ -35,7 +35,9 @@ struct mean_backward_q {
   static unsigned rows_out(const segops_kargs *) { return 1u; }
   /* copy gather over an unsorted idx (cuda_kernels.cuh): the rows copied are the quotients */
   template <typename T>
-  static const double *copy_src(const segops_kargs *a) { return a->L.segval; }
+  static const double *copy_src(const segops_kargs *a) {
+    return a->L.segval;
+  }
   template <typename T, int W>
   __device__ static void elem(const segops_kargs *a, int64_t i, int64_t s) {
     double q[W];
@@ -58,24 +60,28 @@ __global__ void __launch_bounds__(256) mean_quotient_kernel(segops_kargs ka) {
 }
 
 extern "C" int segops_cuda_mean_quotients(const segops_cuda_job *job) {
-  return job->fn->op == SEGOPS_OP_MEAN && job->fn->pass == SEGOPS_PASS_BACKWARD && job->n >= (1 << 16) && job->s > 0;
+  return job->fn->elem_reads == SEGOPS_READS_COUNTS && job->n >= (1 << 16) && job->s > 0;
 }
 
-template <typename T, int W>
-static cudaError_t mean_backward_run(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
-  if (job->n == 0) return cudaSuccess;
-  if (!segops_cuda_mean_quotients(job)) return segops_run_gather<T, W, mean_backward>(job, a, st);
-  const int64_t b = (job->s + 255) / 256;
-  const unsigned blocks = (unsigned)(b < (int64_t)job->sm_count * 16 ? b : (int64_t)job->sm_count * 16);
-  mean_quotient_kernel<T, W><<<blocks, 256, 0, st>>>(*a);
-  return segops_run_gather<T, W, mean_backward_q>(job, a, st);
-}
-
-cudaError_t segops_cuda_mean(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
-  if (job->fn->pass == SEGOPS_PASS_BACKWARD) {
-    if (job->dtype == SEGOPS_F64)
-      return job->width == 3 ? mean_backward_run<double, 3>(job, a, st) : mean_backward_run<double, 1>(job, a, st);
-    return job->width == 3 ? mean_backward_run<float, 3>(job, a, st) : mean_backward_run<float, 1>(job, a, st);
+/* The backward's runner: a gather that reads the segment counts (the row's elem_reads COUNTS). */
+struct mean_backward_runner {
+  static constexpr int K = 0, POST = 0, NSV = 0;
+  static constexpr bool COUNTS = true;
+  template <bool VEC3_ONLY>
+  static constexpr bool width_fits() {
+    return !VEC3_ONLY;
   }
-  return SEGOPS_DISPATCH_SEG(job, a, st, mean_reduce);
-}
+  template <typename T, int W>
+  static cudaError_t run(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
+    if (job->n == 0) return cudaSuccess;
+    if (!segops_cuda_mean_quotients(job)) return segops_run_gather<T, W, mean_backward>(job, a, st);
+    const int64_t b = (job->s + 255) / 256;
+    const unsigned blocks = (unsigned)(b < (int64_t)job->sm_count * 16 ? b : (int64_t)job->sm_count * 16);
+    mean_quotient_kernel<T, W><<<blocks, 256, 0, st>>>(*a);
+    return segops_run_gather<T, W, mean_backward_q>(job, a, st);
+  }
+};
+
+SEGOPS_CUDA_FN(mean_forward, mean_reduce, void)
+SEGOPS_CUDA_FN_RUN(mean_backward, mean_backward_runner)
+SEGOPS_CUDA_FN(mean_double_backward, mean_reduce, void)

@@ -1,5 +1,5 @@
 /* cuda_mul.cu: segmented_mul on the GPU (x rows times a per-segment scalar y[s]). */
-#include "cuda_kernels.cuh"
+#include "cuda_registry.cuh"
 
 /* forward: in x, y (S); out[i] = x[i]*y[s]. */
 struct mul_forward {
@@ -57,13 +57,6 @@ struct mul_double_backward_elem {
   }
 };
 
-cudaError_t segops_cuda_mul(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
-  switch (job->fn->pass) {
-    case SEGOPS_PASS_FORWARD:
-      return SEGOPS_DISPATCH_GATHER(job, a, st, mul_forward);
-    case SEGOPS_PASS_BACKWARD:
-      return SEGOPS_DISPATCH_MIXED(job, a, st, mul_backward_red, mul_backward_elem);
-    default:
-      return SEGOPS_DISPATCH_MIXED(job, a, st, mul_double_backward_red, mul_double_backward_elem);
-  }
-}
+SEGOPS_CUDA_FN(mul_forward, void, mul_forward)
+SEGOPS_CUDA_FN(mul_backward, mul_backward_red, mul_backward_elem)
+SEGOPS_CUDA_FN(mul_double_backward, mul_double_backward_red, mul_double_backward_elem)

@@ -1,16 +1,9 @@
 /* cuda_rms_norm.cu: segmented_rms_norm on the GPU (vec3 only; every pass reduces ||x||^2). */
-#include "cuda_kernels.cuh"
-
-static __device__ __forceinline__ double rms_inv(double sq, int64_t cnt) {
-  /* inv_s = 1/(c_s*r_s), r_s = sqrt(sq/c_s); 0 where c_s*r_s = 0 (proto/API.md, Formulas). */
-  if (cnt == 0) return 0.0;
-  double cr = (double)cnt * sqrt(sq / (double)cnt);
-  return cr == 0.0 ? 0.0 : 1.0 / cr;
-}
+#include "cuda_registry.cuh"
 
 /* forward: in x; out[s] = sqrt(sum ||x||^2 / c_s), 0 when empty. */
-struct rms_forward {
-  enum { K = 1, NSV = 1, POST = 0 };
+struct rms_forward : segops_cuda_sum {
+  enum { K = 1, NSV = 1, POST = 0, VEC3 = 1 };
   template <typename T, int W>
   __device__ static void visit(const segops_kargs *a, int64_t i, int64_t, double *acc) {
 #pragma unroll
@@ -22,13 +15,13 @@ struct rms_forward {
   template <typename T, int W>
   __device__ static void finish(const segops_kargs *a, int64_t s, int64_t cnt, const double *acc, double *,
                                 bool writer) {
-    if (writer) st<T>(a->out[0], s, cnt > 0 ? sqrt(acc[0] / (double)cnt) : 0.0);
+    if (writer) st<T>(a->out[0], s, segops_rms_value(acc[0], cnt));
   }
 };
 
 /* backward: in g_out (S), x; grad_x[i] = g_out[s]*inv_s*x[i]. */
-struct rms_backward {
-  enum { K = 1, NSV = 1, POST = 1 };
+struct rms_backward : segops_cuda_sum {
+  enum { K = 1, NSV = 1, POST = 1, VEC3 = 1 };
   template <typename T, int W>
   __device__ static void visit(const segops_kargs *a, int64_t i, int64_t, double *acc) {
 #pragma unroll
@@ -39,20 +32,20 @@ struct rms_backward {
   }
   template <typename T, int W>
   __device__ static void finish(const segops_kargs *a, int64_t s, int64_t cnt, const double *acc, double *sv, bool) {
-    sv[0] = ld<T>(a->in[0], s) * rms_inv(acc[0], cnt);
+    segops_rms_bwd_finish(ld<T>(a->in[0], s), acc[0], cnt, sv);
   }
   template <typename T, int W>
   __device__ static void post(const segops_kargs *a, int64_t i, int64_t, const double *sv) {
 #pragma unroll
-    for (int c = 0; c < 3; c++) st<T>(a->out[0], i * 3 + c, sv[0] * ld<T>(a->in[1], i * 3 + c));
+    for (int c = 0; c < 3; c++) st<T>(a->out[0], i * 3 + c, segops_rms_bwd_post_c(sv, ld<T>(a->in[1], i * 3 + c)));
   }
 };
 
 /* double backward: in gg_x, g_out (S), x; out grad_g_out (S), grad_x.
  * q_s = sum dot(gg_x, x); grad_g_out = q_s*inv_s;
  * grad_x[i] = g*inv*gg_x[i] - g*inv^3*c_s*q_s*x[i]. */
-struct rms_double_backward {
-  enum { K = 2, NSV = 2, POST = 1 };
+struct rms_double_backward : segops_cuda_sum {
+  enum { K = 2, NSV = 2, POST = 1, VEC3 = 1 };
   template <typename T, int W>
   __device__ static void visit(const segops_kargs *a, int64_t i, int64_t, double *acc) {
 #pragma unroll
@@ -65,28 +58,22 @@ struct rms_double_backward {
   template <typename T, int W>
   __device__ static void finish(const segops_kargs *a, int64_t s, int64_t cnt, const double *acc, double *sv,
                                 bool writer) {
-    double inv = rms_inv(acc[0], cnt), q = acc[1];
-    if (writer) st<T>(a->out[0], s, q * inv);
-    double g = ld<T>(a->in[1], s);
-    sv[0] = g * inv;
-    sv[1] = g * inv * inv * inv * (double)cnt * q;
+    /* segops_rms_dbl_finish's steps, grad_g_out stored before g_out[s] is loaded */
+    const double inv = segops_rms_inv(acc[0], cnt), q = acc[1];
+    if (writer) st<T>(a->out[0], s, segops_rms_dbl_ggo(inv, q));
+    segops_rms_dbl_segvals(ld<T>(a->in[1], s), inv, q, cnt, sv);
   }
   template <typename T, int W>
   __device__ static void post(const segops_kargs *a, int64_t i, int64_t, const double *sv) {
     if (!a->out[1]) return;
+      /* segops_rms_dbl_post_c's formula written out: called with the two loads as its arguments,
+       * the post gather compiles the loads' NULL checks in another order (other SASS, same bits) */
 #pragma unroll
     for (int c = 0; c < 3; c++)
       st<T>(a->out[1], i * 3 + c, sv[0] * ld<T>(a->in[0], i * 3 + c) - sv[1] * ld<T>(a->in[2], i * 3 + c));
   }
 };
 
-cudaError_t segops_cuda_rms_norm(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
-  switch (job->fn->pass) {
-    case SEGOPS_PASS_FORWARD:
-      return SEGOPS_DISPATCH_SEG3(job, a, st, rms_forward);
-    case SEGOPS_PASS_BACKWARD:
-      return SEGOPS_DISPATCH_SEG3(job, a, st, rms_backward);
-    default:
-      return SEGOPS_DISPATCH_SEG3(job, a, st, rms_double_backward);
-  }
-}
+SEGOPS_CUDA_FN(rms_norm_forward, rms_forward, void)
+SEGOPS_CUDA_FN(rms_norm_backward, rms_backward, void)
+SEGOPS_CUDA_FN(rms_norm_double_backward, rms_double_backward, void)

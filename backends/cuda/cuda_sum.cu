@@ -1,8 +1,8 @@
 /* cuda_sum.cu: segmented_sum on the GPU (forward and double backward reduce, backward gathers). */
-#include "cuda_kernels.cuh"
+#include "cuda_registry.cuh"
 
 /* forward: out[s] = sum x[i]; double backward: grad_g_out[s] = sum gg_x[i] (in[0] both times). */
-struct sum_reduce {
+struct sum_reduce : segops_cuda_sum {
   enum { K = 3, NSV = 1, POST = 0 };
   template <typename T, int W>
   __device__ static void visit(const segops_kargs *a, int64_t i, int64_t, double *acc) {
@@ -24,7 +24,9 @@ struct sum_backward {
   static unsigned rows_out(const segops_kargs *) { return 1u; }
   /* copy gather over an unsorted idx (cuda_kernels.cuh): the rows copied are g_out's */
   template <typename T>
-  static const T *copy_src(const segops_kargs *a) { return (const T *)a->in[0]; }
+  static const T *copy_src(const segops_kargs *a) {
+    return (const T *)a->in[0];
+  }
   template <typename T, int W>
   __device__ static void elem(const segops_kargs *a, int64_t i, int64_t s) {
 #pragma unroll
@@ -32,7 +34,6 @@ struct sum_backward {
   }
 };
 
-cudaError_t segops_cuda_sum(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
-  if (job->fn->pass == SEGOPS_PASS_BACKWARD) return SEGOPS_DISPATCH_GATHER(job, a, st, sum_backward);
-  return SEGOPS_DISPATCH_SEG(job, a, st, sum_reduce);
-}
+SEGOPS_CUDA_FN(sum_forward, sum_reduce, void)
+SEGOPS_CUDA_FN(sum_backward, void, sum_backward)
+SEGOPS_CUDA_FN(sum_double_backward, sum_reduce, void)

@@ -284,7 +284,7 @@ int main(int argc, char **argv) {
             (warm ? med_warm : med_cold) = median(tms, reps);
           }
           CK(cudaGetLastError());
-          if (dg) /* the last call's outputs, to compare builds bit for bit (gpu_variants.sh) */
+          if (dg) /* the last call's outputs, to compare builds bit for bit (bench/gpu.sh compare) */
             for (int k = 0; k < fn->n_out; k++) {
               const size_t ob = (size_t)segops_shape_count(fn->out[k].shape, 3, n, s) * isz;
               unsigned char *h = (unsigned char *)malloc(ob ? ob : 1);

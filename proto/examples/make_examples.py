@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
-"""make_examples.py: writes the example request bodies of proto/examples/ (one JSON and one msgpack
-body per op and pass, from proto/API.md's curl example and exact cases), usable with `curl --data-binary @file`.
+"""make_examples.py: the example request bodies of proto/examples/: one JSON and one msgpack body per
+function of the op table (proto/optable.json), usable with `curl --data-binary @file`. A function
+with a case below (proto/API.md's curl example and exact cases) gets that case; any other (a new
+op's) gets small values of its row's shapes (default_case).
 
-Run from anywhere: python3 proto/examples/make_examples.py  (needs numpy and msgpack).
-The generated files are committed; tests/codec decodes and validates every one of them."""
+Run from anywhere: python3 proto/examples/make_examples.py  (needs numpy and msgpack); or
+python3 scripts/gen_optable.py --write, which writes these with the table's other restatements.
+The generated files are committed; CTest optable_generated_files keeps them equal to this
+script's output, and tests/codec decodes and validates every one of them."""
 import json
 import os
 import sys
@@ -83,19 +87,42 @@ def spec_example():
     return '{"x":[1,2,3,4,5,6],"idx":[0,0,1,1,1,2],"num_segments":3}'
 
 
-def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else HERE
-    for case in CASES:
+def default_case(fn):
+    """A case for a function without one in CASES, from its row (proto/optable.json): 4 elements in 2
+    segments, rows of width 3 for a vec3-only op else 1, every input given, values small integers."""
+    n, s, w = 4, 2, 3 if fn["vec3_only"] else 1
+    lead = {"E": n, "E3": n, "G": s, "G1": s, "M": s}
+    trail = {"E": (w,) if w == 3 else (), "E3": (3,), "G": (w,) if w == 3 else (), "G1": (), "M": (3, 3)}
+    args = {}
+    for k, inp in enumerate(fn["inputs"]):
+        shape = (lead[inp["shape"]],) + trail[inp["shape"]]
+        args[inp["name"]] = (np.arange(int(np.prod(shape))).reshape(shape) % 5 + k + 1).tolist()
+    args["idx"] = [0, 0, 1, 1]
+    return (fn["op"], fn["pass"], args, s, {})
+
+
+def bodies_of(table):
+    """{file name: bytes} of every example body of the table's functions."""
+    cases = {c[:2]: c for c in CASES}
+    files = {}
+    for fn in table["functions"]:
+        case = cases.get((fn["op"], fn["pass"])) or default_case(fn)
         jtext, mbytes = bodies(case)
-        stem = os.path.join(out, f"{case[0]}.{case[1]}")
         if case[:2] == ("segmented_sum", "forward"):
             jtext = spec_example()
-        with open(stem + ".json", "w") as f:
-            f.write(jtext)
-        with open(stem + ".msgpack", "wb") as f:
-            f.write(mbytes)
-    with open(os.path.join(out, "segmented_sum.forward.map.json"), "w") as f:
-        f.write(map_form_example())
+        files[f"{fn['op']}.{fn['pass']}.json"] = jtext.encode()
+        files[f"{fn['op']}.{fn['pass']}.msgpack"] = mbytes
+    files["segmented_sum.forward.map.json"] = map_form_example().encode()
+    return files
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else HERE
+    with open(os.path.join(HERE, "..", "optable.json"), encoding="utf-8") as f:
+        table = json.load(f)
+    for name, data in bodies_of(table).items():
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(data)
 
 
 if __name__ == "__main__":

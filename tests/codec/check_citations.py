@@ -7,6 +7,8 @@ import re
 import sys
 
 SKIP_DIRS = {".git", "build", ".venv", "__pycache__", "node_modules"}
+# Ignored folders of output and carried copies (.gitignore: benchmark output, other trees to compare with).
+SKIP_PATHS = {os.path.join("bench", "out"), "out", ".device"}
 TEXT = (".c", ".h", ".cu", ".py", ".md", ".sh", ".txt", ".yaml", ".yml", ".toml", ".def", ".cmake", "")
 PATTERN = re.compile(r"\bSPEC\b|GOLDEN")
 SELF = os.path.abspath(__file__)
@@ -15,7 +17,8 @@ SELF = os.path.abspath(__file__)
 def main(root):
     hits = []
     for d, dirs, files in os.walk(root):
-        dirs[:] = [x for x in dirs if x not in SKIP_DIRS and not x.startswith("build") and not x.endswith(".egg-info")]
+        dirs[:] = [x for x in dirs if x not in SKIP_DIRS and not x.startswith("build") and not x.endswith(".egg-info")
+                   and os.path.relpath(os.path.join(d, x), root) not in SKIP_PATHS]
         for f in files:
             path = os.path.join(d, f)
             if os.path.abspath(path) == SELF or os.path.splitext(f)[1] not in TEXT:

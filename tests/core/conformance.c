@@ -1,10 +1,12 @@
 /* conformance.c: the backend conformance harness. One case list (the exact cases of proto/API.md, its
  * layouts, edge layouts, unsorted idx, every function x dtype x width, omitted cotangents,
  * output subsets) run against a plain float64 reference, with guard bytes, poisoned outputs and
- * unaligned inputs. Usage: segops_conformance --backend cpu|cuda [--quick]. The one harness for
+ * unaligned inputs. Usage: segops_conformance --backend cpu|cuda [--quick] [--digest FILE]. The one harness for
  * every backend (the CUDA tests in tests/cuda cover determinism in batches, limits and OOM).
  * For cuda it also compares with the CPU backend and checks repeated runs for identical bits;
- * without a usable GPU it exits 77 (skipped), or fails when SEGOPS_REQUIRE_CUDA=1. */
+ * without a usable GPU it exits 77 (skipped), or fails when SEGOPS_REQUIRE_CUDA=1.
+ * --digest FILE writes a hash of every output of every random case, one line each, so that two
+ * builds of a backend can be compared bit for bit (the case list and its inputs are seeded). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,12 +22,21 @@ static segops_backend *cpu;    /* the CPU backend (== target when testing cpu) *
 static bool target_is_cuda;
 /* --quick or SEGOPS_CUDA_TEST_QUICK=1 (runs under compute-sanitizer): no variants, one case each. */
 static bool quick;
+static FILE *digest; /* --digest: one line per output of every random case */
 
 static const segops_dtype DTYPES[2] = {SEGOPS_F32, SEGOPS_F64};
 
 static double tolerance(segops_dtype dt, int64_t max_count) {
   if (dt == SEGOPS_F64) return 1e-12;
   return max_count > 10000 ? 1e-4 : 1e-5;
+}
+
+/* FNV-1a over the bytes of an output. */
+static uint64_t fnv1a(const void *p, size_t len) {
+  const unsigned char *b = p;
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < len; i++) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
 }
 
 static const char *fn_label(const segops_fn_desc *fn, char *buf, size_t len) {
@@ -107,6 +118,9 @@ static void check_case(const tu_layout *L, const segops_fn_desc *fn, segops_dtyp
       TU_CHECK(worst <= tol, "%s: %s[%lld] = %.17g, reference %.17g (rel err %.3g > %.1g)", what, fn->out[o].name,
                (long long)worst_at, worst_at >= 0 ? tu_get(dt, outs[o].data, worst_at) : 0.0,
                worst_at >= 0 ? ref[o][worst_at] : 0.0, worst, tol);
+      if (digest)
+        fprintf(digest, "%s\t%s\t%016llx\n", what, fn->out[o].name,
+                (unsigned long long)fnv1a(outs[o].data, outs[o].nbytes));
     }
     /* Determinism: a second run gives the same bits. */
     segops_call call2 = call;
@@ -449,8 +463,13 @@ int main(int argc, char **argv) {
       which = argv[++a];
     else if (strcmp(argv[a], "--quick") == 0)
       quick = true;
-    else {
-      fprintf(stderr, "usage: %s --backend cpu|cuda [--quick]\n", argv[0]);
+    else if (strcmp(argv[a], "--digest") == 0 && a + 1 < argc) {
+      if (!(digest = fopen(argv[++a], "w"))) {
+        perror(argv[a]);
+        return 2;
+      }
+    } else {
+      fprintf(stderr, "usage: %s --backend cpu|cuda [--quick] [--digest FILE]\n", argv[0]);
       return 2;
     }
   }
@@ -485,5 +504,6 @@ int main(int argc, char **argv) {
   int rc = tu_summary(target_is_cuda ? "conformance (cuda vs reference and cpu)" : "conformance (cpu)");
   if (target != cpu) segops_backend_free(target);
   segops_backend_free(cpu);
+  if (digest) fclose(digest);
   return rc;
 }

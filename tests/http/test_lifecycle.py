@@ -10,35 +10,15 @@ import numpy as np
 
 from client import JSON, MSGPACK, call, conn_for, info, request
 from reference import random_case, reference
+from segref import OPTABLE
 
 GOOD = b'{"x":[1,2,3,4,5,6],"idx":[0,0,1,1,1,2],"num_segments":3}'
 SUM = "/v1/segmented_sum/forward"
 
-# proto/API.md's op table written out independently of core/ops.c: inputs (name, optional) and outputs.
-API_TABLE = {
-    ("segmented_sum", "forward"): ([("x", False)], ["out"]),
-    ("segmented_sum", "backward"): ([("g_out", False), ("x", True)], ["grad_x"]),
-    ("segmented_sum", "double_backward"): ([("gg_x", True), ("g_out", True), ("x", True)], ["grad_g_out"]),
-    ("segmented_dot", "forward"): ([("x", False), ("y", False)], ["out"]),
-    ("segmented_dot", "backward"): ([("g_out", False), ("x", False), ("y", False)], ["grad_x", "grad_y"]),
-    ("segmented_dot", "double_backward"): ([("gg_x", True), ("gg_y", True), ("g_out", False), ("x", False),
-                                            ("y", False)], ["grad_g_out", "grad_x", "grad_y"]),
-    ("segmented_mul", "forward"): ([("x", False), ("y", False)], ["out"]),
-    ("segmented_mul", "backward"): ([("g_out", False), ("x", False), ("y", False)], ["grad_x", "grad_y"]),
-    ("segmented_mul", "double_backward"): ([("gg_x", True), ("gg_y", True), ("g_out", False), ("x", False),
-                                            ("y", False)], ["grad_g_out", "grad_x", "grad_y"]),
-    ("segmented_mean", "forward"): ([("x", False)], ["out"]),
-    ("segmented_mean", "backward"): ([("g_out", False), ("x", True)], ["grad_x"]),
-    ("segmented_mean", "double_backward"): ([("gg_x", True), ("g_out", True), ("x", True)], ["grad_g_out"]),
-    ("segmented_rms_norm", "forward"): ([("x", False)], ["out"]),
-    ("segmented_rms_norm", "backward"): ([("g_out", False), ("x", False)], ["grad_x"]),
-    ("segmented_rms_norm", "double_backward"): ([("gg_x", True), ("g_out", False), ("x", False)],
-                                                ["grad_g_out", "grad_x"]),
-    ("segmented_matvec", "forward"): ([("v", False), ("m", False)], ["out"]),
-    ("segmented_matvec", "backward"): ([("g_out", False), ("v", False), ("m", False)], ["grad_v", "grad_m"]),
-    ("segmented_matvec", "double_backward"): ([("gg_v", True), ("gg_m", True), ("g_out", False), ("v", False),
-                                               ("m", False)], ["grad_g_out", "grad_v", "grad_m"]),
-}
+# The op table /v1/info must serve: proto/optable.json (generated from core/ops.c, checked against it
+# by CTest optable_generated_files): inputs (name, optional) and outputs, per function.
+API_TABLE = {(fn["op"], fn["pass"]): ([(i["name"], i["use"] != "required") for i in fn["inputs"]],
+                                      [o["name"] for o in fn["outputs"]]) for fn in OPTABLE["functions"]}
 
 
 def test_info_op_table_and_limits(daemon_factory):

@@ -14,10 +14,12 @@
  *   segops_free(c, out.data);
  *   segops_close(c);
  *
- * Thread safety: segops_run and the typed functions, segops_alloc and segops_free may be called
- * from any number of threads on one client at once (several calls are then in flight). segops_open
- * and segops_close are not concurrent with anything else on the same client. A client used in a
- * forked child opens its own channel on the child's first call (the parent's stays the parent's).
+ * Thread safety: segops_run and the typed functions, segops_alloc, segops_free, segops_info and
+ * segops_transport_used may be called from any number of threads on one client at once (several
+ * calls are then in flight). segops_open and segops_close are not concurrent with anything else
+ * on the same client. A client used in a forked child opens its own connections and channels on
+ * the child's first call (the parent's stay the parent's); fork while another thread of the parent
+ * is inside a call is allowed, and that call's connection is simply not used by the child.
  *
  * Ownership: every pointer a function takes is borrowed for the duration of the call, unless its
  * comment says otherwise. Free functions accept NULL. */
@@ -32,6 +34,13 @@ extern "C" {
 #endif
 
 #define SEGOPS_ABI_VERSION 1
+
+/* What the shared library exports (it is built with -fvisibility=hidden). */
+#if defined(__GNUC__) || defined(__clang__)
+#define SEGOPS_API __attribute__((visibility("default")))
+#else
+#define SEGOPS_API
+#endif
 
 /* ---- dtypes ---------------------------------------------------------------------------------- */
 
@@ -80,10 +89,12 @@ typedef struct {
   char name[40];     /* the wire code: "invalid_argument", "connection_error", ... */
   char message[1024]; /* the daemon's message verbatim (it names the op, the argument and the rule), or
                          the library's own, which starts with "segops: " */
+  double retry_after_s; /* the daemon's Retry-After with a 503, in seconds; else 0 */
 } segops_error;
 
 /* ---- functions: one per (op, pass), in the order of the daemon's op table -------------------- */
 
+/* SEGOPS_FN_IDS_BEGIN (clients/c/gen_typed.py writes what follows up to SEGOPS_FN_IDS_END) */
 typedef enum {
   SEGOPS_FN_SEGMENTED_SUM_FORWARD = 0,
   SEGOPS_FN_SEGMENTED_SUM_BACKWARD,
@@ -105,23 +116,24 @@ typedef enum {
   SEGOPS_FN_SEGMENTED_MATVEC_DOUBLE_BACKWARD,
   SEGOPS_FN_COUNT
 } segops_fn_id;
+/* SEGOPS_FN_IDS_END */
 
 #define SEGOPS_MAX_INPUTS 5  /* per function, idx and num_segments not counted */
 #define SEGOPS_MAX_OUTPUTS 3
 #define SEGOPS_MAX_NDIM 3
 
 /* SEGOPS_FN_* of ("segmented_sum", "forward"), or -1 when there is no such function. */
-int segops_fn_lookup(const char *op, const char *pass);
+SEGOPS_API int segops_fn_lookup(const char *op, const char *pass);
 /* Static strings: the op's and the pass's wire names ("segmented_sum", "forward"); NULL for fn out of range. */
-const char *segops_fn_op(int fn);
-const char *segops_fn_pass(int fn);
+SEGOPS_API const char *segops_fn_op(int fn);
+SEGOPS_API const char *segops_fn_pass(int fn);
 /* Inputs and outputs of fn, in the table's order (cotangents, g_out, forward inputs; idx and
  * num_segments are not counted); -1 for fn out of range. */
-int segops_fn_inputs(int fn);
-int segops_fn_outputs(int fn);
+SEGOPS_API int segops_fn_inputs(int fn);
+SEGOPS_API int segops_fn_outputs(int fn);
 /* Static names of input / output k ("x", "grad_x", ...); NULL out of range. */
-const char *segops_fn_input_name(int fn, int k);
-const char *segops_fn_output_name(int fn, int k);
+SEGOPS_API const char *segops_fn_input_name(int fn, int k);
+SEGOPS_API const char *segops_fn_output_name(int fn, int k);
 
 /* ---- arrays ---------------------------------------------------------------------------------- */
 
@@ -129,7 +141,9 @@ const char *segops_fn_output_name(int fn, int k);
  * As an input: dtype, ndim, shape and data are read; nbytes is ignored.
  * As an output: when data is NULL the library allocates it (free it with segops_free); else
  * data holds nbytes writable bytes for it (SEGOPS_E_INVALID_ARGUMENT when the output needs
- * more). On success the library sets dtype, ndim, shape and nbytes to the output's. */
+ * more). On success the library sets dtype, ndim, shape and nbytes to the output's. On failure
+ * nothing the library allocated is left (data stays NULL), and a caller's memory may have been
+ * partly written. Two outputs of one call never share memory (SEGOPS_E_INVALID_ARGUMENT). */
 typedef struct {
   segops_dtype dtype;
   int ndim; /* 0..3 */
@@ -152,7 +166,7 @@ typedef struct {
 } segops_options;
 
 /* Fills o with the defaults above. */
-void segops_options_init(segops_options *o);
+SEGOPS_API void segops_options_init(segops_options *o);
 
 /* Opens a client. url: "http://host:port", "unix:///path/segops.sock", "local", or several of
  * these comma-separated (calls go to a healthy daemon and move to another on a refused or
@@ -163,41 +177,119 @@ void segops_options_init(segops_options *o);
  * the CPU backend in this process: the same functions and bits, no daemon. No connection is made
  * here: the first call makes it (so a client may be opened before its daemon starts).
  * Returns SEGOPS_OK with *out set (free with segops_close), or an error (bad URL, option). */
-int segops_open(segops_client **out, const char *url, const segops_options *opts, segops_error *err);
+SEGOPS_API int segops_open(segops_client **out, const char *url, const segops_options *opts, segops_error *err);
 
 /* Closes the channels and frees the client. Memory from segops_alloc must be freed before. */
-void segops_close(segops_client *c);
+SEGOPS_API void segops_close(segops_client *c);
 
 /* The transport the last call used: "native", "unix", "http" or "local"; for a client of several
  * daemons, the one the last call went to. "" before the first call. Static string. */
-const char *segops_transport_used(segops_client *c);
+SEGOPS_API const char *segops_transport_used(segops_client *c);
 
 /* Runs one function. inputs: segops_fn_inputs(fn) pointers in the table's order, NULL for an
  * omitted input (a cotangent that is zero, or one the formula does not read). want: bit k asks for
  * output k (0: every output). outputs: segops_fn_outputs(fn) arrays; only the requested ones are
  * touched. Inputs are only read; an input or output in memory from segops_alloc on a native
- * client travels without a copy. Returns SEGOPS_OK, or an error with e filled (e may be NULL). */
-int segops_run(segops_client *c, int fn, const segops_array *const *inputs, const segops_array *idx,
+ * client travels without a copy. inputs may be NULL (every input omitted) and so may idx (the
+ * daemon then says it is required). The library refuses only what it cannot send; the daemon (or
+ * "local", with the same rules and messages) validates the rest. Returns SEGOPS_OK, or an error
+ * with e filled (e may be NULL). */
+SEGOPS_API int segops_run(segops_client *c, int fn, const segops_array *const *inputs, const segops_array *idx,
                 int64_t num_segments, unsigned want, segops_array *outputs, segops_error *e);
+
+/* The outputs segops_run would give for these arguments, without running anything: for each
+ * requested output (want as segops_run's) its dtype, ndim, shape and nbytes (data untouched), as
+ * the daemon's validation infers them; so a caller can allocate outputs (in segops_alloc memory,
+ * a tensor of its own) before the call. SEGOPS_OK, or SEGOPS_E_INVALID_ARGUMENT when the
+ * arguments do not determine them (the call itself then fails with the daemon's reason).
+ * Thread-safe; needs no client. */
+SEGOPS_API int segops_output_shapes(int fn, const segops_array *const *inputs, const segops_array *idx,
+                                    int64_t num_segments, unsigned want, segops_array *outputs, segops_error *e);
 
 /* nbytes (at least 1) of 64-byte-aligned memory for inputs and outputs: in the memory the native
  * channel shares with the daemon when this client uses it (then never copied), else ordinary
  * heap memory. NULL when none is left. Valid until segops_free, across daemon restarts. */
-void *segops_alloc(segops_client *c, size_t nbytes);
-void segops_free(segops_client *c, void *p);
+SEGOPS_API void *segops_alloc(segops_client *c, size_t nbytes);
+SEGOPS_API void segops_free(segops_client *c, void *p);
 
 /* GET /v1/info of the daemon the next call would go to, as a NUL-terminated JSON document
  * (*json: malloc'd, the caller frees it); for "local", the same document for the in-process
  * backend. SEGOPS_OK or an error. */
-int segops_info(segops_client *c, char **json, segops_error *e);
+SEGOPS_API int segops_info(segops_client *c, char **json, segops_error *e);
 
 /* Wire code, HTTP status and generic message of a SEGOPS_E_* value (static strings). */
-const char *segops_strerror(int code);
-const char *segops_err_name(int code);
-int segops_err_status(int code);
+SEGOPS_API const char *segops_strerror(int code);
+SEGOPS_API const char *segops_err_name(int code);
+SEGOPS_API int segops_err_status(int code);
 
 /* ---- the 18 functions, typed (generated from the op table: the same as segops_run) ---------- */
 /* SEGOPS_TYPED_BEGIN (clients/c/gen_typed.py writes what follows up to SEGOPS_TYPED_END) */
+/* Each runs one function as segops_run does, with the inputs in the table's order (NULL: omitted)
+ * and one pointer per output: NULL leaves that output out (at least one must be asked for). */
+SEGOPS_API int segops_segmented_sum_forward(segops_client *c, const segops_array *x, const segops_array *idx,
+                                            int64_t num_segments, segops_array *out, segops_error *e);
+SEGOPS_API int segops_segmented_sum_backward(segops_client *c, const segops_array *g_out, const segops_array *x,
+                                             const segops_array *idx, int64_t num_segments, segops_array *grad_x,
+                                             segops_error *e);
+SEGOPS_API int segops_segmented_sum_double_backward(segops_client *c, const segops_array *gg_x,
+                                                    const segops_array *g_out, const segops_array *x,
+                                                    const segops_array *idx, int64_t num_segments,
+                                                    segops_array *grad_g_out, segops_error *e);
+SEGOPS_API int segops_segmented_dot_forward(segops_client *c, const segops_array *x, const segops_array *y,
+                                            const segops_array *idx, int64_t num_segments, segops_array *out,
+                                            segops_error *e);
+SEGOPS_API int segops_segmented_dot_backward(segops_client *c, const segops_array *g_out, const segops_array *x,
+                                             const segops_array *y, const segops_array *idx, int64_t num_segments,
+                                             segops_array *grad_x, segops_array *grad_y, segops_error *e);
+SEGOPS_API int segops_segmented_dot_double_backward(segops_client *c, const segops_array *gg_x,
+                                                    const segops_array *gg_y, const segops_array *g_out,
+                                                    const segops_array *x, const segops_array *y,
+                                                    const segops_array *idx, int64_t num_segments,
+                                                    segops_array *grad_g_out, segops_array *grad_x,
+                                                    segops_array *grad_y, segops_error *e);
+SEGOPS_API int segops_segmented_mul_forward(segops_client *c, const segops_array *x, const segops_array *y,
+                                            const segops_array *idx, int64_t num_segments, segops_array *out,
+                                            segops_error *e);
+SEGOPS_API int segops_segmented_mul_backward(segops_client *c, const segops_array *g_out, const segops_array *x,
+                                             const segops_array *y, const segops_array *idx, int64_t num_segments,
+                                             segops_array *grad_x, segops_array *grad_y, segops_error *e);
+SEGOPS_API int segops_segmented_mul_double_backward(segops_client *c, const segops_array *gg_x,
+                                                    const segops_array *gg_y, const segops_array *g_out,
+                                                    const segops_array *x, const segops_array *y,
+                                                    const segops_array *idx, int64_t num_segments,
+                                                    segops_array *grad_g_out, segops_array *grad_x,
+                                                    segops_array *grad_y, segops_error *e);
+SEGOPS_API int segops_segmented_mean_forward(segops_client *c, const segops_array *x, const segops_array *idx,
+                                             int64_t num_segments, segops_array *out, segops_error *e);
+SEGOPS_API int segops_segmented_mean_backward(segops_client *c, const segops_array *g_out, const segops_array *x,
+                                              const segops_array *idx, int64_t num_segments, segops_array *grad_x,
+                                              segops_error *e);
+SEGOPS_API int segops_segmented_mean_double_backward(segops_client *c, const segops_array *gg_x,
+                                                     const segops_array *g_out, const segops_array *x,
+                                                     const segops_array *idx, int64_t num_segments,
+                                                     segops_array *grad_g_out, segops_error *e);
+SEGOPS_API int segops_segmented_rms_norm_forward(segops_client *c, const segops_array *x, const segops_array *idx,
+                                                 int64_t num_segments, segops_array *out, segops_error *e);
+SEGOPS_API int segops_segmented_rms_norm_backward(segops_client *c, const segops_array *g_out, const segops_array *x,
+                                                  const segops_array *idx, int64_t num_segments, segops_array *grad_x,
+                                                  segops_error *e);
+SEGOPS_API int segops_segmented_rms_norm_double_backward(segops_client *c, const segops_array *gg_x,
+                                                         const segops_array *g_out, const segops_array *x,
+                                                         const segops_array *idx, int64_t num_segments,
+                                                         segops_array *grad_g_out, segops_array *grad_x,
+                                                         segops_error *e);
+SEGOPS_API int segops_segmented_matvec_forward(segops_client *c, const segops_array *v, const segops_array *m,
+                                               const segops_array *idx, int64_t num_segments, segops_array *out,
+                                               segops_error *e);
+SEGOPS_API int segops_segmented_matvec_backward(segops_client *c, const segops_array *g_out, const segops_array *v,
+                                                const segops_array *m, const segops_array *idx, int64_t num_segments,
+                                                segops_array *grad_v, segops_array *grad_m, segops_error *e);
+SEGOPS_API int segops_segmented_matvec_double_backward(segops_client *c, const segops_array *gg_v,
+                                                       const segops_array *gg_m, const segops_array *g_out,
+                                                       const segops_array *v, const segops_array *m,
+                                                       const segops_array *idx, int64_t num_segments,
+                                                       segops_array *grad_g_out, segops_array *grad_v,
+                                                       segops_array *grad_m, segops_error *e);
 /* SEGOPS_TYPED_END */
 
 #ifdef __cplusplus

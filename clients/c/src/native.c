@@ -767,7 +767,8 @@ static void native_close(segops_transport *tp) {
   free(t);
 }
 
-static const segops_transport_vt NATIVE_VT = {"native", native_call, native_info, native_close};
+/* forget: native_close is a forked child's too (the parent's channel is left alone). */
+static const segops_transport_vt NATIVE_VT = {"native", native_call, native_info, native_close, native_close};
 
 static int default_spin_us(void) {
   const char *v = getenv("SEGOPS_CLIENT_SPIN_US");

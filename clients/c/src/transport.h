@@ -13,20 +13,32 @@
 /* One call, resolved by client.c before any transport sees it: the function's row, its inputs
  * in the table's order, and, for each requested output, where it goes. */
 typedef struct {
-  int fn;                      /* SEGOPS_FN_* */
-  const char *op, *pass;       /* wire names (static) */
-  int n_in, n_out;             /* the row's counts */
+  int fn;                /* SEGOPS_FN_* */
+  const char *op, *pass; /* wire names (static) */
+  int n_in, n_out;       /* the row's counts */
   const char *in_name[SEGOPS_MAX_INPUTS];
   const segops_array *in[SEGOPS_MAX_INPUTS]; /* NULL: omitted */
   const segops_array *idx;
   int64_t num_segments;
-  unsigned want;               /* bit k: output k requested (never 0 here) */
+  unsigned want; /* bit k: output k requested (never 0 here) */
   const char *out_name[SEGOPS_MAX_OUTPUTS];
   /* Requested outputs: the caller's arrays. When out[k]->data is non-NULL it holds
    * out[k]->nbytes bytes; when NULL the transport allocates the output with segops_client_alloc
    * (client memory: the caller frees it with segops_free) once it knows the size. On success the
    * transport sets dtype, ndim, shape and nbytes. Unrequested entries are NULL. */
   segops_array *out[SEGOPS_MAX_OUTPUTS];
+  /* Bytes of each given input and of idx (prod(shape) x itemsize, checked for overflow). */
+  size_t in_nbytes[SEGOPS_MAX_INPUTS];
+  size_t idx_nbytes;
+  /* The answer client.c expects, from the row and the inputs (what the daemon's validation gives
+   * a valid call): the float dtype, and per requested output its shape and bytes. expect_known is
+   * false when the inputs contradict each other (no idx, mixed dtypes, a shape of no layout): the
+   * daemon then refuses the call, and an answer of 200 breaks the protocol. */
+  bool expect_known;
+  segops_dtype out_dtype;
+  int out_ndim[SEGOPS_MAX_OUTPUTS];
+  int64_t out_shape[SEGOPS_MAX_OUTPUTS][SEGOPS_MAX_NDIM];
+  size_t out_nbytes[SEGOPS_MAX_OUTPUTS];
 } segops_tcall;
 
 typedef struct segops_transport segops_transport;
@@ -42,6 +54,10 @@ typedef struct {
   /* GET /v1/info as JSON (malloc'd, NUL-terminated), or an error. */
   int (*info)(segops_transport *t, char **json, double deadline, segops_error *e);
   void (*close)(segops_transport *t); /* frees t */
+  /* Optional (NULL: t is left allocated). In a forked child, for a transport the parent made:
+   * frees what can be freed without a word to the daemon or to the parent's threads (a socket is
+   * closed, never shut down), so the parent's connections stay the parent's. */
+  void (*forget)(segops_transport *t);
 } segops_transport_vt;
 
 struct segops_transport {
@@ -65,6 +81,9 @@ segops_transport *segops_native_open(const char *path, struct segops_mem *mem, c
 /* HTTP/1.1 with msgpack bodies through libcurl (http.c): url "http://host:port[/prefix]" or
  * "unix:///path" (HTTP over the unix socket). Keep-alive connections, one per calling thread. */
 segops_transport *segops_http_open(const char *url, const char *token, segops_error *e);
+/* GET /readyz through an HTTP transport (segops_http_open's): SEGOPS_OK when the daemon answers
+ * 200, UNAVAILABLE (with its reason) for a 503, or another error. A failed daemon's way back. */
+int segops_http_ready(segops_transport *t, double deadline, segops_error *e);
 /* The CPU backend in this process (local.c). */
 segops_transport *segops_local_open(int threads, segops_error *e);
 

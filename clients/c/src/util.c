@@ -61,6 +61,7 @@ int segops_client_err(segops_error *e, int code, const char *fmt, ...) {
   if (!e) return code;
   e->code = code;
   e->http_status = segops_err_status(code);
+  e->retry_after_s = 0;
   snprintf(e->name, sizeof e->name, "%s", segops_err_name(code));
   int n = snprintf(e->message, sizeof e->message, "segops: ");
   va_list ap;

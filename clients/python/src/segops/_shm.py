@@ -145,18 +145,13 @@ def _align(n):
 
 
 # Output shapes, from the op table's rules (proto/API.md, Formulas): grad_<a> has the shape of input a;
-# grad_g_out that of g_out; a forward's out is reduced to (S,...) or keeps its input's shape.
+# grad_g_out that of g_out; a forward's out leads with S or N and has the trailing dimensions of
+# the forward input _table.OUT_SHAPE names (or gg_ of it), or none.
 def _forward_shape(op, arrays, s):
-    if op in ("segmented_sum", "segmented_mean"):
-        x = arrays.get("x", arrays.get("gg_x"))
-        return (s,) + tuple(x.shape[1:])
-    if op in ("segmented_dot", "segmented_rms_norm"):
-        return (s,)
-    if op == "segmented_mul":
-        return tuple((arrays.get("x") if "x" in arrays else arrays["gg_x"]).shape)
-    if op == "segmented_matvec":
-        return tuple((arrays.get("v") if "v" in arrays else arrays["gg_v"]).shape)
-    raise KeyError(op)
+    lead, src = _table.OUT_SHAPE[op]
+    a = None if src is None else arrays[src] if src in arrays else arrays["gg_" + src]
+    n = a.shape[0] if a is not None else arrays["idx"].shape[0]
+    return (s if lead == "S" else n,) + (tuple(a.shape[1:]) if a is not None else ())
 
 
 def output_shape(op, name, arrays, s):

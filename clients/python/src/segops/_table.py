@@ -1,4 +1,6 @@
-"""_table.py: the op table of proto/API.md as the client sees it (mirrors core/ops.c).
+"""_table.py: the op table of proto/API.md as the client sees it, generated from core/ops.def and
+core/ops.c (scripts/gen_optable.py writes the section between the markers; CTest
+optable_generated_files checks it), so that the package installs without building C.
 
 One row per (op, pass): the input names in the wire order (cotangents gg_<a>, then g_out,
 then the forward inputs), how each is used, and the output names in table order. Every
@@ -9,6 +11,7 @@ REQ = "req"  # read by the formula: must be given
 COT = "cot"  # a double-backward cotangent: may be None (zeros), then not sent
 UNR = "unread"  # not read by the formula: may be None (not sent); validated by the server when given
 
+# BEGIN generated: client table (scripts/gen_optable.py; edit core/ops.def and core/ops.c instead)
 PASSES = ("forward", "backward", "double_backward")
 
 # op -> (forward input names, vec3_only)
@@ -55,21 +58,6 @@ FUNCS = {
     ),
 }
 
-assert len(FUNCS) == len(OPS) * len(PASSES), "proto/API.md: six ops x three passes"
-
-
-def method_name(op, pass_):
-    """Client method name of a function: the op name for the forward, else `<op>_<pass>`."""
-    return op if pass_ == "forward" else f"{op}_{pass_}"
-
-
-def input_names(op, pass_):
-    return tuple(name for name, _ in FUNCS[(op, pass_)][0])
-
-
-def output_names(op, pass_):
-    return FUNCS[(op, pass_)][1]
-
 # Shapes, as segops.torch's fake (meta) implementations and vmap rules need them.
 # op -> {forward input: its leading dimension, "N" (elements) or "S" (segments)}
 LEADS = {
@@ -90,6 +78,23 @@ OUT_SHAPE = {
     "segmented_rms_norm": ("S", None),
     "segmented_matvec": ("N", "v"),
 }
+# END generated: client table
+
+assert len(FUNCS) == len(OPS) * len(PASSES), "every op has every pass"
+
+
+def method_name(op, pass_):
+    """Client method name of a function: the op name for the forward, else `<op>_<pass>`."""
+    return op if pass_ == "forward" else f"{op}_{pass_}"
+
+
+def input_names(op, pass_):
+    return tuple(name for name, _ in FUNCS[(op, pass_)][0])
+
+
+def output_names(op, pass_):
+    return FUNCS[(op, pass_)][1]
+
 assert set(LEADS) == set(OPS) == set(OUT_SHAPE)
 
 

@@ -1,14 +1,15 @@
-"""segops.torch: the six segment ops on torch tensors, differentiable to second order; the
-forward, the backward and the double backward each run on the segops server (the formulas:
+"""segops.torch: the segment ops of the op table on torch tensors, differentiable to second order;
+the forward, the backward and the double backward each run on the segops server (the formulas:
 proto/API.md, "Formulas").
 
     import segops.torch as st
     e = st.segmented_sum(st.segmented_dot(x, x, idx, S), ...)
 
-Each function is a torch.library custom op (`torch.ops.segops.<op>_<pass>`, 18 in all) with a
-fake implementation and registered autograd, so `torch.compile(model, fullgraph=True)` keeps
-the calls as opaque nodes, and torch.func.grad / vjp / jacrev / vmap work (a vmapped call is
-one server call). Forward-mode AD (jvp, jacfwd) is not available. A third derivative raises.
+Each function is a torch.library custom op (`torch.ops.segops.<op>_<pass>`, one per function of
+the table) with a fake implementation and registered autograd, so `torch.compile(model,
+fullgraph=True)` keeps the calls as opaque nodes, and torch.func.grad / vjp / jacrev / vmap work
+(a vmapped call is one server call). Forward-mode AD (jvp, jacfwd) is not available. A third
+derivative raises.
 
 Tensors go to the server from CPU memory (a GPU tensor is copied to pinned memory first) and
 results come back on the inputs' device. idx and num_segments receive no gradient.
@@ -54,17 +55,7 @@ Tensor = torch.Tensor
 ClientLike = Union[Client, str, None]  # a Client, a URL string, or None (the current client)
 SegmentCount = Union[int, torch.SymInt, torch.Tensor]
 
-__all__ = [
-    "segmented_sum",
-    "segmented_dot",
-    "segmented_mul",
-    "segmented_mean",
-    "segmented_rms_norm",
-    "segmented_matvec",
-    "set_client",
-    "get_client",
-    "use_client",
-]
+__all__ = [*_table.OPS, "set_client", "get_client", "use_client"]  # one function per op of the table
 
 # ---- which server: custom ops take a string key, resolved when the op runs ----
 
@@ -300,3 +291,23 @@ def segmented_matvec(
 ) -> Tensor:
     """out[i] = m[idx[i]]^T v[i]; v (N,3), m (S,3,3) -> (N,3)."""
     return _apply("segmented_matvec", (v, m), idx, num_segments, client)
+
+
+def _define(op, names):
+    """The function of an op of the table that has none written out above (a new op's, until
+    one with its types and formula is): the same signature, made as namedtuple makes its classes,
+    so that torch.compile traces it as it traces the others."""
+    params = ", ".join(names)
+    src = (f"def {op}({params}, idx, num_segments, *, client=None):\n"
+           f"    return _apply({op!r}, ({params},), idx, num_segments, client)\n")
+    ns = {"_apply": _apply}
+    exec(compile(src, f"<segops.torch.{op}>", "exec"), ns)  # noqa: S102 (names from the op table)
+    fn = ns[op]
+    fn.__doc__ = f"{op} on torch tensors (proto/API.md, Formulas); forward inputs {', '.join(names)}."
+    fn.__module__ = __name__
+    return fn
+
+
+for _op, (_names, _vec3) in _table.OPS.items():
+    if _op not in globals():
+        globals()[_op] = _define(_op, _names)

@@ -1,0 +1,231 @@
+/* endpoints.c: which daemon takes a call, and failover, as the Python client's _endpoints.py does
+ * it. A call goes to the healthy daemon with the fewest calls in flight (ties in turn). A refused
+ * or dropped connection, a 503 or a drain marks that daemon failed and moves the call to another
+ * (every function is pure: sending it again is safe). A failed daemon rests for a back-off (at
+ * least its Retry-After; doubling with each failure in a row) and must answer /readyz before it
+ * gets work again. When every daemon rests, the call waits for the first to come back, until its
+ * timeout (the whole deadline, failover included); then it fails naming every daemon's last
+ * failure and the time spent. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "client.h"
+
+#define BACKOFF_MIN_S 0.25
+#define BACKOFF_MAX_S 30.0
+
+bool segops_retryable(int code) {
+  return code == SEGOPS_E_CONNECTION || code == SEGOPS_E_UNAVAILABLE || code == SEGOPS_E_RESOURCE_EXHAUSTED;
+}
+
+segops_held *segops_held_new(segops_transport *t) {
+  if (!t) return NULL;
+  segops_held *h = calloc(1, sizeof *h);
+  if (!h) t->vt->close(t);
+  if (h) h->t = t;
+  return h;
+}
+
+static void sleep_s(double s) {
+  if (s <= 0) return;
+  struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+  while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
+  }
+}
+
+/* ---- choosing a daemon (all under c->mu) ---- */
+
+typedef struct {
+  double deadline, t0;
+  uint64_t tried; /* bit i: endpoint i failed this call */
+  bool last_try;  /* the final attempt, just before the deadline, ignores rests */
+  int last_code;
+} call_state;
+
+/* Whether endpoint i may take this attempt: not resting (unless this is the last try), and in the
+ * first round not one this call already tried. */
+static bool candidate(const segops_client *c, const call_state *cs, int i, double now, bool fresh_only) {
+  return (c->eps[i].resting_until <= now || cs->last_try) && !(fresh_only && ((cs->tried >> i) & 1u));
+}
+
+/* The healthy endpoint with the fewest calls in flight (ties in turn), preferring those this call
+ * has not tried; with none, the time to wait (< 0: give up). Takes the endpoint's in_flight. */
+static segops_endpoint *pick(segops_client *c, call_state *cs, double now, double *wait) {
+  for (int round = 0; round < 2; round++) {
+    bool fresh_only = round == 0;
+    int least = -1, ties = 0;
+    for (int i = 0; i < c->n_eps; i++) {
+      if (!candidate(c, cs, i, now, fresh_only)) continue;
+      if (least < 0 || c->eps[i].in_flight < least) {
+        least = c->eps[i].in_flight;
+        ties = 0;
+      }
+      ties += c->eps[i].in_flight == least;
+    }
+    if (least < 0) continue;
+    int k = (int)(c->turn++ % (unsigned)ties);
+    for (int i = 0; i < c->n_eps; i++)
+      if (candidate(c, cs, i, now, fresh_only) && c->eps[i].in_flight == least && k-- == 0) {
+        c->eps[i].in_flight++;
+        return &c->eps[i];
+      }
+  }
+  double earliest = c->eps[0].resting_until;
+  for (int i = 1; i < c->n_eps; i++)
+    if (c->eps[i].resting_until < earliest) earliest = c->eps[i].resting_until;
+  /* Keep trying until the timeout: the last attempt goes out shortly before the deadline. */
+  double reserve = c->timeout_s / 10 < 0.25 ? c->timeout_s / 10 : 0.25;
+  if (earliest < cs->deadline - reserve) {
+    *wait = earliest - now;
+  } else if (!cs->last_try && now < cs->deadline) {
+    *wait = cs->deadline - reserve - now;
+    cs->last_try = true;
+  } else {
+    *wait = -1;
+  }
+  return NULL;
+}
+
+/* Marks ep failed (under c->mu); returns a replaced transport that no call uses any more, which
+ * the caller closes after unlocking. */
+static segops_held *mark_failed(segops_client *c, segops_endpoint *ep, const segops_error *err) {
+  ep->failures++;
+  ep->last = *err;
+  double rest = BACKOFF_MIN_S * (double)(1u << (ep->failures < 8 ? ep->failures - 1 : 7));
+  if (rest > BACKOFF_MAX_S) rest = BACKOFF_MAX_S;
+  if (err->retry_after_s > rest) rest = err->retry_after_s < BACKOFF_MAX_S ? err->retry_after_s : BACKOFF_MAX_S;
+  ep->resting_until = segops_client_now() + rest;
+  /* A daemon that went away (refused, dropped, drained) may come back changed: another native
+   * channel, no unix listener. Its transport is found again on its next call. */
+  if (ep->state != SEGOPS_EP_READY || ep->local || c->want == SEGOPS_WANT_HTTP) return NULL;
+  if (err->code == SEGOPS_E_RESOURCE_EXHAUSTED) return NULL; /* busy, not gone: keep its channel */
+  segops_held *h = ep->cur;
+  ep->cur = NULL;
+  ep->state = SEGOPS_EP_UNRESOLVED;
+  if (h == ep->http) return NULL; /* the URL's own HTTP stays */
+  h->retired = true;
+  return h->refs == 0 ? h : NULL;
+}
+
+static void held_close(segops_held *h) {
+  if (!h) return;
+  h->t->vt->close(h->t);
+  free(h);
+}
+
+static void release(segops_client *c, segops_held *h) {
+  pthread_mutex_lock(&c->mu);
+  bool close_it = --h->refs == 0 && h->retired;
+  pthread_mutex_unlock(&c->mu);
+  if (close_it) held_close(h);
+}
+
+/* ---- one attempt ---- */
+
+/* The endpoint's transport, resolved by this thread or waited for; a reference is taken. */
+static segops_held *acquire(segops_client *c, segops_endpoint *ep, double deadline, segops_error *e) {
+  pthread_mutex_lock(&c->mu);
+  for (;;) {
+    if (ep->state == SEGOPS_EP_READY) {
+      segops_held *h = ep->cur;
+      h->refs++;
+      pthread_mutex_unlock(&c->mu);
+      return h;
+    }
+    if (ep->state == SEGOPS_EP_UNRESOLVED) break;
+    double left = deadline - segops_client_now();
+    if (left <= 0) {
+      pthread_mutex_unlock(&c->mu);
+      segops_client_err(e, SEGOPS_E_TIMEOUT, "%s: its transport was still being found when the timeout passed",
+                        ep->url);
+      return NULL;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    double at = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 + left;
+    ts.tv_sec = (time_t)at;
+    ts.tv_nsec = (long)((at - (double)ts.tv_sec) * 1e9);
+    pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+  }
+  ep->state = SEGOPS_EP_RESOLVING;
+  pthread_mutex_unlock(&c->mu);
+  segops_held *h = segops_resolve(c, ep, deadline, e);
+  pthread_mutex_lock(&c->mu);
+  ep->cur = h;
+  ep->state = h ? SEGOPS_EP_READY : SEGOPS_EP_UNRESOLVED;
+  if (h) h->refs++;
+  pthread_cond_broadcast(&c->cv);
+  pthread_mutex_unlock(&c->mu);
+  return h;
+}
+
+/* A failed daemon's way back: /readyz answers 200. */
+static int rejoin_ok(segops_endpoint *ep, double deadline, segops_error *e) {
+  if (ep->local || !ep->http) return SEGOPS_OK;
+  return segops_http_ready(ep->http->t, deadline, e);
+}
+
+static int attempt(segops_client *c, segops_endpoint *ep, int failures, segops_attempt_fn fn, void *arg,
+                   double deadline, segops_error *e) {
+  if (failures) {
+    int rc = rejoin_ok(ep, deadline, e);
+    if (rc) return rc;
+  }
+  segops_held *h = acquire(c, ep, deadline, e);
+  if (!h) return e ? e->code : SEGOPS_E_CONNECTION;
+  int rc = fn(ep, h->t, arg, deadline, e);
+  if (rc == SEGOPS_OK) atomic_store(&c->used, h->t->vt->name);
+  release(c, h);
+  return rc;
+}
+
+/* ---- the call ---- */
+
+static int fail_all(segops_client *c, call_state *cs, const char *what, segops_error *e) {
+  if (!e) return cs->last_code;
+  char msg[sizeof e->message];
+  size_t o = (size_t)snprintf(msg, sizeof msg, "%s: no daemon took the call in %.3g s (timeout %.3g s)", what,
+                              segops_client_now() - cs->t0, c->timeout_s);
+  pthread_mutex_lock(&c->mu);
+  for (int i = 0; i < c->n_eps && o < sizeof msg; i++) {
+    const segops_endpoint *ep = &c->eps[i];
+    const char *m = ep->last.message;
+    if (!strncmp(m, "segops: ", 8)) m += 8;
+    o += (size_t)snprintf(msg + o, sizeof msg - o, "; %s: %s", ep->url, ep->failures ? m : "not tried");
+  }
+  pthread_mutex_unlock(&c->mu);
+  return segops_client_err(e, cs->last_code, "%s", msg);
+}
+
+int segops_endpoints_run(segops_client *c, segops_attempt_fn fn, void *arg, const char *what, segops_error *e) {
+  call_state cs = {.t0 = segops_client_now(), .last_code = SEGOPS_E_CONNECTION};
+  cs.deadline = cs.t0 + c->timeout_s;
+  segops_error local_err;
+  if (!e) e = &local_err; /* failover reads the error */
+  for (;;) {
+    double now = segops_client_now(), wait = 0;
+    pthread_mutex_lock(&c->mu);
+    segops_endpoint *ep = pick(c, &cs, now, &wait);
+    int failures = ep ? ep->failures : 0;
+    pthread_mutex_unlock(&c->mu);
+    if (!ep) {
+      if (wait < 0) return fail_all(c, &cs, what, e);
+      sleep_s(wait > 0 ? wait : 0.001);
+      continue;
+    }
+    int rc = attempt(c, ep, failures, fn, arg, cs.deadline, e);
+    pthread_mutex_lock(&c->mu);
+    ep->in_flight--;
+    if (rc == SEGOPS_OK) ep->failures = 0;
+    segops_held *gone = rc != SEGOPS_OK && segops_retryable(rc) ? mark_failed(c, ep, e) : NULL;
+    pthread_mutex_unlock(&c->mu);
+    held_close(gone);
+    if (rc == SEGOPS_OK || !segops_retryable(rc)) return rc;
+    cs.tried |= 1ull << (ep - c->eps);
+    cs.last_code = rc;
+    if (segops_client_now() >= cs.deadline || cs.last_try) return fail_all(c, &cs, what, e);
+  }
+}
