@@ -391,8 +391,12 @@ static bool shm_fs_full(void) {
 
 static int damaged_msg(region *g, bool written, char *err, size_t errlen) {
   /* A fault of a write finds no page either when the object is too short or when the filesystem
-   * is full; the size is not known (no descriptor), the free space is. */
-  if (written && shm_fs_full()) atomic_store(&g->no_room, 1);
+   * is full; the size is not known (no descriptor), the free space is. The write may also have been
+   * an earlier one that found the flag set before this use: pinning the region for the GPU
+   * (host_register) writes every page at registration. So a full filesystem is said whenever it is
+   * full now; `written` only says that this use wrote. */
+  (void)written;
+  if (shm_fs_full()) atomic_store(&g->no_room, 1);
   if (atomic_load(&g->no_room))
     return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
                        "shared-memory region '%s' could not be written: the shared-memory filesystem (/dev/shm) is "

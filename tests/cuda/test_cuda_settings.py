@@ -112,8 +112,8 @@ def main():
     assert all(a == first for a in answers.values()), "results differ between wait policies"
     print(f"ok: {len(answers)} policies gave identical bits")
 
-    refused(segopsd, ({"SEGOPS_CUDA_WAIT": "spin", "SEGOPS_CUDA_WAIT_POLL_US": "20"},
-                      "applies only with SEGOPS_CUDA_WAIT=block"),)
+    refused(segopsd, (({"SEGOPS_CUDA_WAIT": "spin", "SEGOPS_CUDA_WAIT_POLL_US": "20"},
+                       "applies only with SEGOPS_CUDA_WAIT=block"),))
 
 
 def refused(segopsd, cases, backends=("cuda",)):

@@ -85,8 +85,10 @@ def test_token_and_unix_listener(daemon_factory, tmp_path):
 
 
 def test_settings_are_the_configuration_reference(daemon_factory):
-    d = daemon_factory("--max-body-bytes", "3M", "--drain-seconds", "0.5", "--devices", "0,1", "--cpu-isa",
-                       "baseline", env={"SEGOPS_IDX_CACHE_BYTES": "0", "SEGOPS_CUDA_WAIT": "block"})
+    # --backend cpu: the CUDA settings are parsed and reported on any machine, and --devices 0,1 names
+    # GPUs a one-GPU machine does not have (refused there by the CUDA backend, rightly).
+    d = daemon_factory("--backend", "cpu", "--max-body-bytes", "3M", "--drain-seconds", "0.5", "--devices", "0,1",
+                       "--cpu-isa", "baseline", env={"SEGOPS_IDX_CACHE_BYTES": "0", "SEGOPS_CUDA_WAIT": "block"})
     answer = info(d.url)
     assert_matches(answer)
     with open(os.path.join(ROOT, "docs", "configuration.md"), encoding="utf-8") as f:
