@@ -1,10 +1,11 @@
-/* test_lib_threads.c: one client shared by many threads, and by forked children. Eight threads call
- * every function at once through one HTTP client and one "local" client: each answer has the
- * bits the function gives alone. Then four children are forked while the parent's threads keep
- * calling (a fork lands in the middle of calls): each child calls through the same two clients,
- * which make their own connections and backend there, and every answer in both processes stays
- * right. A hang fails the test with the process, the thread and the step it hung in (and their
- * stacks) well before CTest's timeout. */
+/* test_lib_threads.c: clients shared by many threads, and by forked children. Eight threads call
+ * every function at once through three clients: two of one daemon ("auto", which takes its native
+ * channel here, and plain HTTP) and one "local": each answer has the bits the function gives
+ * in-process. Then four children are forked while the parent's threads keep calling (a fork lands
+ * in the middle of calls): each child calls through the same clients, which make their own
+ * channels, connections and backend there, and every answer in both processes stays right. A hang
+ * fails the test with the process, the thread and the step it hung in (and its stack) well before
+ * CTest's timeout. */
 #include <execinfo.h>
 #include <pthread.h>
 #include <signal.h>
@@ -27,7 +28,6 @@
 #define CHILD_LIMIT_S 30
 #define TOTAL_LIMIT_S 80
 
-static segops_client *remote, *local; /* remote: the daemon's URL, "auto" (its native channel here) */
 static char parent_transport[16];
 /* Under AddressSanitizer a fork must not land while another thread allocates: the sanitizer's own
  * allocator (GCC 12's) keeps a lock the child inherits held, and the child hangs in malloc. There
@@ -126,29 +126,37 @@ static int wait_child(int i, pid_t pid, double forked_at) {
   return st;
 }
 
-/* One random call through both clients; true when both answered with the same bits. */
+/* The clients every call goes through: the daemon over "auto" (its native channel here), the
+ * daemon over plain HTTP (libcurl), and "local"; the last one's answer is the reference. */
+enum { NATIVE, WEB, LOCAL, N_CLIENTS };
+static segops_client *clients[N_CLIENTS];
+static const char *const client_name[N_CLIENTS] = {"the daemon's auto client", "the daemon's HTTP client",
+                                                   "the local client"};
+
+/* One random call through every client; true when all answered with the same bits. */
 static bool one_call(tl_rng *r, int k, int row) {
   int fn = (int)(tl_next(r) % SEGOPS_FN_COUNT);
+  step(row, "call %d: making its inputs", k);
   tl_call c;
   tl_call_make(&c, fn, k % 2 ? SEGOPS_F32 : SEGOPS_F64, 1 + 2 * (k % 2), 1 + (int64_t)(tl_next(r) % 300),
                1 + (int64_t)(tl_next(r) % 20), k % 3 == 0, k % 5 == 0, r);
-  segops_array a[SEGOPS_MAX_OUTPUTS] = {{0}}, b[SEGOPS_MAX_OUTPUTS] = {{0}};
-  segops_error ea, eb;
-  step(row, "call %d: %s %s through the daemon's client", k, segops_fn_op(fn), segops_fn_pass(fn));
-  int ra = segops_run(remote, fn, c.inp, &c.idx, c.s, 0, a, &ea);
-  step(row, "call %d: %s %s through the local client", k, segops_fn_op(fn), segops_fn_pass(fn));
-  int rb = segops_run(local, fn, c.inp, &c.idx, c.s, 0, b, &eb);
-  step(row, "call %d: comparing and freeing the answers", k);
-  bool ok = ra == SEGOPS_OK && rb == SEGOPS_OK;
-  if (!ok)
-    fprintf(stderr, "pid %d: %s %s: remote %d '%s', local %d '%s'\n", getpid(), segops_fn_op(fn), segops_fn_pass(fn),
-            ra, ea.message, rb, eb.message);
-  for (int o = 0; ok && o < c.row->n_out; o++)
-    ok = a[o].nbytes == b[o].nbytes && !memcmp(a[o].data, b[o].data, a[o].nbytes);
-  for (int o = 0; o < c.row->n_out; o++) {
-    segops_free(remote, a[o].data);
-    segops_free(local, b[o].data);
+  segops_array out[N_CLIENTS][SEGOPS_MAX_OUTPUTS] = {{{0}}};
+  bool ok = true;
+  for (int i = 0; i < N_CLIENTS; i++) {
+    segops_error e;
+    step(row, "call %d: %s %s through %s", k, segops_fn_op(fn), segops_fn_pass(fn), client_name[i]);
+    int rc = segops_run(clients[i], fn, c.inp, &c.idx, c.s, 0, out[i], &e);
+    if (rc)
+      fprintf(stderr, "pid %d: %s %s through %s: %d '%s'\n", getpid(), segops_fn_op(fn), segops_fn_pass(fn),
+              client_name[i], rc, e.message);
+    ok = ok && rc == SEGOPS_OK;
   }
+  step(row, "call %d: comparing and freeing the answers", k);
+  for (int i = 0; ok && i < LOCAL; i++)
+    for (int o = 0; ok && o < c.row->n_out; o++)
+      ok = out[i][o].nbytes == out[LOCAL][o].nbytes && !memcmp(out[i][o].data, out[LOCAL][o].data, out[i][o].nbytes);
+  for (int i = 0; i < N_CLIENTS; i++)
+    for (int o = 0; o < c.row->n_out; o++) segops_free(clients[i], out[i][o].data);
   tl_call_free(&c);
   return ok;
 }
@@ -187,7 +195,7 @@ static void child(int i) {
   tl_rng r = {(uint64_t)i * 31 + 7};
   int bad = 0;
   for (int k = 0; k < 60; k++) bad += !one_call(&r, k, ROW_CHILD(i));
-  bad += strcmp(segops_transport_used(remote), parent_transport) != 0; /* found again here, the same way */
+  bad += strcmp(segops_transport_used(clients[NATIVE]), parent_transport) != 0; /* found again here, the same way */
   step(ROW_CHILD(i), "exiting (%d bad)", bad);
   _exit(bad ? 1 : 0); /* the parent's atexit handlers and its clients are the parent's */
 }
@@ -235,6 +243,24 @@ static void watch(void) {
   pthread_detach(w);
 }
 
+static bool open_clients(void) {
+  segops_options o[N_CLIENTS];
+  for (int i = 0; i < N_CLIENTS; i++) {
+    segops_options_init(&o[i]);
+    o[i].timeout_s = 30;
+  }
+  o[WEB].transport = "http";
+  o[LOCAL].threads = 2;
+  for (int i = 0; i < N_CLIENTS; i++) {
+    segops_error e;
+    if (segops_open(&clients[i], i == LOCAL ? "local" : daemon_.url, &o[i], &e)) {
+      fprintf(stderr, "open %s: %s\n", client_name[i], e.message);
+      return false;
+    }
+  }
+  return true;
+}
+
 int main(void) {
   pthread_rwlockattr_t ra;
   pthread_rwlockattr_init(&ra);
@@ -244,23 +270,15 @@ int main(void) {
   step(ROW_MAIN, "starting segopsd");
   const char *args[] = {"--backend", "cpu", "--threads", "2", NULL};
   if (!tl_daemon_start(&daemon_, "127.0.0.1:0", args)) return 1;
-  segops_options o, ol;
-  segops_options_init(&o);
-  o.timeout_s = 30;
-  segops_options_init(&ol);
-  ol.threads = 2;
-  segops_error e;
-  if (segops_open(&remote, daemon_.url, &o, &e) || segops_open(&local, "local", &ol, &e)) {
-    fprintf(stderr, "open: %s\n", e.message);
-    return 1;
-  }
+  if (!open_clients()) return 1;
   threads_at_once();
-  snprintf(parent_transport, sizeof parent_transport, "%s", segops_transport_used(remote));
+  snprintf(parent_transport, sizeof parent_transport, "%s", segops_transport_used(clients[NATIVE]));
   TL_CHECK(!strcmp(parent_transport, "native"), "auto used %s", parent_transport);
+  TL_CHECK(!strcmp(segops_transport_used(clients[WEB]), "http"), "the HTTP client used %s",
+           segops_transport_used(clients[WEB]));
   forked_children();
   step(ROW_MAIN, "closing the clients and stopping segopsd");
-  segops_close(remote);
-  segops_close(local);
+  for (int i = 0; i < N_CLIENTS; i++) segops_close(clients[i]);
   TL_CHECK(tl_daemon_stop(&daemon_), "segopsd did not exit 0");
   return tl_summary("test_lib_threads");
 }
