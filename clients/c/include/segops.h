@@ -17,9 +17,18 @@
  * Thread safety: segops_run and the typed functions, segops_alloc, segops_free, segops_info and
  * segops_transport_used may be called from any number of threads on one client at once (several
  * calls are then in flight). segops_open and segops_close are not concurrent with anything else
- * on the same client. A client used in a forked child opens its own connections and channels on
- * the child's first call (the parent's stay the parent's); fork while another thread of the parent
- * is inside a call is allowed, and that call's connection is simply not used by the child.
+ * on the same client.
+ *
+ * Fork: a client used in a forked child opens its own connections, channels and local backend on
+ * the child's first call; the parent's stay the parent's (the child neither uses nor waits on
+ * them, and closes only its own copies of their descriptors). fork() may land while other threads
+ * of the parent are inside calls: the library holds its own locks across fork() (pthread_atfork),
+ * so the child never finds one held. The child's first call then allocates, connects, resolves
+ * host names and starts threads, which POSIX does not promise in the child of a multithreaded
+ * process and the GNU C library makes work. Not covered: https:// URLs. Their TLS library keeps
+ * process-wide locks that a parent thread inside a TLS exchange may hold at the fork, and it does
+ * not support a multithreaded fork without exec: with https, fork while no other thread is
+ * inside a call, or exec in the child.
  *
  * Ownership: every pointer a function takes is borrowed for the duration of the call, unless its
  * comment says otherwise. Free functions accept NULL. */

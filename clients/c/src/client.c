@@ -16,28 +16,37 @@
 #define MAX_SPIN_US 100000
 #define MAX_URLS 64 /* endpoints.c keeps the daemons a call tried in one 64-bit mask */
 
-/* ---- fork: every open client is in a registry; the fork handlers hold every client's lock
- * across fork() (so the child never inherits one held by a thread it does not have) and count
- * forks in the child, where the next call drops the parent's transports (after_fork). */
+/* ---- fork: every open client is in a registry; the fork handlers hold every client's locks (its
+ * mu and its shared memory's allocator) across fork(), so the child never inherits one held by a
+ * thread it does not have, and count forks in the child, where the next call drops the parent's
+ * transports (after_fork). Nothing else of the parent's is used in the child: its transports' own
+ * locks, sockets and threads are left alone (transport.h, forget). */
 
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static segops_client *reg_head;
 static pthread_once_t reg_once = PTHREAD_ONCE_INIT;
 static atomic_uint fork_gen;
 
-/* Lock order: reg_mu, then clients' mu, then orphan_mu (after_fork holds a client's mu when it
- * takes orphan_mu). */
+/* Lock order: reg_mu, then clients' mu, then their memory's lock (mem.c takes no other lock
+ * while it holds its own), then orphan_mu (after_fork holds a client's mu when it takes
+ * orphan_mu). */
 static pthread_mutex_t orphan_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static void fork_prepare(void) {
   pthread_mutex_lock(&reg_mu);
-  for (segops_client *c = reg_head; c; c = c->reg_next) pthread_mutex_lock(&c->mu);
+  for (segops_client *c = reg_head; c; c = c->reg_next) {
+    pthread_mutex_lock(&c->mu);
+    segops_mem_fork_lock(c->mem); /* a native call allocates there without c->mu */
+  }
   pthread_mutex_lock(&orphan_mu);
 }
 
 static void fork_parent(void) {
   pthread_mutex_unlock(&orphan_mu);
-  for (segops_client *c = reg_head; c; c = c->reg_next) pthread_mutex_unlock(&c->mu);
+  for (segops_client *c = reg_head; c; c = c->reg_next) {
+    segops_mem_fork_unlock(c->mem);
+    pthread_mutex_unlock(&c->mu);
+  }
   pthread_mutex_unlock(&reg_mu);
 }
 
@@ -54,6 +63,7 @@ static void fork_child(void) {
   pthread_mutex_unlock(&orphan_mu);
   for (segops_client *c = reg_head; c; c = c->reg_next) {
     cond_init_monotonic(&c->cv); /* its waiters were the parent's threads */
+    segops_mem_fork_unlock(c->mem);
     pthread_mutex_unlock(&c->mu);
   }
   pthread_mutex_unlock(&reg_mu);

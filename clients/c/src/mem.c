@@ -47,11 +47,20 @@ struct segops_mem {
 /* ---- forks ------------------------------------------------------------------------------------
  * A forked child shares its parent's pools (MAP_SHARED): allocating from them in both would hand
  * the same bytes out twice. The child keeps reading what lies there but allocates in pools of its
- * own. */
+ * own. The owning client's fork handlers hold mu across the fork (segops_mem_fork_lock), so the
+ * child finds it free and the lists it guards whole. */
 static atomic_uint fork_epoch;
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 static void on_fork_child(void) { atomic_fetch_add(&fork_epoch, 1); }
 static void register_fork(void) { pthread_atfork(NULL, NULL, on_fork_child); }
+
+void segops_mem_fork_lock(segops_mem *m) {
+  if (m) pthread_mutex_lock(&m->mu);
+}
+
+void segops_mem_fork_unlock(segops_mem *m) {
+  if (m) pthread_mutex_unlock(&m->mu);
+}
 
 /* Under m->mu: after a fork every pool made so far is the parent's. */
 static void check_fork(segops_mem *m) {

@@ -34,4 +34,10 @@ int segops_mem_pool_count(segops_mem *m);
 /* Pool k's memfd and size (the fd stays owned by m). */
 int segops_mem_pool_fd(segops_mem *m, int k, size_t *size);
 
+/* For the client's fork handlers (client.c): m's lock held across fork(), taken before it and
+ * given back after it in the parent and in the child, so that a child never inherits the lock
+ * held by a thread it does not have (its first allocation would wait forever). Accept NULL. */
+void segops_mem_fork_lock(segops_mem *m);
+void segops_mem_fork_unlock(segops_mem *m);
+
 #endif
