@@ -563,8 +563,8 @@ static int place_call(native_t *t, placed *pl, const segops_tcall *call, segops_
     rc = place_input(t, pl, call->op, call->in_name[j], call->in[j], &r->in[j], e);
   if (rc == SEGOPS_OK) rc = place_input(t, pl, call->op, "idx", call->idx, &r->idx, e);
   if (rc == SEGOPS_OK && !call->idx) r->idx.flags = 0; /* idx is required: the daemon says so */
-  /* Without a float input the outputs are float64, as over HTTP with msgpack bodies (the
-   * request's SEGOPS_REQ_DTYPE, JSON's top-level "dtype", is not sent). */
+  /* SEGOPS_REQ_DTYPE (JSON's top-level "dtype") is not sent: a call without a float input answers
+   * float64, as over HTTP with msgpack bodies and in "local" (proto/native.md, The ring). */
   for (int k = 0; k < call->n_out && rc == SEGOPS_OK; k++)
     if (call->out[k]) rc = place_output(t, pl, call, k, e);
   return rc;
