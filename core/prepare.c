@@ -127,269 +127,333 @@ static __attribute__((noinline)) int64_t check_idx32(const int32_t *v, int64_t n
   return -1;
 }
 
-int segops_prepare(const segops_request *req, const segops_limits *lim, segops_prepared *p, char *err, size_t errlen) {
-  memset(p, 0, sizeof *p);
-  const segops_fn_desc *fn = segops_fn(req->op, req->pass);
-  if (!fn) return segops_errf(SEGOPS_E_NOT_FOUND, err, errlen, "unknown op or pass");
-  const char *op = segops_op_name(fn->op);
-  char names[256];
+/* What the steps of segops_prepare learn, in their order. */
+typedef struct {
+  const segops_request *req;
+  const segops_limits *lim;
+  const segops_fn_desc *fn;
+  const char *op;
+  char *err;
+  size_t errlen;
+  const segops_tensor *in[SEGOPS_MAX_INPUTS]; /* 1: by the row's input order; NULL when not given */
+  const segops_tensor *idx;
+  int64_t s;                      /* 2 */
+  int64_t n;                      /* 3 */
+  int dtype;                      /* 4 */
+  int width;                      /* 5 */
+  bool want[SEGOPS_MAX_OUTPUTS];  /* 6 */
+  int32_t *copy;                  /* 7: owned: idx checked, narrowed or realigned; or NULL */
+  segops_idx_entry *hold;         /* 7: the validated-idx cache's copy, held; or NULL */
+  const int32_t *cached;          /* 7: its values */
+  uint64_t ih[2];                 /* 7: the hash of idx's bytes, when hashed */
+  bool hashed, cacheable, sorted; /* 7 */
+  size_t total;                   /* 8: bytes of the requested outputs, 64-byte aligned each */
+} prep;
 
-  /* 1. Argument names: known, not repeated. */
-  const segops_tensor *in[SEGOPS_MAX_INPUTS] = {0};
-  const segops_tensor *idx = NULL;
-  for (int a = 0; a < req->nargs; a++) {
-    const segops_named_tensor *nt = &req->args[a];
+/* 1. Argument names: known, not repeated. */
+static int bind_arguments(prep *x) {
+  const segops_fn_desc *fn = x->fn;
+  for (int a = 0; a < x->req->nargs; a++) {
+    const segops_named_tensor *nt = &x->req->args[a];
     const segops_tensor **slot = NULL;
-    if (name_eq(nt->name, nt->name_len, "idx")) slot = &idx;
+    if (name_eq(nt->name, nt->name_len, "idx")) slot = &x->idx;
     for (int k = 0; !slot && k < fn->n_in; k++)
-      if (name_eq(nt->name, nt->name_len, fn->in[k].name)) slot = &in[k];
+      if (name_eq(nt->name, nt->name_len, fn->in[k].name)) slot = &x->in[k];
     if (!slot) {
+      char names[256];
       list_names(names, sizeof names, fn, false);
-      return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: unknown argument '%.*s' for %s (expected: %s)",
-                         op, (int)(nt->name_len > 64 ? 64 : nt->name_len), nt->name, segops_pass_name(fn->pass), names);
+      return segops_errf(SEGOPS_E_INVALID_ARGUMENT, x->err, x->errlen,
+                         "%s: unknown argument '%.*s' for %s (expected: %s)", x->op,
+                         (int)(nt->name_len > 64 ? 64 : nt->name_len), nt->name, segops_pass_name(fn->pass), names);
     }
     if (*slot)
-      return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: argument '%.*s' is given more than once", op,
-                         (int)nt->name_len, nt->name);
+      return segops_errf(SEGOPS_E_INVALID_ARGUMENT, x->err, x->errlen, "%s: argument '%.*s' is given more than once",
+                         x->op, (int)nt->name_len, nt->name);
     *slot = &nt->t;
   }
+  return SEGOPS_OK;
+}
 
-  /* 2. num_segments. */
+/* 2. num_segments: given, an integer, >= 0, within the limit. */
+static int check_num_segments(prep *x) {
+  const segops_request *req = x->req;
   if (req->ns_kind == SEGOPS_NS_ABSENT)
-    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: num_segments is required", op);
+    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, x->err, x->errlen, "%s: num_segments is required", x->op);
   if (req->ns_kind == SEGOPS_NS_NOT_INT)
-    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: num_segments must be an integer", op);
+    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, x->err, x->errlen, "%s: num_segments must be an integer", x->op);
   if (!req->ns_overflow && req->ns_value < 0)
-    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: num_segments (%" PRId64 ") must be >= 0", op,
-                       req->ns_value);
+    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, x->err, x->errlen, "%s: num_segments (%" PRId64 ") must be >= 0",
+                       x->op, req->ns_value);
   /* idx is narrowed to int32 below, so no limit may let num_segments past INT32_MAX. */
-  const int64_t max_segments = lim->max_segments < INT32_MAX ? lim->max_segments : INT32_MAX;
-  if (req->ns_overflow || req->ns_value > max_segments) {
-    if (req->ns_overflow)
-      return segops_errf(SEGOPS_E_TOO_LARGE, err, errlen,
-                         "%s: num_segments exceeds the limit (--max-segments %" PRId64 ")", op, max_segments);
-    return segops_errf(SEGOPS_E_TOO_LARGE, err, errlen,
-                       "%s: num_segments (%" PRId64 ") exceeds the limit (--max-segments %" PRId64 ")", op,
+  const int64_t max_segments = x->lim->max_segments < INT32_MAX ? x->lim->max_segments : INT32_MAX;
+  if (req->ns_overflow)
+    return segops_errf(SEGOPS_E_TOO_LARGE, x->err, x->errlen,
+                       "%s: num_segments exceeds the limit (--max-segments %" PRId64 ")", x->op, max_segments);
+  if (req->ns_value > max_segments)
+    return segops_errf(SEGOPS_E_TOO_LARGE, x->err, x->errlen,
+                       "%s: num_segments (%" PRId64 ") exceeds the limit (--max-segments %" PRId64 ")", x->op,
                        req->ns_value, max_segments);
-  }
-  const int64_t s = req->ns_value;
+  x->s = req->ns_value;
+  return SEGOPS_OK;
+}
 
-  /* 3. idx: present, 1-D, integer, sized. */
-  if (!idx) return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: idx is required", op);
+/* 3. idx: present, 1-D, integer, sized. */
+static int check_idx(prep *x) {
+  const segops_tensor *idx = x->idx;
+  if (!idx) return segops_errf(SEGOPS_E_INVALID_ARGUMENT, x->err, x->errlen, "%s: idx is required", x->op);
   if (idx->dtype != SEGOPS_I32 && idx->dtype != SEGOPS_I64)
-    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: idx must be int32 or int64, got %s", op,
+    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, x->err, x->errlen, "%s: idx must be int32 or int64, got %s", x->op,
                        segops_dtype_name(idx->dtype));
   if (idx->ndim != 1)
-    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: idx must be 1-D, got %d-D", op, idx->ndim);
-  int rc = check_tensor_size(op, "idx", idx, lim, err, errlen);
+    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, x->err, x->errlen, "%s: idx must be 1-D, got %d-D", x->op, idx->ndim);
+  int rc = check_tensor_size(x->op, "idx", idx, x->lim, x->err, x->errlen);
   if (rc) return rc;
-  const int64_t n = idx->shape[0];
+  x->n = idx->shape[0];
+  return SEGOPS_OK;
+}
 
-  /* 4. Required inputs present; float dtypes; one dtype per call; sizes. */
-  int dtype = -1;
+/* 4. Required inputs present; float dtypes; one dtype per call; sizes. */
+static int check_inputs(prep *x) {
+  const segops_fn_desc *fn = x->fn;
   const char *dtype_from = NULL;
+  x->dtype = -1;
   for (int k = 0; k < fn->n_in; k++) {
     const char *name = fn->in[k].name;
-    if (!in[k]) {
+    const segops_tensor *t = x->in[k];
+    if (!t) {
       if (fn->in[k].use == SEGOPS_ARG_REQ)
-        return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: %s is required for %s", op, name,
+        return segops_errf(SEGOPS_E_INVALID_ARGUMENT, x->err, x->errlen, "%s: %s is required for %s", x->op, name,
                            segops_pass_name(fn->pass));
       continue;
     }
-    const segops_tensor *t = in[k];
     if (t->dtype != SEGOPS_F32 && t->dtype != SEGOPS_F64)
-      return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: %s must be float32 or float64, got %s", op, name,
-                         segops_dtype_name(t->dtype));
-    if (dtype < 0) {
-      dtype = (int)t->dtype;
+      return segops_errf(SEGOPS_E_INVALID_ARGUMENT, x->err, x->errlen, "%s: %s must be float32 or float64, got %s",
+                         x->op, name, segops_dtype_name(t->dtype));
+    if (x->dtype < 0) {
+      x->dtype = (int)t->dtype;
       dtype_from = name;
-    } else if ((int)t->dtype != dtype) {
-      return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
-                         "%s: %s is %s but %s is %s; all float inputs must share one dtype", op, name,
-                         segops_dtype_name(t->dtype), dtype_from, segops_dtype_name((segops_dtype)dtype));
+    } else if ((int)t->dtype != x->dtype) {
+      return segops_errf(SEGOPS_E_INVALID_ARGUMENT, x->err, x->errlen,
+                         "%s: %s is %s but %s is %s; all float inputs must share one dtype", x->op, name,
+                         segops_dtype_name(t->dtype), dtype_from, segops_dtype_name((segops_dtype)x->dtype));
     }
-    rc = check_tensor_size(op, name, t, lim, err, errlen);
+    int rc = check_tensor_size(x->op, name, t, x->lim, x->err, x->errlen);
     if (rc) return rc;
   }
   /* Every float input of this row is optional and none was given (sum and mean double backward
    * with only idx and num_segments): each absent input is zero, so the outputs are zeros of the
    * request's dtype (float64 unless the request names one), in the scalar layout. */
-  if (dtype < 0) dtype = req->has_dtype ? (int)req->dtype : (int)SEGOPS_F64;
+  if (x->dtype < 0) x->dtype = x->req->has_dtype ? (int)x->req->dtype : (int)SEGOPS_F64;
+  return SEGOPS_OK;
+}
 
-  /* 5. Layout (width) from the first layout-dependent input, then every shape. */
-  int width = fn->vec3_only ? 3 : 0;
-  for (int k = 0; !width && k < fn->n_in; k++) {
+/* 5. Layout (width) from the first layout-dependent input, then every shape. */
+static int check_shapes(prep *x) {
+  const segops_fn_desc *fn = x->fn;
+  x->width = fn->vec3_only ? 3 : 0;
+  for (int k = 0; !x->width && k < fn->n_in; k++) {
     segops_shape_kind kind = fn->in[k].shape;
-    if (!in[k] || (kind != SEGOPS_SH_ELEM && kind != SEGOPS_SH_SEG)) continue;
-    width = implied_width(in[k]);
-    if (!width) {
+    if (!x->in[k] || (kind != SEGOPS_SH_ELEM && kind != SEGOPS_SH_SEG)) continue;
+    x->width = implied_width(x->in[k]);
+    if (!x->width) {
       char got[96];
-      return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: %s must have shape %s, got %s", op,
+      return segops_errf(SEGOPS_E_INVALID_ARGUMENT, x->err, x->errlen, "%s: %s must have shape %s, got %s", x->op,
                          fn->in[k].name, segops_shape_text(kind, 0),
-                         fmt_shape(got, sizeof got, in[k]->ndim, in[k]->shape));
+                         fmt_shape(got, sizeof got, x->in[k]->ndim, x->in[k]->shape));
     }
   }
-  if (!width) width = 1; /* only layout-free inputs given (e.g. dot's g_out alone): cannot happen for REQ rows */
+  if (!x->width) x->width = 1; /* only layout-free inputs given (e.g. dot's g_out alone): cannot happen for REQ rows */
   for (int k = 0; k < fn->n_in; k++) {
-    if (!in[k]) continue;
-    rc = check_shape(op, fn->in[k].name, fn->in[k].shape, width, n, s, in[k], err, errlen);
+    if (!x->in[k]) continue;
+    int rc = check_shape(x->op, fn->in[k].name, fn->in[k].shape, x->width, x->n, x->s, x->in[k], x->err, x->errlen);
     if (rc) return rc;
   }
+  return SEGOPS_OK;
+}
 
-  /* 6. outputs selection. */
-  bool want[SEGOPS_MAX_OUTPUTS] = {false};
+/* 6. outputs selection: every output, or those "outputs" names (at least one, each of the row). */
+static int select_outputs(prep *x) {
+  const segops_fn_desc *fn = x->fn;
+  const segops_request *req = x->req;
   if (!req->has_outputs) {
-    for (int o = 0; o < fn->n_out; o++) want[o] = true;
-  } else {
-    if (req->n_outputs == 0)
-      return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: outputs must name at least one output", op);
-    for (int j = 0; j < req->n_outputs; j++) {
-      int found = -1;
-      for (int o = 0; o < fn->n_out; o++)
-        if (name_eq(req->outputs[j].name, req->outputs[j].len, fn->out[o].name)) found = o;
-      if (found < 0) {
-        list_names(names, sizeof names, fn, true);
-        return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: unknown output '%.*s' for %s (expected: %s)",
-                           op, (int)(req->outputs[j].len > 64 ? 64 : req->outputs[j].len), req->outputs[j].name,
-                           segops_pass_name(fn->pass), names);
-      }
-      want[found] = true;
-    }
+    for (int o = 0; o < fn->n_out; o++) x->want[o] = true;
+    return SEGOPS_OK;
   }
+  if (req->n_outputs == 0)
+    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, x->err, x->errlen, "%s: outputs must name at least one output",
+                       x->op);
+  for (int j = 0; j < req->n_outputs; j++) {
+    int found = -1;
+    for (int o = 0; o < fn->n_out; o++)
+      if (name_eq(req->outputs[j].name, req->outputs[j].len, fn->out[o].name)) found = o;
+    if (found < 0) {
+      char names[256];
+      list_names(names, sizeof names, fn, true);
+      return segops_errf(SEGOPS_E_INVALID_ARGUMENT, x->err, x->errlen,
+                         "%s: unknown output '%.*s' for %s (expected: %s)", x->op,
+                         (int)(req->outputs[j].len > 64 ? 64 : req->outputs[j].len), req->outputs[j].name,
+                         segops_pass_name(fn->pass), names);
+    }
+    x->want[found] = true;
+  }
+  return SEGOPS_OK;
+}
 
-  /* 7. idx values: range, sortedness; narrow int64 and realign when needed. An idx in shared
-   * memory is always copied first, and only the copy is checked: its owner could rewrite it
-   * between the check and the backend's reads (out-of-range segment numbers index the outputs),
-   * and the backend reads the checked copy only. */
-  bool sorted = true;
+/* 7a. A large int32 idx from a region: a validated copy of the same bytes (for the same N and S)
+ * in the validated-idx cache (idx_cache.h) is held instead of a check. The region's bytes are read
+ * once, to hash them; on a hit nothing reads them again. */
+static void find_cached_idx(prep *x, const unsigned char *ib, int esize) {
+  x->cacheable = x->idx->shared && (size_t)x->n * 4 >= SEGOPS_IDX_CACHE_MIN_BYTES && segops_idx_cache_enabled();
+  if (!x->cacheable) return;
+  segops_hash_idx(ib, (size_t)x->n * (size_t)esize, x->ih);
+  x->hold = segops_idx_cache_find(x->ih, esize, x->n, x->s, &x->cached, &x->sorted);
+  if (x->hold) x->hashed = true;
+}
+
+/* 7b. The first element of an int64 idx outside [0, s), or -1, narrowing it into copy as it goes. */
+static int64_t check_idx64(const unsigned char *ib, int64_t n, int64_t s, int32_t *copy, bool *sorted) {
+  int64_t prev = 0;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t v;
+    memcpy(&v, ib + i * 8, 8);
+    if (v < 0 || v >= s) return i;
+    if (v < prev) *sorted = false;
+    prev = v;
+    copy[i] = (int32_t)v;
+  }
+  return -1;
+}
+
+/* 7. idx values: range, sortedness; narrow int64 and realign when needed. An idx in shared
+ * memory is always copied first, and only the copy is checked: its owner could rewrite it
+ * between the check and the backend's reads (out-of-range segment numbers index the outputs),
+ * and the backend reads the checked copy only. */
+static int check_idx_values(prep *x) {
+  const segops_tensor *idx = x->idx;
   const unsigned char *ib = (const unsigned char *)idx->data;
-  bool need_copy = idx->dtype == SEGOPS_I64 || ((uintptr_t)ib % sizeof(int32_t)) != 0 || idx->shared;
-  int32_t *copy = NULL;
-  /* A large int32 idx from a region: first look for a validated copy of the same bytes (for the
-   * same N and S) in the validated-idx cache (idx_cache.h). The region's bytes are read once, to
-   * hash them; on a hit nothing reads them again. */
-  segops_idx_entry *hold = NULL;
-  const int32_t *cached = NULL;
-  uint64_t ih[2] = {0, 0};
-  bool hashed = false;
   const int esize = idx->dtype == SEGOPS_I64 ? 8 : 4;
-  const bool cacheable = idx->shared && (size_t)n * 4 >= SEGOPS_IDX_CACHE_MIN_BYTES && segops_idx_cache_enabled();
-  if (cacheable) {
-    segops_hash_idx(ib, (size_t)n * (size_t)esize, ih);
-    hold = segops_idx_cache_find(ih, esize, n, s, &cached, &sorted);
-    if (hold) {
-      need_copy = false;
-      hashed = true;
-    }
+  x->sorted = true;
+  find_cached_idx(x, ib, esize);
+  if (x->hold) return SEGOPS_OK; /* validated when it went into the cache, for this N and S */
+  if (idx->dtype == SEGOPS_I64 || ((uintptr_t)ib % sizeof(int32_t)) != 0 || idx->shared) {
+    x->copy = segops_aligned_alloc((size_t)x->n * sizeof(int32_t));
+    if (!x->copy) return segops_errf(SEGOPS_E_NOMEM, x->err, x->errlen, "%s: out of memory for idx", x->op);
   }
-  if (need_copy) {
-    copy = segops_aligned_alloc((size_t)n * sizeof(int32_t));
-    if (!copy) return segops_errf(SEGOPS_E_NOMEM, err, errlen, "%s: out of memory for idx", op);
-  }
-  int64_t bad = -1;
-  if (hold) {
-    /* validated when it went into the cache, for this N and S */
-  } else if (idx->dtype == SEGOPS_I32) {
+  int64_t bad, v = 0;
+  if (idx->dtype == SEGOPS_I32) {
     /* Copied whole (memcpy's speed), then one branch-free pass the compiler vectorises: a
      * request's idx is its largest index array, and a branch per element cost more than the
      * backend's own pass over it. The first bad element is looked for only when there is one. */
-    if (copy) memcpy(copy, ib, (size_t)n * sizeof(int32_t));
-    const int32_t *v = copy ? copy : (const int32_t *)(const void *)ib;
-    bad = check_idx32(v, n, s, &sorted);
+    if (x->copy) memcpy(x->copy, ib, (size_t)x->n * sizeof(int32_t));
+    const int32_t *vals = x->copy ? x->copy : (const int32_t *)(const void *)ib;
+    bad = check_idx32(vals, x->n, x->s, &x->sorted);
+    if (bad >= 0) v = vals[bad];
   } else {
-    int64_t prev = 0;
-    for (int64_t i = 0; i < n; i++) {
-      int64_t v;
-      memcpy(&v, ib + i * 8, 8);
-      if (v < 0 || v >= s) {
-        bad = i;
-        break;
-      }
-      if (v < prev) sorted = false;
-      prev = v;
-      copy[i] = (int32_t)v;
-    }
+    bad = check_idx64(ib, x->n, x->s, x->copy, &x->sorted);
+    if (bad >= 0) memcpy(&v, ib + bad * 8, 8);
   }
-  if (bad >= 0) {
-    int64_t v;
-    if (idx->dtype == SEGOPS_I32) {
-      v = (copy ? copy : (const int32_t *)(const void *)ib)[bad];
-    } else {
-      memcpy(&v, ib + bad * 8, 8);
-    }
-    free(copy);
-    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
-                       "%s: idx[%" PRId64 "] = %" PRId64 " is out of range [0, num_segments = %" PRId64 ")", op, bad, v,
-                       s);
-  }
+  if (bad < 0) return SEGOPS_OK;
+  return segops_errf(SEGOPS_E_INVALID_ARGUMENT, x->err, x->errlen,
+                     "%s: idx[%" PRId64 "] = %" PRId64 " is out of range [0, num_segments = %" PRId64 ")", x->op, bad,
+                     v, x->s);
+}
 
-  /* 8. Outputs: shapes, limits and one allocation. The element limit holds for answers too,
-   * and so does the output-bytes limit: an empty x with a huge num_segments would otherwise turn
-   * a few bytes of request into gigabytes of answer. */
-  size_t total = 0;
+/* 8. Outputs: shapes, limits and one allocation. The element limit holds for answers too,
+ * and so does the output-bytes limit: an empty x with a huge num_segments would otherwise turn
+ * a few bytes of request into gigabytes of answer. */
+static int size_outputs(prep *x, segops_prepared *p) {
+  const segops_fn_desc *fn = x->fn;
+  x->total = 0;
   for (int o = 0; o < fn->n_out; o++) {
-    p->out_ndim[o] = segops_shape_dims(fn->out[o].shape, width, n, s, p->out_shape[o]);
-    int64_t cnt = segops_shape_count(fn->out[o].shape, width, n, s);
-    p->out_nbytes[o] = (size_t)cnt * segops_dtype_size((segops_dtype)dtype);
-    p->requested[o] = want[o];
-    if (!want[o]) continue;
-    if (cnt > lim->max_elements) {
-      free(copy);
-      segops_idx_cache_release(hold);
-      return segops_errf(SEGOPS_E_TOO_LARGE, err, errlen,
+    p->out_ndim[o] = segops_shape_dims(fn->out[o].shape, x->width, x->n, x->s, p->out_shape[o]);
+    int64_t cnt = segops_shape_count(fn->out[o].shape, x->width, x->n, x->s);
+    p->out_nbytes[o] = (size_t)cnt * segops_dtype_size((segops_dtype)x->dtype);
+    p->requested[o] = x->want[o];
+    if (!x->want[o]) continue;
+    if (cnt > x->lim->max_elements)
+      return segops_errf(SEGOPS_E_TOO_LARGE, x->err, x->errlen,
                          "%s: output %s would have %" PRId64 " elements, more than the limit (--max-elements %" PRId64
                          ")",
-                         op, fn->out[o].name, cnt, lim->max_elements);
-    }
-    total += (p->out_nbytes[o] + 63) & ~(size_t)63;
+                         x->op, fn->out[o].name, cnt, x->lim->max_elements);
+    x->total += (p->out_nbytes[o] + 63) & ~(size_t)63;
   }
-  if (lim->max_output_bytes > 0 && total > (uint64_t)lim->max_output_bytes) {
-    free(copy);
-    segops_idx_cache_release(hold);
-    return segops_errf(SEGOPS_E_TOO_LARGE, err, errlen,
-                       "%s: the outputs would take %zu bytes, more than the limit (--max-output-bytes %" PRId64 ")", op,
-                       total, lim->max_output_bytes);
-  }
-  p->out_buf = req->outputs_placed ? NULL : segops_hostbuf_alloc(total);
-  if (!p->out_buf && !req->outputs_placed) {
-    free(copy);
-    segops_idx_cache_release(hold);
-    return segops_errf(SEGOPS_E_NOMEM, err, errlen, "%s: out of memory for outputs (%zu bytes)", op, total);
-  }
+  if (x->lim->max_output_bytes > 0 && x->total > (uint64_t)x->lim->max_output_bytes)
+    return segops_errf(SEGOPS_E_TOO_LARGE, x->err, x->errlen,
+                       "%s: the outputs would take %zu bytes, more than the limit (--max-output-bytes %" PRId64 ")",
+                       x->op, x->total, x->lim->max_output_bytes);
+  return SEGOPS_OK;
+}
+
+static int allocate_outputs(prep *x, segops_prepared *p) {
+  if (x->req->outputs_placed) return SEGOPS_OK; /* the caller points call.out at its own places */
+  p->out_buf = segops_hostbuf_alloc(x->total);
+  if (!p->out_buf)
+    return segops_errf(SEGOPS_E_NOMEM, x->err, x->errlen, "%s: out of memory for outputs (%zu bytes)", x->op, x->total);
   size_t off = 0;
-  for (int o = 0; o < fn->n_out && p->out_buf; o++) {
-    if (!want[o]) continue;
+  for (int o = 0; o < x->fn->n_out; o++) {
+    if (!x->want[o]) continue;
     p->call.out[o] = (char *)p->out_buf + off;
     off += (p->out_nbytes[o] + 63) & ~(size_t)63;
   }
+  return SEGOPS_OK;
+}
 
-  if (cacheable && !hold && copy) {
-    /* Validated just now: the copy goes into the cache under the hash of the bytes it was made
-     * from, recomputed from the copy (the region's may have changed since they were hashed
-     * above): an int64 idx's are its values widened back. */
-    if (esize == 8)
-      segops_hash_idx_widened(copy, n, ih);
-    else
-      segops_hash_idx(copy, (size_t)n * 4, ih);
-    hold = segops_idx_cache_put(copy, ih, esize, n, s, sorted);
-    if (hold) {
-      cached = copy;
-      copy = NULL;
-      hashed = true;
-    }
+/* 9. A large idx from a region, validated just now: the copy goes into the cache under the hash
+ * of the bytes it was made from, recomputed from the copy (the region's may have changed since
+ * they were hashed in 7a): an int64 idx's are its values widened back. */
+static void cache_idx(prep *x) {
+  if (!x->cacheable || x->hold || !x->copy) return;
+  const int esize = x->idx->dtype == SEGOPS_I64 ? 8 : 4;
+  if (esize == 8)
+    segops_hash_idx_widened(x->copy, x->n, x->ih);
+  else
+    segops_hash_idx(x->copy, (size_t)x->n * 4, x->ih);
+  x->hold = segops_idx_cache_put(x->copy, x->ih, esize, x->n, x->s, x->sorted);
+  if (!x->hold) return;
+  x->cached = x->copy;
+  x->copy = NULL;
+  x->hashed = true;
+}
+
+/* 10. The call, handing p what it now owns. */
+static void fill_call(prep *x, segops_prepared *p) {
+  p->idx_buf = x->copy;
+  p->idx_hold = x->hold;
+  p->call.idx_hashed = x->hashed;
+  p->call.idx_hash[0] = x->ih[0];
+  p->call.idx_hash[1] = x->ih[1];
+  p->call.fn = x->fn;
+  p->call.dtype = (segops_dtype)x->dtype;
+  p->call.width = x->width;
+  p->call.n = x->n;
+  p->call.s = x->s;
+  p->call.idx = x->hold ? x->cached : x->copy ? x->copy : (const int32_t *)x->idx->data;
+  p->call.idx_sorted = x->sorted;
+  for (int k = 0; k < x->fn->n_in; k++) p->call.in[k] = x->in[k] ? x->in[k]->data : NULL;
+}
+
+int segops_prepare(const segops_request *req, const segops_limits *lim, segops_prepared *p, char *err, size_t errlen) {
+  memset(p, 0, sizeof *p);
+  prep x = {.req = req, .lim = lim, .fn = segops_fn(req->op, req->pass), .err = err, .errlen = errlen};
+  if (!x.fn) return segops_errf(SEGOPS_E_NOT_FOUND, err, errlen, "unknown op or pass");
+  x.op = segops_op_name(x.fn->op);
+  int rc = bind_arguments(&x);
+  if (!rc) rc = check_num_segments(&x);
+  if (!rc) rc = check_idx(&x);
+  if (!rc) rc = check_inputs(&x);
+  if (!rc) rc = check_shapes(&x);
+  if (!rc) rc = select_outputs(&x);
+  if (!rc) rc = check_idx_values(&x);
+  if (!rc) rc = size_outputs(&x, p);
+  if (!rc) rc = allocate_outputs(&x, p);
+  if (rc) { /* p owns nothing on error */
+    free(x.copy);
+    segops_idx_cache_release(x.hold);
+    segops_hostbuf_free(p->out_buf);
+    p->out_buf = NULL;
+    return rc;
   }
-  p->idx_buf = copy;
-  p->idx_hold = hold;
-  p->call.idx_hashed = hashed;
-  p->call.idx_hash[0] = ih[0];
-  p->call.idx_hash[1] = ih[1];
-  p->call.fn = fn;
-  p->call.dtype = (segops_dtype)dtype;
-  p->call.width = width;
-  p->call.n = n;
-  p->call.s = s;
-  p->call.idx = hold ? cached : copy ? copy : (const int32_t *)idx->data;
-  p->call.idx_sorted = sorted;
-  for (int k = 0; k < fn->n_in; k++) p->call.in[k] = in[k] ? in[k]->data : NULL;
+  cache_idx(&x);
+  fill_call(&x, p);
   return SEGOPS_OK;
 }

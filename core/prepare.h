@@ -12,10 +12,14 @@ typedef struct {
   size_t name_len;
   segops_tensor t; /* t.data borrowed (usually points into the request body) */
   /* A tensor by reference ({"shm": {"region", "offset"}} instead of "data"): t.data is NULL and
-   * t.nbytes 0 until the server resolves it in its shared-memory registry (server/shm/shm_io.h). */
+   * t.nbytes 0 until the server resolves it in its shared-memory registry (server/shm/shm_io.h),
+   * for shm_bytes bytes, prod(shape) * itemsize, when shm_sized (not when a dimension is negative:
+   * then it is never resolved, and prepare refuses the shape). */
   const char *shm_region; /* borrowed, not NUL-terminated; NULL for inline data */
   size_t shm_region_len;
   uint64_t shm_offset;
+  uint64_t shm_bytes;
+  bool shm_sized;
 } segops_named_tensor;
 
 /* An output asked into a shared-memory region ("outputs_shm": {name: {"region", "offset"}}). */

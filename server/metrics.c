@@ -261,13 +261,9 @@ static void put_native(sbuf *b) {
     }
 }
 
-char *segops_metrics_render(int64_t queue_depth, const segops_backend *be, size_t *len) {
-  sbuf b = {malloc(65536), 0, 65536, 0};
-  if (!b.p) return NULL;
-  put(&b, "# HELP segops_build_info The daemon's version and backend (always 1).\n# TYPE segops_build_info gauge\n");
-  put(&b, "segops_build_info{version=\"%s\",backend=\"%s\"} 1\n", SEGOPS_VERSION, be && be->name ? be->name : "none");
-  put(&b, "# HELP segops_requests_total Op requests answered, by op, pass and HTTP status.\n");
-  put(&b, "# TYPE segops_requests_total counter\n");
+static void put_requests(sbuf *b) {
+  put(b, "# HELP segops_requests_total Op requests answered, by op, pass and HTTP status.\n");
+  put(b, "# TYPE segops_requests_total counter\n");
   for (int o = 0; o < SEGOPS_OP_COUNT; o++)
     for (int p = 0; p < SEGOPS_PASS_COUNT; p++)
       for (size_t s = 0; s < N_STATUS; s++) {
@@ -275,128 +271,152 @@ char *segops_metrics_render(int64_t queue_depth, const segops_backend *be, size_
         /* Zero series for 200 are always shown so every function appears; others when seen. */
         if (!v && STATUSES[s] != 200) continue;
         if (STATUSES[s])
-          put(&b, "segops_requests_total{op=\"%s\",pass=\"%s\",status=\"%d\"} %llu\n", segops_op_name(o),
+          put(b, "segops_requests_total{op=\"%s\",pass=\"%s\",status=\"%d\"} %llu\n", segops_op_name(o),
               segops_pass_name(p), STATUSES[s], (unsigned long long)v);
         else
-          put(&b, "segops_requests_total{op=\"%s\",pass=\"%s\",status=\"other\"} %llu\n", segops_op_name(o),
+          put(b, "segops_requests_total{op=\"%s\",pass=\"%s\",status=\"other\"} %llu\n", segops_op_name(o),
               segops_pass_name(p), (unsigned long long)v);
       }
-  put(&b, "# HELP segops_http_requests_total Requests to other routes, by route and HTTP status.\n");
-  put(&b, "# TYPE segops_http_requests_total counter\n");
+  put(b, "# HELP segops_http_requests_total Requests to other routes, by route and HTTP status.\n");
+  put(b, "# TYPE segops_http_requests_total counter\n");
   for (int r = 1; r < SEGOPS_ROUTE_COUNT; r++)
     for (size_t s = 0; s < N_STATUS; s++) {
       uint64_t v = ld(&M.route_req[r][s]);
       if (!v) continue;
       if (STATUSES[s])
-        put(&b, "segops_http_requests_total{route=\"%s\",status=\"%d\"} %llu\n", ROUTE_NAMES[r], STATUSES[s],
+        put(b, "segops_http_requests_total{route=\"%s\",status=\"%d\"} %llu\n", ROUTE_NAMES[r], STATUSES[s],
             (unsigned long long)v);
       else
-        put(&b, "segops_http_requests_total{route=\"%s\",status=\"other\"} %llu\n", ROUTE_NAMES[r],
+        put(b, "segops_http_requests_total{route=\"%s\",status=\"other\"} %llu\n", ROUTE_NAMES[r],
             (unsigned long long)v);
     }
-  put(&b,
+  put(b,
       "# HELP segops_rejected_requests_total Requests turned away, by reason (the error code; out_of_memory "
       "for host memory).\n# TYPE segops_rejected_requests_total counter\n");
   for (size_t k = 0; k < N_REJECT; k++)
-    put(&b, "segops_rejected_requests_total{reason=\"%s\"} %llu\n", REJECT[k].reason,
+    put(b, "segops_rejected_requests_total{reason=\"%s\"} %llu\n", REJECT[k].reason,
         (unsigned long long)ld(&M.rejected[k]));
+}
+
+static void put_batches(sbuf *b) {
+  put(b, "# HELP segops_batch_size Requests joined into one backend call.\n# TYPE segops_batch_size histogram\n");
+  uint64_t cum = 0;
+  for (size_t k = 0; k < N_BATCH; k++) {
+    cum += ld(&M.batch_bucket[k]);
+    put(b, "segops_batch_size_bucket{le=\"%d\"} %llu\n", BATCH_BUCKETS[k], (unsigned long long)cum);
+  }
+  cum += ld(&M.batch_bucket[N_BATCH]);
+  put(b, "segops_batch_size_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
+  put(b, "segops_batch_size_sum %llu\nsegops_batch_size_count %llu\n", (unsigned long long)ld(&M.batch_sum),
+      (unsigned long long)ld(&M.batch_count));
+  put(b, "# HELP segops_batch_elements_total Elements (N) sent to the backend.\n");
+  put(b, "# TYPE segops_batch_elements_total counter\nsegops_batch_elements_total %llu\n",
+      (unsigned long long)ld(&M.batch_elements));
+}
+
+static void put_load(sbuf *b, int64_t queue_depth) {
+  put_gauge(b, "segops_in_flight_requests", "HTTP requests received and not yet answered (every route).",
+            (long long)atomic_load_explicit(&M.inflight, RLX));
+  put_gauge(b, "segops_queued_requests", "Op requests waiting for a backend worker.", (long long)queue_depth);
+  put_gauge(b, "segops_executing_requests", "Op requests in a backend call now.",
+            (long long)atomic_load_explicit(&M.executing, RLX));
+}
+
+static void put_devices(sbuf *b, const segops_backend *be) {
+  int nd = be ? (be->n_devices < MAX_DEV ? be->n_devices : MAX_DEV) : 0;
+  put(b, "# HELP segops_device_busy_seconds_total Time each backend device (worker) spent running calls.\n");
+  put(b, "# TYPE segops_device_busy_seconds_total counter\n");
+  for (int d = 0; d < nd; d++)
+    put(b, "segops_device_busy_seconds_total{device=\"%d\"} %.9f\n", d, (double)ld(&M.busy_ns[d]) / 1e9);
+  if (!be || !be->device_info) return;
+  segops_device_info di[MAX_DEV];
+  for (int d = 0; d < nd; d++) {
+    memset(&di[d], 0, sizeof di[d]);
+    if (be->device_info(be->ctx, d, &di[d]) != 0) di[d].name[0] = 0;
+  }
+  put(b, "# HELP segops_device_memory_used_bytes Memory in use on each device.\n");
+  put(b, "# TYPE segops_device_memory_used_bytes gauge\n");
+  for (int d = 0; d < nd; d++)
+    put(b, "segops_device_memory_used_bytes{device=\"%d\"} %llu\n", d, (unsigned long long)di[d].memory_used);
+  put(b, "# HELP segops_device_memory_total_bytes Memory of each device.\n");
+  put(b, "# TYPE segops_device_memory_total_bytes gauge\n");
+  for (int d = 0; d < nd; d++)
+    put(b, "segops_device_memory_total_bytes{device=\"%d\"} %llu\n", d, (unsigned long long)di[d].memory_total);
+}
+
+static void put_layout_cache(sbuf *b, const segops_backend *be) {
+  if (!be || !be->cache_stats) return;
+  segops_cache_stats cs[16];
+  int nd = be->n_devices < 16 ? be->n_devices : 16;
+  for (int d = 0; d < nd; d++)
+    if (be->cache_stats(be->ctx, d, &cs[d]) != 0) memset(&cs[d], 0, sizeof cs[d]);
+  put(b, "# HELP segops_layout_cache_bytes Device memory held by each worker's segment layout cache.\n");
+  put(b, "# TYPE segops_layout_cache_bytes gauge\n");
+  for (int d = 0; d < nd; d++)
+    put(b, "segops_layout_cache_bytes{device=\"%d\"} %llu\n", d, (unsigned long long)cs[d].bytes);
+  put(b, "# HELP segops_layout_cache_capacity_bytes Cap of each worker's segment layout cache.\n");
+  put(b, "# TYPE segops_layout_cache_capacity_bytes gauge\n");
+  for (int d = 0; d < nd; d++)
+    put(b, "segops_layout_cache_capacity_bytes{device=\"%d\"} %llu\n", d, (unsigned long long)cs[d].cap);
+  put(b, "# HELP segops_layout_cache_lookups_total Layout cache lookups by result.\n");
+  put(b, "# TYPE segops_layout_cache_lookups_total counter\n");
+  for (int d = 0; d < nd; d++)
+    put(b,
+        "segops_layout_cache_lookups_total{device=\"%d\",result=\"hit\"} %llu\n"
+        "segops_layout_cache_lookups_total{device=\"%d\",result=\"miss\"} %llu\n",
+        d, cs[d].hits, d, cs[d].misses);
+}
+
+static void put_idx_cache(sbuf *b) {
+  segops_idx_cache_stats_t ic;
+  segops_idx_cache_stats(&ic);
+  put(b, "# HELP segops_idx_cache_bytes Host memory held by validated copies of idx from shared memory.\n");
+  put(b, "# TYPE segops_idx_cache_bytes gauge\n");
+  put(b, "segops_idx_cache_bytes %llu\n", (unsigned long long)ic.bytes);
+  put(b, "# HELP segops_idx_cache_capacity_bytes Cap of the validated-idx cache.\n");
+  put(b, "# TYPE segops_idx_cache_capacity_bytes gauge\n");
+  put(b, "segops_idx_cache_capacity_bytes %llu\n", (unsigned long long)ic.cap);
+  put(b, "# HELP segops_idx_cache_lookups_total Validated-idx cache lookups by result.\n");
+  put(b, "# TYPE segops_idx_cache_lookups_total counter\n");
+  put(b, "segops_idx_cache_lookups_total{result=\"hit\"} %llu\nsegops_idx_cache_lookups_total{result=\"miss\"} %llu\n",
+      (unsigned long long)ic.hits, (unsigned long long)ic.misses);
+}
+
+static void put_host_pool(sbuf *b) {
+  segops_hostbuf_stats_t hs;
+  segops_hostbuf_stats(&hs);
+  put(b, "# HELP segops_host_pool_bytes Host memory mapped by the pool of large request and output buffers.\n");
+  put(b, "# TYPE segops_host_pool_bytes gauge\n");
+  put(b, "segops_host_pool_bytes{state=\"in_use\"} %llu\nsegops_host_pool_bytes{state=\"idle\"} %llu\n",
+      (unsigned long long)(hs.mapped - hs.idle), (unsigned long long)hs.idle);
+  put_gauge(b, "segops_host_pool_pinned_bytes", "Pool memory pinned for direct device copies.", (long long)hs.pinned);
+  put_gauge(b, "segops_host_pool_capacity_bytes", "Cap of the host buffer pool.", (long long)hs.cap);
+  put(b, "# HELP segops_host_pool_allocations_total Large host buffers by where they came from.\n");
+  put(b, "# TYPE segops_host_pool_allocations_total counter\n");
+  put(b,
+      "segops_host_pool_allocations_total{source=\"reused\"} %llu\n"
+      "segops_host_pool_allocations_total{source=\"mapped\"} %llu\n"
+      "segops_host_pool_allocations_total{source=\"heap\"} %llu\n",
+      (unsigned long long)hs.reused, (unsigned long long)hs.mapped_new, (unsigned long long)hs.heap);
+}
+
+char *segops_metrics_render(int64_t queue_depth, const segops_backend *be, size_t *len) {
+  sbuf b = {malloc(65536), 0, 65536, 0};
+  if (!b.p) return NULL;
+  put(&b, "# HELP segops_build_info The daemon's version and backend (always 1).\n# TYPE segops_build_info gauge\n");
+  put(&b, "segops_build_info{version=\"%s\",backend=\"%s\"} 1\n", SEGOPS_VERSION, be && be->name ? be->name : "none");
+  put_requests(&b);
   for (int h = 0; h < SEGOPS_HIST_COUNT; h++) put_latency(&b, h);
   put_size_hist(&b, "segops_request_size_bytes", "Body sizes of op requests.", &M.req_size);
   put_size_hist(&b, "segops_response_size_bytes", "Body sizes of op responses (0 when the connection broke).",
                 &M.resp_size);
-  put(&b, "# HELP segops_batch_size Requests joined into one backend call.\n# TYPE segops_batch_size histogram\n");
-  uint64_t cum = 0;
-  for (size_t k = 0; k < N_BATCH; k++) {
-    cum += ld(&M.batch_bucket[k]);
-    put(&b, "segops_batch_size_bucket{le=\"%d\"} %llu\n", BATCH_BUCKETS[k], (unsigned long long)cum);
-  }
-  cum += ld(&M.batch_bucket[N_BATCH]);
-  put(&b, "segops_batch_size_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)cum);
-  put(&b, "segops_batch_size_sum %llu\nsegops_batch_size_count %llu\n", (unsigned long long)ld(&M.batch_sum),
-      (unsigned long long)ld(&M.batch_count));
-  put(&b, "# HELP segops_batch_elements_total Elements (N) sent to the backend.\n");
-  put(&b, "# TYPE segops_batch_elements_total counter\nsegops_batch_elements_total %llu\n",
-      (unsigned long long)ld(&M.batch_elements));
-  put_gauge(&b, "segops_in_flight_requests", "HTTP requests received and not yet answered (every route).",
-            (long long)atomic_load_explicit(&M.inflight, RLX));
-  put_gauge(&b, "segops_queued_requests", "Op requests waiting for a backend worker.", (long long)queue_depth);
-  put_gauge(&b, "segops_executing_requests", "Op requests in a backend call now.",
-            (long long)atomic_load_explicit(&M.executing, RLX));
+  put_batches(&b);
+  put_load(&b, queue_depth);
   put_native(&b);
-  int nd = be ? (be->n_devices < MAX_DEV ? be->n_devices : MAX_DEV) : 0;
-  put(&b, "# HELP segops_device_busy_seconds_total Time each backend device (worker) spent running calls.\n");
-  put(&b, "# TYPE segops_device_busy_seconds_total counter\n");
-  for (int d = 0; d < nd; d++)
-    put(&b, "segops_device_busy_seconds_total{device=\"%d\"} %.9f\n", d, (double)ld(&M.busy_ns[d]) / 1e9);
-  if (be && be->device_info) {
-    segops_device_info di[MAX_DEV];
-    for (int d = 0; d < nd; d++) {
-      memset(&di[d], 0, sizeof di[d]);
-      if (be->device_info(be->ctx, d, &di[d]) != 0) di[d].name[0] = 0;
-    }
-    put(&b, "# HELP segops_device_memory_used_bytes Memory in use on each device.\n");
-    put(&b, "# TYPE segops_device_memory_used_bytes gauge\n");
-    for (int d = 0; d < nd; d++)
-      put(&b, "segops_device_memory_used_bytes{device=\"%d\"} %llu\n", d, (unsigned long long)di[d].memory_used);
-    put(&b, "# HELP segops_device_memory_total_bytes Memory of each device.\n");
-    put(&b, "# TYPE segops_device_memory_total_bytes gauge\n");
-    for (int d = 0; d < nd; d++)
-      put(&b, "segops_device_memory_total_bytes{device=\"%d\"} %llu\n", d, (unsigned long long)di[d].memory_total);
-  }
-  if (be && be->cache_stats) {
-    segops_cache_stats cs[16];
-    int nd = be->n_devices < 16 ? be->n_devices : 16;
-    for (int d = 0; d < nd; d++)
-      if (be->cache_stats(be->ctx, d, &cs[d]) != 0) memset(&cs[d], 0, sizeof cs[d]);
-    put(&b, "# HELP segops_layout_cache_bytes Device memory held by each worker's segment layout cache.\n");
-    put(&b, "# TYPE segops_layout_cache_bytes gauge\n");
-    for (int d = 0; d < nd; d++)
-      put(&b, "segops_layout_cache_bytes{device=\"%d\"} %llu\n", d, (unsigned long long)cs[d].bytes);
-    put(&b, "# HELP segops_layout_cache_capacity_bytes Cap of each worker's segment layout cache.\n");
-    put(&b, "# TYPE segops_layout_cache_capacity_bytes gauge\n");
-    for (int d = 0; d < nd; d++)
-      put(&b, "segops_layout_cache_capacity_bytes{device=\"%d\"} %llu\n", d, (unsigned long long)cs[d].cap);
-    put(&b, "# HELP segops_layout_cache_lookups_total Layout cache lookups by result.\n");
-    put(&b, "# TYPE segops_layout_cache_lookups_total counter\n");
-    for (int d = 0; d < nd; d++)
-      put(&b,
-          "segops_layout_cache_lookups_total{device=\"%d\",result=\"hit\"} %llu\n"
-          "segops_layout_cache_lookups_total{device=\"%d\",result=\"miss\"} %llu\n",
-          d, cs[d].hits, d, cs[d].misses);
-  }
-  {
-    segops_idx_cache_stats_t ic;
-    segops_idx_cache_stats(&ic);
-    put(&b, "# HELP segops_idx_cache_bytes Host memory held by validated copies of idx from shared memory.\n");
-    put(&b, "# TYPE segops_idx_cache_bytes gauge\n");
-    put(&b, "segops_idx_cache_bytes %llu\n", (unsigned long long)ic.bytes);
-    put(&b, "# HELP segops_idx_cache_capacity_bytes Cap of the validated-idx cache.\n");
-    put(&b, "# TYPE segops_idx_cache_capacity_bytes gauge\n");
-    put(&b, "segops_idx_cache_capacity_bytes %llu\n", (unsigned long long)ic.cap);
-    put(&b, "# HELP segops_idx_cache_lookups_total Validated-idx cache lookups by result.\n");
-    put(&b, "# TYPE segops_idx_cache_lookups_total counter\n");
-    put(&b,
-        "segops_idx_cache_lookups_total{result=\"hit\"} %llu\nsegops_idx_cache_lookups_total{result=\"miss\"} %llu\n",
-        (unsigned long long)ic.hits, (unsigned long long)ic.misses);
-  }
-  {
-    segops_hostbuf_stats_t hs;
-    segops_hostbuf_stats(&hs);
-    put(&b, "# HELP segops_host_pool_bytes Host memory mapped by the pool of large request and output buffers.\n");
-    put(&b, "# TYPE segops_host_pool_bytes gauge\n");
-    put(&b, "segops_host_pool_bytes{state=\"in_use\"} %llu\nsegops_host_pool_bytes{state=\"idle\"} %llu\n",
-        (unsigned long long)(hs.mapped - hs.idle), (unsigned long long)hs.idle);
-    put_gauge(&b, "segops_host_pool_pinned_bytes", "Pool memory pinned for direct device copies.",
-              (long long)hs.pinned);
-    put_gauge(&b, "segops_host_pool_capacity_bytes", "Cap of the host buffer pool.", (long long)hs.cap);
-    put(&b, "# HELP segops_host_pool_allocations_total Large host buffers by where they came from.\n");
-    put(&b, "# TYPE segops_host_pool_allocations_total counter\n");
-    put(&b,
-        "segops_host_pool_allocations_total{source=\"reused\"} %llu\n"
-        "segops_host_pool_allocations_total{source=\"mapped\"} %llu\n"
-        "segops_host_pool_allocations_total{source=\"heap\"} %llu\n",
-        (unsigned long long)hs.reused, (unsigned long long)hs.mapped_new, (unsigned long long)hs.heap);
-  }
+  put_devices(&b, be);
+  put_layout_cache(&b, be);
+  put_idx_cache(&b);
+  put_host_pool(&b);
   if (b.oom) {
     free(b.p);
     return NULL;

@@ -18,7 +18,7 @@ typedef struct {
  * storage owned here (JSON numbers are materialised); free with segops_decoded_free. */
 typedef struct {
   segops_request req;
-  void *owned; /* decoder-private storage (msgpack zone / JSON arena), or NULL */
+  void *owned; /* storage the request owns (materialised numbers, copied names), or NULL */
 } segops_decoded;
 
 /* Decode a body for function (op, pass). The body must outlive *out.

@@ -1,4 +1,4 @@
-/* codec_common.c: what the msgpack and JSON codecs share: limits, key kinds, messages, frees. */
+/* codec_common.c: what the decoders share: limits, key kinds, messages, the decoded request's storage. */
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -37,6 +37,25 @@ bool segops_codec_arg_known(segops_op op, segops_pass pass, const char *name, si
   for (int k = 0; fn && k < fn->n_in; k++)
     if (eq(name, len, fn->in[k].name)) return true;
   return false;
+}
+
+int segops_codec_unknown_arg(int rc, segops_op op, segops_pass pass, const char *name, size_t len, char *err,
+                             size_t errlen) {
+  /* num_segments is a tensor on the OIP, whose own rules name it */
+  if (!rc || segops_codec_arg_known(op, pass, name, len) || eq(name, len, "num_segments")) return rc;
+  char an[200];
+  return segops_codec_fail(SEGOPS_E_INVALID_ARGUMENT, err, errlen, op, "unknown argument '%s' for %s",
+                           segops_codec_printable(an, sizeof an, name, len), segops_pass_name(pass));
+}
+
+int segops_codec_too_many_outputs(segops_op op, bool shm, size_t n, char *err, size_t errlen) {
+  return segops_codec_fail(SEGOPS_E_INVALID_ARGUMENT, err, errlen, op, "%s lists %zu %s; at most %d are allowed",
+                           shm ? "outputs_shm" : "outputs", n, shm ? "outputs" : "names", SEGOPS_MAX_OUTPUTS * 2);
+}
+
+int segops_codec_too_many_args(segops_op op, char *err, size_t errlen) {
+  return segops_codec_fail(SEGOPS_E_INVALID_ARGUMENT, err, errlen, op, "too many arguments (more than %d tensors)",
+                           SEGOPS_MAX_REQ_ARGS);
 }
 
 const char *segops_codec_printable(char *dst, size_t dstlen, const char *s, size_t len) {
@@ -94,10 +113,25 @@ bool segops_codec_align64(size_t n, size_t *out) {
   return true;
 }
 
+/* The decoded request's storage is a chain of blocks, each behind a 64-byte header whose first
+ * word points to the block allocated before it. */
+void *segops_decoded_alloc(segops_decoded *d, size_t nbytes) {
+  if (nbytes > SIZE_MAX - 64) return NULL;
+  char *b = segops_aligned_alloc(64 + nbytes);
+  if (!b) return NULL;
+  memcpy(b, &d->owned, sizeof d->owned);
+  d->owned = b;
+  return b + 64;
+}
+
 void segops_decoded_free(segops_decoded *d) {
   if (!d) return;
-  free(d->owned);
-  d->owned = NULL;
+  while (d->owned) {
+    void *next;
+    memcpy(&next, d->owned, sizeof next);
+    free(d->owned);
+    d->owned = next;
+  }
 }
 
 void segops_encoded_free(segops_encoded *enc) {

@@ -1,4 +1,4 @@
-/* codec_internal.h: helpers shared by the msgpack and JSON codecs (not part of the public API). */
+/* codec_internal.h: helpers the decoders (msgpack, JSON, the OIP) and the record check share; not public. */
 #ifndef SEGOPS_CODEC_INTERNAL_H
 #define SEGOPS_CODEC_INTERNAL_H
 
@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "codec.h"
+#include "codec_record.h"
 
 /* Defaults used when the caller passes NULL limits or a zero field. */
 #define SEGOPS_CODEC_DEFAULT_DEPTH 16
@@ -33,6 +34,17 @@ segops_codec_key segops_codec_key_kind(const char *s, size_t len);
 
 /* True when name is idx or an input of the function (op, pass). */
 bool segops_codec_arg_known(segops_op op, segops_pass pass, const char *name, size_t len);
+/* A tensor refused (rc != 0) under a name the function does not take: reported as that unknown
+ * argument ("unknown argument 'q' for forward"), the error a reader can act on. Else rc, unchanged. */
+int segops_codec_unknown_arg(int rc, segops_op op, segops_pass pass, const char *name, size_t len, char *err,
+                             size_t errlen);
+/* The decoders' capacity bounds, one message each: an "outputs" (or, shm, "outputs_shm") list of n
+ * entries, more than SEGOPS_MAX_OUTPUTS * 2; a body with more than SEGOPS_MAX_REQ_ARGS tensors. */
+int segops_codec_too_many_outputs(segops_op op, bool shm, size_t n, char *err, size_t errlen);
+int segops_codec_too_many_args(segops_op op, char *err, size_t errlen);
+
+/* nbytes (at least 1) of 64-byte-aligned storage that d owns until segops_decoded_free; NULL when out of memory. */
+void *segops_decoded_alloc(segops_decoded *d, size_t nbytes);
 
 /* Copies at most 48 bytes of wire text into dst with bytes outside 0x20..0x7e as \xNN and backslashes
  * doubled (quotes kept: the JSON error body escapes them), appending "..." when cut,
@@ -58,11 +70,13 @@ size_t segops_codec_json_numbers_max(const segops_out_tensor *o);
 char *segops_codec_json_str(char *p, const char *s);
 char *segops_codec_json_i64(char *p, int64_t v);
 
-/* The JSON decoders' shared front (codec_json.c): the depth/item pre-scan of the raw bytes, and
- * the message for a body jansson refused. */
+/* The JSON decoders' shared pieces (codec_json.c): the depth/item pre-scan of the raw bytes, the
+ * message for a body jansson refused, and the visitor of a (nested) list's numbers in row-major order
+ * (segops_numbers_visit, codec_record.h; list is a json_t array). */
 int segops_codec_json_prescan(const char *b, size_t len, const segops_codec_limits *lim, segops_op op, char *err,
                               size_t errlen);
 int segops_codec_json_syntax_error(const json_error_t *je, size_t len, segops_op op, char *err, size_t errlen);
+int segops_codec_json_numbers_visit(const void *list, segops_number_fn f, void *cls);
 
 /* Rounds n up to a multiple of 64; false on overflow. */
 bool segops_codec_align64(size_t n, size_t *out);

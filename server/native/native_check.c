@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "codec_record.h"
 #include "errors.h"
 
 _Static_assert(SEGOPS_FN_SEGMENTED_MATVEC_DOUBLE_BACKWARD ==
@@ -37,35 +38,32 @@ static int check_range(const char *who, const char *name, const segops_ring_tens
   return SEGOPS_OK;
 }
 
-/* One input (or idx) from the copy into the request: dtype, rank, shape, bytes in its pool. */
-static int take_input(const char *who, const char *name, const segops_ring_tensor *t, uint32_t npools,
-                      const segops_native_view *views, segops_request *req, segops_native_range *range, char *err,
-                      size_t errlen) {
+/* One input (or idx) from the copy into the request: its bytes in its pool, then its dtype and rank
+ * checked as every wire's tensors are (codec_record.h). */
+static int take_input(const char *who, const segops_fn_desc *fn, const char *name, const segops_ring_tensor *t,
+                      uint32_t npools, const segops_native_view *views, segops_request *req, segops_native_range *range,
+                      char *err, size_t errlen) {
   if (t->flags & ~SEGOPS_TENSOR_PRESENT)
     return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: %s has unknown flags 0x%" PRIx32, who, name,
                        t->flags);
   if (!(t->flags & SEGOPS_TENSOR_PRESENT)) return SEGOPS_OK;
-  if (t->dtype >= SEGOPS_DTYPE_COUNT)
-    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
-                       "%s: %s has dtype %" PRIu32 ", which is none of float32 (0), float64 (1), int32 (2), int64 (3)",
-                       who, name, t->dtype);
-  if (t->ndim > SEGOPS_MAX_NDIM)
-    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
-                       "%s: %s has %" PRIu32 " dimensions; at most %d are allowed", who, name, t->ndim,
-                       SEGOPS_MAX_NDIM);
   int rc = check_range(who, name, t, npools, views, err, errlen);
   if (rc) return rc;
   if (req->nargs >= SEGOPS_MAX_REQ_ARGS) return segops_errf(SEGOPS_E_INTERNAL, err, errlen, "%s: too many inputs", who);
-  segops_named_tensor *a = &req->args[req->nargs++];
-  memset(a, 0, sizeof *a);
-  a->name = name;
-  a->name_len = strlen(name);
-  a->t.dtype = (segops_dtype)t->dtype;
-  a->t.ndim = (int)t->ndim;
-  for (uint32_t d = 0; d < t->ndim; d++) a->t.shape[d] = t->shape[d];
-  a->t.data = views[t->pool].base + t->offset;
-  a->t.nbytes = (size_t)t->nbytes;
-  a->t.shared = true; /* the client may rewrite it at any time: prepare copies idx as it checks it */
+  segops_tensor_record r = {
+      .name = name,
+      .name_len = strlen(name),
+      .dtype_code = t->dtype,
+      .ndim = t->ndim,
+      .src = SEGOPS_REC_BYTES,
+      .bytes = views[t->pool].base + t->offset,
+      .nbytes = (size_t)t->nbytes,
+      .shared = true}; /* the client may rewrite it at any time: prepare copies idx as it checks it */
+  for (uint32_t d = 0; d < t->ndim && d < SEGOPS_MAX_NDIM; d++) r.shape[d] = t->shape[d];
+  const segops_record_ctx c = {SEGOPS_WIRE_NATIVE, fn->op, fn->pass, SEGOPS_F64, NULL};
+  rc = segops_record_check(&c, &r, &req->args[req->nargs], err, errlen);
+  if (rc) return rc;
+  req->nargs++;
   *range = (segops_native_range){true, t->pool, t->offset, t->nbytes};
   return SEGOPS_OK;
 }
@@ -87,9 +85,11 @@ static int check_head(const segops_ring_request *r, segops_native_checked *c, ch
   if (r->flags & ~SEGOPS_REQ_DTYPE)
     return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: the request has unknown flags 0x%" PRIx32, op,
                        r->flags);
-  if ((r->flags & SEGOPS_REQ_DTYPE) && r->dtype != SEGOPS_F32 && r->dtype != SEGOPS_F64)
-    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
-                       "%s: the request's dtype %" PRIu32 " is neither float32 (0) nor float64 (1)", op, r->dtype);
+  segops_dtype dt;
+  if (r->flags & SEGOPS_REQ_DTYPE) {
+    int rc = segops_record_call_dtype(SEGOPS_WIRE_NATIVE, fn->op, NULL, 0, r->dtype, &dt, err, errlen);
+    if (rc) return rc;
+  }
   for (int k = fn->n_in; k < SEGOPS_MAX_INPUTS; k++)
     if (r->in[k].flags)
       return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: input %d is given, but %s %s has %d input%s", op,
@@ -145,10 +145,10 @@ int segops_native_check(const segops_ring_request *r, const segops_native_view *
   req->op = fn->op;
   req->pass = fn->pass;
   for (int k = 0; k < fn->n_in; k++) {
-    rc = take_input(who, fn->in[k].name, &r->in[k], npools, views, req, &c->in[k], err, errlen);
+    rc = take_input(who, fn, fn->in[k].name, &r->in[k], npools, views, req, &c->in[k], err, errlen);
     if (rc) return rc;
   }
-  rc = take_input(who, "idx", &r->idx, npools, views, req, &c->in[SEGOPS_MAX_INPUTS], err, errlen);
+  rc = take_input(who, fn, "idx", &r->idx, npools, views, req, &c->in[SEGOPS_MAX_INPUTS], err, errlen);
   if (rc) return rc;
   req->ns_kind = SEGOPS_NS_INT;
   req->ns_value = r->num_segments;

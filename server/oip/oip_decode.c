@@ -1,11 +1,11 @@
 /* oip_decode.c: the Open Inference Protocol's infer request decoder. The JSON header (jansson, after
  * the v1 JSON decoder's depth/item pre-scan) names inputs {name, datatype, shape, data |
- * parameters.binary_data_size} and outputs {name, parameters.binary_data}; it becomes the same
- * segops_request the v1 codecs produce, so core/prepare.c validates it with v1's messages.
+ * parameters.binary_data_size | parameters.shared_memory_*} and outputs {name, parameters}; the
+ * decoder only tokenizes them into the records the v1 codecs make (codec_record.h), so a tensor is
+ * checked, and the request validated (core/prepare.c), with v1's rules and messages.
  * Binary tensor data is not copied: tensors point into the body after the header. */
 #include <inttypes.h>
 #include <jansson.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,25 +64,12 @@ int segops_oip_header_length(const char *value, size_t max, size_t *out) {
 
 typedef struct {
   segops_op op;
+  segops_pass pass;
   char *err;
   size_t errlen;
   const char *bin; /* the binary part of the body */
   size_t bin_len, bin_used;
 } v2ctx;
-
-/* An input between the two passes: where its numbers come from. */
-typedef struct {
-  const char *name;
-  size_t nlen;
-  segops_dtype dt;
-  int ndim;
-  int64_t shape[SEGOPS_MAX_NDIM];
-  json_t *data;      /* JSON data (flat or nested list), or NULL */
-  const void *bytes; /* binary data (borrowed from the body), when data is NULL */
-  size_t count;      /* JSON: numbers to materialise; binary: bytes */
-  json_t *shm;       /* by reference: parameters.shared_memory_region (a string), else NULL */
-  uint64_t shm_offset;
-} v2input;
 
 static int fail(const v2ctx *c, int code, const char *fmt, const char *an, const char *detail) {
   return segops_codec_fail(code, c->err, c->errlen, c->op, fmt, an, detail);
@@ -110,7 +97,7 @@ static bool flat(json_t *v) {
 
 /* Lists nested exactly as shape[d..ndim): every list at depth d has shape[d] items, numbers at
  * the last depth. Ragged lists ([[1, 2], [3]]) or another rank are not. */
-static bool nested_as(json_t *v, const int64_t *shape, int ndim, int d) {
+static bool nested_as(json_t *v, const int64_t *shape, size_t ndim, size_t d) {
   if (d == ndim) return json_is_number(v);
   if (!json_is_array(v) || shape[d] < 0 || json_array_size(v) != (size_t)shape[d]) return false;
   for (size_t i = 0; i < json_array_size(v); i++)
@@ -145,221 +132,201 @@ static int shm_params(const v2ctx *c, const char *an, json_t *params, json_t **r
   return SEGOPS_OK;
 }
 
-/* An input in shared memory: its byte size must be the tensor's, prod(shape) * itemsize (a
- * negative dimension is left for prepare to refuse by value). */
-static int input_shm(v2ctx *c, const char *an, json_t *data, json_t *params, json_t *region, uint64_t offset,
-                     uint64_t byte_size, v2input *t) {
+/* An input in shared memory: the region, offset and declared byte size (which the record check
+ * holds against the shape). */
+static int input_shm(const v2ctx *c, const char *an, json_t *data, json_t *params, segops_tensor_record *r) {
+  json_t *region;
+  uint64_t offset, byte_size;
+  int rc = shm_params(c, an, params, &region, &offset, &byte_size);
+  if (rc || !region) return rc;
   if (data || json_object_get(params, "binary_data_size"))
     return fail(c, SEGOPS_E_MALFORMED_BODY,
                 "%s has shared_memory_region and also \"data\" or binary_data_size (a tensor comes from one place)%s",
                 an, "");
-  uint64_t count = segops_dtype_size(t->dt);
-  for (int d = 0; d < t->ndim; d++) {
-    if (t->shape[d] < 0) count = UINT64_MAX - 1; /* prepare refuses the shape */
-    if (count == UINT64_MAX - 1) break;
-    if (t->shape[d] && count > (UINT64_MAX >> 4) / (uint64_t)t->shape[d])
-      return fail(c, SEGOPS_E_TOO_LARGE, "%s: its shape is too large%s", an, "");
-    count *= (uint64_t)t->shape[d];
-  }
-  if (count != UINT64_MAX - 1 && count != byte_size) {
-    char d[128];
-    snprintf(d, sizeof d, " (%" PRIu64 " given; the %s tensor's shape and datatype make %" PRIu64 ")", byte_size,
-             segops_oip_datatype(t->dt), count);
-    return fail(c, SEGOPS_E_INVALID_ARGUMENT,
-                "%s: parameters.shared_memory_byte_size must equal the tensor's byte size%s", an, d);
-  }
-  t->shm = region;
-  t->shm_offset = offset;
+  r->src = SEGOPS_REC_SHM;
+  r->region = json_string_value(region);
+  r->region_len = json_string_length(region);
+  r->offset = offset;
+  r->has_byte_size = true;
+  r->byte_size = byte_size;
   return SEGOPS_OK;
 }
 
-/* Where an input's data comes from: a shared-memory region (parameters.shared_memory_region),
- * the binary part (parameters.binary_data_size) or its JSON "data". */
-static int input_source(v2ctx *c, const char *an, json_t *data, json_t *params, v2input *t) {
-  json_t *bsz = params ? json_object_get(params, "binary_data_size") : NULL;
-  json_t *region;
-  uint64_t offset, byte_size;
-  int rc = shm_params(c, an, params, &region, &offset, &byte_size);
-  if (rc) return rc;
-  if (region) return input_shm(c, an, data, params, region, offset, byte_size, t);
-  if (bsz) {
-    uint64_t n;
-    if (non_negative_int(bsz, &n) < 0)
-      return fail(c, SEGOPS_E_MALFORMED_BODY, "%s: parameters.binary_data_size must be a non-negative integer%s", an,
-                  "");
-    if (data) return fail(c, SEGOPS_E_MALFORMED_BODY, "%s has both \"data\" and parameters.binary_data_size%s", an, "");
-    if (!c->bin)
-      return fail(c, SEGOPS_E_MALFORMED_BODY,
-                  "%s: parameters.binary_data_size is given but the request has no binary data "
-                  "(no Inference-Header-Content-Length header)%s",
-                  an, "");
-    if (n > c->bin_len - c->bin_used) {
-      char d[96];
-      snprintf(d, sizeof d, " (%" PRIu64 " bytes asked, %zu left)", n, c->bin_len - c->bin_used);
-      return fail(c, SEGOPS_E_MALFORMED_BODY, "%s: binary_data_size runs past the end of the body%s", an, d);
-    }
-    t->bytes = c->bin + c->bin_used;
-    t->count = (size_t)n;
-    c->bin_used += (size_t)n;
-    return SEGOPS_OK;
+/* An input in the binary part: parameters.binary_data_size bytes, the next unclaimed ones. */
+static int input_binary(v2ctx *c, const char *an, json_t *data, json_t *bsz, segops_tensor_record *r) {
+  uint64_t n;
+  if (non_negative_int(bsz, &n) < 0)
+    return fail(c, SEGOPS_E_MALFORMED_BODY, "%s: parameters.binary_data_size must be a non-negative integer%s", an, "");
+  if (data) return fail(c, SEGOPS_E_MALFORMED_BODY, "%s has both \"data\" and parameters.binary_data_size%s", an, "");
+  if (!c->bin)
+    return fail(c, SEGOPS_E_MALFORMED_BODY,
+                "%s: parameters.binary_data_size is given but the request has no binary data "
+                "(no Inference-Header-Content-Length header)%s",
+                an, "");
+  if (n > c->bin_len - c->bin_used) {
+    char d[96];
+    snprintf(d, sizeof d, " (%" PRIu64 " bytes asked, %zu left)", n, c->bin_len - c->bin_used);
+    return fail(c, SEGOPS_E_MALFORMED_BODY, "%s: binary_data_size runs past the end of the body%s", an, d);
   }
+  r->src = SEGOPS_REC_BYTES;
+  r->bytes = c->bin + c->bin_used;
+  r->nbytes = (size_t)n;
+  c->bin_used += (size_t)n;
+  return SEGOPS_OK;
+}
+
+/* An input's JSON "data": numbers, flat or nested as the shape says. */
+static int input_numbers(const v2ctx *c, const char *an, json_t *data, segops_tensor_record *r) {
   if (!data)
     return fail(c, SEGOPS_E_MALFORMED_BODY, "%s has neither \"data\" nor parameters.binary_data_size%s", an, "");
   size_t n = 0;
   if (count_numbers(data, 0, &n) < 0 || !json_is_array(data))
     return fail(c, SEGOPS_E_MALFORMED_BODY, "%s.data must be a (nested) list of numbers%s", an, "");
-  if (!flat(data) && !nested_as(data, t->shape, t->ndim, 0)) {
+  /* more than SEGOPS_MAX_NDIM dimensions: refused by the record check, the nesting unread */
+  if (r->ndim <= SEGOPS_MAX_NDIM && !flat(data) && !nested_as(data, r->shape, r->ndim, 0)) {
     char d[96] = " [";
-    for (int k = 0; k < t->ndim; k++)
-      snprintf(d + strlen(d), sizeof d - strlen(d), "%s%lld", k ? ", " : "", (long long)t->shape[k]);
+    for (size_t k = 0; k < r->ndim; k++)
+      snprintf(d + strlen(d), sizeof d - strlen(d), "%s%lld", k ? ", " : "", (long long)r->shape[k]);
     snprintf(d + strlen(d), sizeof d - strlen(d), "]");
     return fail(c, SEGOPS_E_INVALID_ARGUMENT,
                 "%s.data: nested lists must follow the shape%s (or be one flat list); these are ragged or of "
                 "another rank",
                 an, d);
   }
-  t->data = data;
-  t->count = n;
+  r->src = SEGOPS_REC_NUMBERS;
+  r->list = data;
+  r->count = n;
+  r->visit = segops_codec_json_numbers_visit;
   return SEGOPS_OK;
 }
 
-/* Reads one entry of "inputs" (pass A: nothing is allocated). */
-static int read_input(v2ctx *c, size_t i, json_t *in, v2input *t) {
-  char an[64];
-  snprintf(an, sizeof an, "inputs[%zu]", i);
-  if (!json_is_object(in)) return fail(c, SEGOPS_E_MALFORMED_BODY, "%s must be an object%s", an, "");
-  json_t *name = NULL, *dtype = NULL, *shape = NULL, *data = NULL, *params = NULL;
+/* Where an input's data comes from: a shared-memory region (parameters.shared_memory_region),
+ * the binary part (parameters.binary_data_size) or its JSON "data". */
+static int input_source(v2ctx *c, const char *an, json_t *data, json_t *params, segops_tensor_record *r) {
+  int rc = input_shm(c, an, data, params, r);
+  if (rc || r->src == SEGOPS_REC_SHM) return rc;
+  json_t *bsz = params ? json_object_get(params, "binary_data_size") : NULL;
+  if (bsz) return input_binary(c, an, data, bsz, r);
+  return input_numbers(c, an, data, r);
+}
+
+/* An input's values by key: name, datatype, shape, data, parameters (nothing else). */
+typedef struct {
+  json_t *name, *dtype, *shape, *data, *params;
+} input_keys;
+
+static int keys_of(const v2ctx *c, const char *an, json_t *in, input_keys *ik) {
+  *ik = (input_keys){0};
   const char *k;
   json_t *kv;
   json_object_foreach(in, k, kv) {
-    if (!strcmp(k, "name"))
-      name = kv;
-    else if (!strcmp(k, "datatype"))
-      dtype = kv;
-    else if (!strcmp(k, "shape"))
-      shape = kv;
-    else if (!strcmp(k, "data"))
-      data = kv;
-    else if (!strcmp(k, "parameters"))
-      params = kv;
-    else {
+    json_t **slot = !strcmp(k, "name")         ? &ik->name
+                    : !strcmp(k, "datatype")   ? &ik->dtype
+                    : !strcmp(k, "shape")      ? &ik->shape
+                    : !strcmp(k, "data")       ? &ik->data
+                    : !strcmp(k, "parameters") ? &ik->params
+                                               : NULL;
+    if (!slot) {
       char kb[64];
       return fail(c, SEGOPS_E_MALFORMED_BODY,
                   "%s has unknown key '%s' (expected name, datatype, shape, data, parameters)", an,
                   segops_codec_printable(kb, sizeof kb, k, strlen(k)));
     }
+    *slot = kv;
   }
-  if (!name || !json_is_string(name)) return fail(c, SEGOPS_E_MALFORMED_BODY, "%s needs a string \"name\"%s", an, "");
-  t->name = json_string_value(name);
-  t->nlen = json_string_length(name);
-  segops_codec_printable(an, sizeof an, t->name, t->nlen);
-  if (!dtype || !json_is_string(dtype))
-    return fail(c, SEGOPS_E_MALFORMED_BODY, "%s needs a string \"datatype\"%s", an, "");
-  int dt = segops_oip_datatype_parse(json_string_value(dtype), json_string_length(dtype));
-  if (dt < 0) {
-    char db[64];
-    const bool integer = !strcmp(an, "idx") || !strcmp(an, "num_segments"); /* the others are float tensors */
-    return segops_codec_fail(SEGOPS_E_INVALID_ARGUMENT, c->err, c->errlen, c->op,
-                             "%s.datatype: unknown datatype '%s' (expected %s)", an,
-                             segops_codec_printable(db, sizeof db, json_string_value(dtype), json_string_length(dtype)),
-                             integer ? "INT32 or INT64" : "FP32 or FP64");
-  }
-  t->dt = (segops_dtype)dt;
-  if (!shape || !json_is_array(shape))
-    return fail(c, SEGOPS_E_MALFORMED_BODY, "%s.shape must be a list of non-negative integers%s", an, "");
-  if (json_array_size(shape) > SEGOPS_MAX_NDIM) {
-    char d[64];
-    snprintf(d, sizeof d, "%zu dimensions; at most %d are allowed", json_array_size(shape), SEGOPS_MAX_NDIM);
-    return fail(c, SEGOPS_E_INVALID_ARGUMENT, "%s has %s", an, d);
-  }
-  t->ndim = (int)json_array_size(shape);
-  for (int d = 0; d < t->ndim; d++) {
-    json_t *e = json_array_get(shape, (size_t)d);
-    if (!json_is_integer(e))
-      return fail(c, SEGOPS_E_MALFORMED_BODY, "%s.shape must be a list of non-negative integers%s", an, "");
-    t->shape[d] = (int64_t)json_integer_value(e); /* negatives are refused by prepare, by value */
-  }
-  if (params && !json_is_object(params))
-    return fail(c, SEGOPS_E_MALFORMED_BODY, "%s.parameters must be an object%s", an, "");
-  return input_source(c, an, data, params, t);
-}
-
-/* Copies s[0, l) and a NUL to *np (the arena's names part) and moves *np past them. */
-static const char *arena_str(char **np, const char *s, size_t l) {
-  char *d = *np;
-  memcpy(d, s, l);
-  d[l] = 0;
-  *np += l + 1;
-  return d;
-}
-
-/* Visits a tensor's JSON numbers in row-major order into dst. */
-static int store_numbers(const v2ctx *c, const char *an, const v2input *t, json_t *v, size_t *i, char *dst) {
-  if (json_is_array(v)) {
-    for (size_t k = 0; k < json_array_size(v); k++) {
-      int rc = store_numbers(c, an, t, json_array_get(v, k), i, dst);
-      if (rc) return rc;
-    }
-    return SEGOPS_OK;
-  }
-  char wb[96];
-  size_t at = (*i)++;
-  snprintf(wb, sizeof wb, "%s.data[%zu]", an, at);
-  if (t->dt == SEGOPS_F32 || t->dt == SEGOPS_F64) {
-    double x = json_is_real(v) ? json_real_value(v) : (double)json_integer_value(v);
-    if (t->dt == SEGOPS_F64) {
-      memcpy(dst + at * 8, &x, 8);
-      return SEGOPS_OK;
-    }
-    float f = (float)x;
-    if (isinf(f) && !isinf(x)) return fail(c, SEGOPS_E_INVALID_ARGUMENT, "%s is out of float32 range%s", wb, "");
-    memcpy(dst + at * 4, &f, 4);
-    return SEGOPS_OK;
-  }
-  if (!json_is_integer(v)) return fail(c, SEGOPS_E_INVALID_ARGUMENT, "%s must be an integer%s", wb, "");
-  int64_t x = (int64_t)json_integer_value(v);
-  if (t->dt == SEGOPS_I64) {
-    memcpy(dst + at * 8, &x, 8);
-    return SEGOPS_OK;
-  }
-  if (x < INT32_MIN || x > INT32_MAX) return fail(c, SEGOPS_E_INVALID_ARGUMENT, "%s is out of int32 range%s", wb, "");
-  int32_t y = (int32_t)x;
-  memcpy(dst + at * 4, &y, 4);
   return SEGOPS_OK;
 }
 
-/* num_segments is an INT64 or INT32 input of shape [1] (or a scalar []); a float one is "not an
- * integer" to prepare, as a float num_segments is in v1. */
-static int read_num_segments(const v2ctx *c, const v2input *t, segops_request *req) {
-  if (t->shm)
+/* The rest of an input, once its name is known: datatype, shape, parameters, data. */
+static int input_record(v2ctx *c, const char *an, const input_keys *ik, segops_tensor_record *r) {
+  if (!ik->dtype || !json_is_string(ik->dtype))
+    return fail(c, SEGOPS_E_MALFORMED_BODY, "%s needs a string \"datatype\"%s", an, "");
+  r->dtype_text = json_string_value(ik->dtype);
+  r->dtype_len = json_string_length(ik->dtype);
+  if (!ik->shape || !json_is_array(ik->shape))
+    return fail(c, SEGOPS_E_MALFORMED_BODY, "%s.shape must be a list of non-negative integers%s", an, "");
+  r->ndim = json_array_size(ik->shape);
+  for (size_t d = 0; d < r->ndim && r->ndim <= SEGOPS_MAX_NDIM; d++) {
+    json_t *e = json_array_get(ik->shape, d);
+    if (!json_is_integer(e))
+      return fail(c, SEGOPS_E_MALFORMED_BODY, "%s.shape must be a list of non-negative integers%s", an, "");
+    r->shape[d] = (int64_t)json_integer_value(e); /* negatives are refused by prepare, by value */
+  }
+  if (ik->params && !json_is_object(ik->params))
+    return fail(c, SEGOPS_E_MALFORMED_BODY, "%s.parameters must be an object%s", an, "");
+  return input_source(c, an, ik->data, ik->params, r);
+}
+
+/* Reads entry i of "inputs" into a record (an unknown name is the error when the rest is bad). */
+static int read_input(v2ctx *c, size_t i, json_t *in, segops_tensor_record *r) {
+  char an[200];
+  snprintf(an, sizeof an, "inputs[%zu]", i);
+  memset(r, 0, sizeof *r);
+  if (!json_is_object(in)) return fail(c, SEGOPS_E_MALFORMED_BODY, "%s must be an object%s", an, "");
+  input_keys ik;
+  int rc = keys_of(c, an, in, &ik);
+  if (rc) return rc;
+  if (!ik.name || !json_is_string(ik.name))
+    return fail(c, SEGOPS_E_MALFORMED_BODY, "%s needs a string \"name\"%s", an, "");
+  r->name = json_string_value(ik.name);
+  r->name_len = json_string_length(ik.name);
+  segops_codec_printable(an, sizeof an, r->name, r->name_len);
+  rc = input_record(c, an, &ik, r);
+  return segops_codec_unknown_arg(rc, c->op, c->pass, r->name, r->name_len, c->err, c->errlen);
+}
+
+/* num_segments is an INT64 or INT32 input of shape [1] (or a scalar []), checked as every tensor is;
+ * a float one is "not an integer" to prepare, as a float num_segments is in v1. */
+static int num_segments_from(const v2ctx *c, const segops_tensor_record *r, segops_decoded *out) {
+  segops_request *req = &out->req;
+  if (req->ns_kind != SEGOPS_NS_ABSENT)
+    return fail(c, SEGOPS_E_INVALID_ARGUMENT, "argument '%s' is given more than once%s", "num_segments", "");
+  if (r->src == SEGOPS_REC_SHM)
     return fail(c, SEGOPS_E_INVALID_ARGUMENT,
                 "%s must be sent inline (\"data\" or binary data), not in shared memory%s", "num_segments", "");
-  size_t isz = segops_dtype_size(t->dt);
-  size_t elems = t->data ? t->count : t->count / (isz ? isz : 1);
-  bool one = (t->ndim == 0 || (t->ndim == 1 && t->shape[0] == 1)) && elems == 1 && (t->data || t->count == isz);
+  segops_record_ctx rc_ctx = {SEGOPS_WIRE_OIP, c->op, c->pass, SEGOPS_F64, out};
+  segops_named_tensor t;
+  int rc = segops_record_check(&rc_ctx, r, &t, c->err, c->errlen);
+  if (rc) return rc;
+  size_t isz = segops_dtype_size(t.t.dtype);
+  bool one = (t.t.ndim == 0 || (t.t.ndim == 1 && t.t.shape[0] == 1)) && t.t.nbytes == isz;
   if (!one)
     return fail(c, SEGOPS_E_INVALID_ARGUMENT, "%s must be an INT64 or INT32 input of shape [1] holding one value%s",
                 "num_segments", "");
-  if (t->dt == SEGOPS_F32 || t->dt == SEGOPS_F64) {
-    req->ns_kind = SEGOPS_NS_NOT_INT;
-    return SEGOPS_OK;
-  }
-  if (t->data) {
-    json_t *v = t->data;
-    while (json_is_array(v)) v = json_array_get(v, 0);
-    if (!json_is_integer(v)) {
-      req->ns_kind = SEGOPS_NS_NOT_INT;
-      return SEGOPS_OK;
-    }
-    req->ns_value = (int64_t)json_integer_value(v);
-  } else if (t->dt == SEGOPS_I64) {
-    memcpy(&req->ns_value, t->bytes, 8);
+  req->ns_kind = SEGOPS_NS_NOT_INT;
+  if (t.t.dtype == SEGOPS_F32 || t.t.dtype == SEGOPS_F64) return SEGOPS_OK;
+  req->ns_kind = SEGOPS_NS_INT;
+  if (t.t.dtype == SEGOPS_I64) {
+    memcpy(&req->ns_value, t.t.data, 8);
   } else {
     int32_t v;
-    memcpy(&v, t->bytes, 4);
+    memcpy(&v, t.t.data, 4);
     req->ns_value = v;
   }
-  req->ns_kind = SEGOPS_NS_INT;
+  return SEGOPS_OK;
+}
+
+/* Every entry of "inputs": num_segments into the request, the tensors into records; then every
+ * byte of the binary part must have been claimed. */
+static int read_inputs(v2ctx *c, json_t *inputs, segops_records *rs, segops_decoded *out) {
+  if (!inputs || !json_is_array(inputs))
+    return fail(c, SEGOPS_E_MALFORMED_BODY, "%s must be a list of input tensors%s", "inputs", "");
+  for (size_t i = 0; i < json_array_size(inputs); i++) {
+    segops_tensor_record r;
+    int rc = read_input(c, i, json_array_get(inputs, i), &r);
+    if (!rc && r.name_len == 12 && memcmp(r.name, "num_segments", 12) == 0) {
+      rc = num_segments_from(c, &r, out);
+    } else if (!rc) {
+      if (rs->n >= SEGOPS_MAX_REQ_ARGS) return segops_codec_too_many_args(c->op, c->err, c->errlen);
+      rs->rec[rs->n++] = r;
+    }
+    if (rc) return rc;
+  }
+  if (c->bin && c->bin_used != c->bin_len) {
+    char d[96];
+    snprintf(d, sizeof d, "%zu bytes of binary data", c->bin_len - c->bin_used);
+    return fail(c, SEGOPS_E_MALFORMED_BODY, "the body has %s that no input's binary_data_size claims%s", d, "");
+  }
   return SEGOPS_OK;
 }
 
@@ -372,11 +339,11 @@ static int out_index(segops_op op, segops_pass pass, const char *name, size_t le
   return -1;
 }
 
-/* Where an output's data goes: a shared-memory region (parameters.shared_memory_region; the server
+/* Where output `name` goes: a shared-memory region (parameters.shared_memory_region; the server
  * checks its byte size once the output's shape is known), binary data after the header, or JSON
  * "data" (parameters.binary_data; the request's binary_data_output when absent). */
-static int output_target(const v2ctx *c, const char *an, json_t *params, int k, segops_request *req,
-                         segops_oip_opts *opts, json_t **shm_region, size_t *names_bytes) {
+static int output_target(const v2ctx *c, const char *an, json_t *params, json_t *name, segops_request *req,
+                         segops_oip_opts *opts) {
   if (!params) return SEGOPS_OK;
   if (!json_is_object(params)) return fail(c, SEGOPS_E_MALFORMED_BODY, "%s.parameters must be an object%s", an, "");
   json_t *region;
@@ -387,18 +354,20 @@ static int output_target(const v2ctx *c, const char *an, json_t *params, int k, 
     if (json_is_true(json_object_get(params, "binary_data")))
       return fail(c, SEGOPS_E_MALFORMED_BODY,
                   "%s has shared_memory_region and also binary_data true (an output goes to one place)%s", an, "");
-    segops_output_shm *o = &req->outputs_shm[req->n_outputs_shm];
-    o->offset = offset;
-    o->byte_size = byte_size;
-    o->has_byte_size = true;
-    shm_region[req->n_outputs_shm++] = region; /* name and region go into the arena later */
-    *names_bytes += json_string_length(region) + 1;
+    req->outputs_shm[req->n_outputs_shm++] = (segops_output_shm){json_string_value(name),
+                                                                 json_string_value(region),
+                                                                 json_string_length(name),
+                                                                 json_string_length(region),
+                                                                 offset,
+                                                                 byte_size,
+                                                                 true};
     return SEGOPS_OK;
   }
   json_t *b = json_object_get(params, "binary_data");
   if (!b) return SEGOPS_OK;
   if (!json_is_boolean(b))
     return fail(c, SEGOPS_E_MALFORMED_BODY, "%s: parameters.binary_data must be true or false%s", an, "");
+  int k = out_index(c->op, c->pass, json_string_value(name), json_string_length(name));
   if (k >= 0) {
     opts->out_set[k] = true;
     opts->out_binary[k] = json_is_true(b);
@@ -406,46 +375,40 @@ static int output_target(const v2ctx *c, const char *an, json_t *params, int k, 
   return SEGOPS_OK;
 }
 
-static int read_outputs(const v2ctx *c, segops_pass pass, json_t *outputs, segops_request *req, segops_oip_opts *opts,
-                        json_t **shm_region, size_t *names_bytes) {
+/* One entry of "outputs": {"name", "parameters"}. */
+static int read_output(const v2ctx *c, size_t i, json_t *o, segops_request *req, segops_oip_opts *opts) {
+  json_t *name = json_is_object(o) ? json_object_get(o, "name") : NULL;
+  char an[64];
+  snprintf(an, sizeof an, "outputs[%zu]", i);
+  if (!name || !json_is_string(name))
+    return fail(c, SEGOPS_E_MALFORMED_BODY, "%s must be an object with a string \"name\"%s", an, "");
+  const char *k;
+  json_t *kv;
+  json_object_foreach(o, k, kv) {
+    if (strcmp(k, "name") != 0 && strcmp(k, "parameters") != 0) {
+      char kb[64];
+      return fail(c, SEGOPS_E_MALFORMED_BODY, "%s has unknown key '%s' (expected name, parameters)", an,
+                  segops_codec_printable(kb, sizeof kb, k, strlen(k)));
+    }
+  }
+  segops_codec_printable(an, sizeof an, json_string_value(name), json_string_length(name));
+  int rc = output_target(c, an, json_object_get(o, "parameters"), name, req, opts);
+  if (rc) return rc;
+  req->outputs[req->n_outputs].name = json_string_value(name);
+  req->outputs[req->n_outputs].len = json_string_length(name);
+  req->n_outputs++;
+  return SEGOPS_OK;
+}
+
+static int read_outputs(const v2ctx *c, json_t *outputs, segops_request *req, segops_oip_opts *opts) {
   if (!json_is_array(outputs))
     return fail(c, SEGOPS_E_MALFORMED_BODY, "%s must be a list of {\"name\": ...} objects%s", "outputs", "");
-  if (json_array_size(outputs) > SEGOPS_MAX_OUTPUTS * 2) {
-    char d[64];
-    snprintf(d, sizeof d, "%zu outputs; at most %d are allowed", json_array_size(outputs), SEGOPS_MAX_OUTPUTS * 2);
-    return fail(c, SEGOPS_E_INVALID_ARGUMENT, "%s lists %s", "outputs", d);
-  }
+  if (json_array_size(outputs) > SEGOPS_MAX_OUTPUTS * 2)
+    return segops_codec_too_many_outputs(c->op, false, json_array_size(outputs), c->err, c->errlen);
   req->has_outputs = true;
   for (size_t i = 0; i < json_array_size(outputs); i++) {
-    json_t *o = json_array_get(outputs, i), *name = json_is_object(o) ? json_object_get(o, "name") : NULL;
-    char an[64];
-    snprintf(an, sizeof an, "outputs[%zu]", i);
-    if (!name || !json_is_string(name))
-      return fail(c, SEGOPS_E_MALFORMED_BODY, "%s must be an object with a string \"name\"%s", an, "");
-    const char *k;
-    json_t *kv;
-    json_object_foreach(o, k, kv) {
-      if (strcmp(k, "name") != 0 && strcmp(k, "parameters") != 0) {
-        char kb[64];
-        return fail(c, SEGOPS_E_MALFORMED_BODY, "%s has unknown key '%s' (expected name, parameters)", an,
-                    segops_codec_printable(kb, sizeof kb, k, strlen(k)));
-      }
-    }
-    const char *s = json_string_value(name);
-    size_t l = json_string_length(name);
-    segops_codec_printable(an, sizeof an, s, l);
-    int shm_before = req->n_outputs_shm;
-    int rc = output_target(c, an, json_object_get(o, "parameters"), out_index(c->op, pass, s, l), req, opts, shm_region,
-                           names_bytes);
+    int rc = read_output(c, i, json_array_get(outputs, i), req, opts);
     if (rc) return rc;
-    if (req->n_outputs_shm > shm_before) { /* the name is shared with outputs[] below */
-      req->outputs_shm[shm_before].name = s;
-      req->outputs_shm[shm_before].len = l;
-    }
-    req->outputs[req->n_outputs].name = s; /* re-pointed into the arena after allocation */
-    req->outputs[req->n_outputs].len = l;
-    req->n_outputs++;
-    *names_bytes += l + 1;
   }
   return SEGOPS_OK;
 }
@@ -462,21 +425,25 @@ static int request_params(const v2ctx *c, json_t *params, segops_oip_opts *opts)
   return SEGOPS_OK; /* other parameters (priority, timeout, ...) do not apply here */
 }
 
-static int decode_tree(v2ctx *c, json_t *root, segops_pass pass, segops_decoded *out, segops_oip_opts *opts) {
-  segops_request *req = &out->req;
+/* The inference request's keys: inputs, outputs, parameters and the id (echoed). */
+typedef struct {
+  json_t *inputs, *outputs, *params;
+} root_keys;
+
+static int root_keys_of(const v2ctx *c, json_t *root, root_keys *rk, segops_oip_opts *opts) {
   if (!json_is_object(root))
     return fail(c, SEGOPS_E_MALFORMED_BODY, "%s must be a JSON object with \"inputs\"%s", "the inference request", "");
-  json_t *inputs = NULL, *outputs = NULL, *params = NULL;
+  *rk = (root_keys){0};
   const char *k;
   json_t *v;
   json_object_foreach(root, k, v) {
-    if (!strcmp(k, "inputs"))
-      inputs = v;
-    else if (!strcmp(k, "outputs"))
-      outputs = v;
-    else if (!strcmp(k, "parameters"))
-      params = v;
-    else if (!strcmp(k, "id")) {
+    if (!strcmp(k, "inputs")) {
+      rk->inputs = v;
+    } else if (!strcmp(k, "outputs")) {
+      rk->outputs = v;
+    } else if (!strcmp(k, "parameters")) {
+      rk->params = v;
+    } else if (!strcmp(k, "id")) {
       if (!json_is_string(v) || json_string_length(v) >= sizeof opts->id)
         return fail(c, SEGOPS_E_INVALID_ARGUMENT, "%s must be a string of at most 127 bytes%s", "id", "");
       memcpy(opts->id, json_string_value(v), json_string_length(v) + 1);
@@ -487,95 +454,16 @@ static int decode_tree(v2ctx *c, json_t *root, segops_pass pass, segops_decoded 
                   segops_codec_printable(kb, sizeof kb, k, strlen(k)), "id, parameters, inputs, outputs");
     }
   }
-  int rc = request_params(c, params, opts);
-  if (rc) return rc;
-  if (!inputs || !json_is_array(inputs))
-    return fail(c, SEGOPS_E_MALFORMED_BODY, "%s must be a list of input tensors%s", "inputs", "");
-  v2input ts[SEGOPS_MAX_REQ_ARGS];
-  int nt = 0;
-  size_t names_bytes = 0;
-  for (size_t i = 0; i < json_array_size(inputs); i++) {
-    v2input t;
-    memset(&t, 0, sizeof t);
-    rc = read_input(c, i, json_array_get(inputs, i), &t);
-    if (rc) return rc;
-    if (t.nlen == 12 && memcmp(t.name, "num_segments", 12) == 0) {
-      if (req->ns_kind != SEGOPS_NS_ABSENT)
-        return fail(c, SEGOPS_E_INVALID_ARGUMENT, "argument '%s' is given more than once%s", "num_segments", "");
-      rc = read_num_segments(c, &t, req);
-      if (rc) return rc;
-      continue;
-    }
-    if (nt >= SEGOPS_MAX_REQ_ARGS) {
-      char d[32];
-      snprintf(d, sizeof d, "%d", SEGOPS_MAX_REQ_ARGS);
-      return fail(c, SEGOPS_E_INVALID_ARGUMENT, "too many arguments (more than %s%s tensors)", d, "");
-    }
-    ts[nt++] = t;
-    names_bytes += t.nlen + 1 + (t.shm ? json_string_length(t.shm) + 1 : 0);
-  }
-  if (c->bin && c->bin_used != c->bin_len) {
-    char d[96];
-    snprintf(d, sizeof d, "%zu bytes of binary data", c->bin_len - c->bin_used);
-    return fail(c, SEGOPS_E_MALFORMED_BODY, "the body has %s that no input's binary_data_size claims%s", d, "");
-  }
-  json_t *oshm_region[SEGOPS_MAX_OUTPUTS * 2];
-  if (outputs) {
-    rc = read_outputs(c, pass, outputs, req, opts, oshm_region, &names_bytes);
-    if (rc) return rc;
-  }
-
-  /* One arena: the JSON inputs' numbers (64-byte aligned), then the names. */
-  size_t total = 0, off[SEGOPS_MAX_REQ_ARGS];
-  for (int i = 0; i < nt; i++) {
-    size_t sz;
-    off[i] = total;
-    if (ts[i].data && !segops_codec_align64(ts[i].count * segops_dtype_size(ts[i].dt), &sz))
-      return fail(c, SEGOPS_E_TOO_LARGE, "%s is too large%s", "body", "");
-    if (ts[i].data) total += sz;
-  }
-  size_t names_off = total;
-  total += names_bytes;
-  char *arena = segops_aligned_alloc(total);
-  if (!arena) return fail(c, SEGOPS_E_NOMEM, "out of memory decoding the %s%s", "body", "");
-  out->owned = arena;
-  char *np = arena + names_off;
-  for (int i = 0; i < nt; i++) {
-    v2input *t = &ts[i];
-    segops_named_tensor *a = &req->args[req->nargs++];
-    a->name = arena_str(&np, t->name, t->nlen);
-    a->name_len = t->nlen;
-    a->t.dtype = t->dt;
-    a->t.ndim = t->ndim;
-    memcpy(a->t.shape, t->shape, sizeof t->shape);
-    if (t->data) {
-      char an[64];
-      size_t at = 0;
-      segops_codec_printable(an, sizeof an, t->name, t->nlen);
-      rc = store_numbers(c, an, t, t->data, &at, arena + off[i]);
-      if (rc) return rc; /* the caller frees the arena */
-      a->t.data = arena + off[i];
-      a->t.nbytes = t->count * segops_dtype_size(t->dt);
-    } else if (t->shm) { /* by reference: resolved by the server (shm_io.h) */
-      a->shm_region_len = json_string_length(t->shm);
-      a->shm_region = arena_str(&np, json_string_value(t->shm), a->shm_region_len);
-      a->shm_offset = t->shm_offset;
-    } else {
-      a->t.data = t->bytes;
-      a->t.nbytes = t->count;
-    }
-  }
-  for (int j = 0; j < req->n_outputs; j++) {
-    const char *name = arena_str(&np, req->outputs[j].name, req->outputs[j].len);
-    for (int m = 0; m < req->n_outputs_shm; m++)
-      if (req->outputs_shm[m].name == req->outputs[j].name) req->outputs_shm[m].name = name;
-    req->outputs[j].name = name;
-  }
-  for (int m = 0; m < req->n_outputs_shm; m++) {
-    req->outputs_shm[m].region_len = json_string_length(oshm_region[m]);
-    req->outputs_shm[m].region = arena_str(&np, json_string_value(oshm_region[m]), req->outputs_shm[m].region_len);
-  }
   return SEGOPS_OK;
+}
+
+static int tokenize(v2ctx *c, json_t *root, segops_records *rs, segops_decoded *out, segops_oip_opts *opts) {
+  root_keys rk = {NULL, NULL, NULL};
+  int rc = root_keys_of(c, root, &rk, opts);
+  if (!rc) rc = request_params(c, rk.params, opts);
+  if (!rc) rc = read_inputs(c, rk.inputs, rs, out);
+  if (!rc && rk.outputs) rc = read_outputs(c, rk.outputs, &out->req, opts);
+  return rc;
 }
 
 int segops_decode_oip(const char *body, size_t len, segops_op op, segops_pass pass, const segops_codec_limits *lim,
@@ -590,14 +478,19 @@ int segops_decode_oip(const char *body, size_t len, segops_op op, segops_pass pa
     return segops_codec_fail(SEGOPS_E_MALFORMED_BODY, err, errlen, op,
                              "Inference-Header-Content-Length (%zu) exceeds the body (%zu bytes)", header_len, len);
   size_t hl = header_len ? header_len : len;
-  v2ctx c = {op, err, errlen, header_len ? body + hl : NULL, len - hl, 0};
+  v2ctx c = {op, pass, err, errlen, header_len ? body + hl : NULL, len - hl, 0};
   segops_codec_limits l = segops_codec_limits_eff(lim);
   int rc = segops_codec_json_prescan(body, hl, &l, op, err, errlen);
   if (rc) return rc;
   json_error_t je;
   json_t *root = json_loadb(body ? body : "", hl, JSON_REJECT_DUPLICATES, &je);
   if (!root) return segops_codec_json_syntax_error(&je, hl, op, err, errlen);
-  rc = decode_tree(&c, root, pass, out, opts);
+  segops_records rs;
+  rs.n = 0;
+  rs.dtype_text = NULL;
+  rc = tokenize(&c, root, &rs, out, opts);
+  /* The numbers are materialised and the strings copied before the tree goes. */
+  if (!rc) rc = segops_records_finish(SEGOPS_WIRE_OIP, &rs, true, out, err, errlen);
   json_decref(root);
   if (rc) {
     segops_decoded_free(out);

@@ -219,6 +219,56 @@ static int map_region(region *g, int fd, uint64_t offset, uint64_t byte_size, co
   return SEGOPS_OK;
 }
 
+/* Gives back bytes claimed for a registration that did not complete. */
+static void unclaim(segops_shm *reg, uint64_t byte_size) {
+  pthread_mutex_lock(&reg->mu);
+  reg->registered -= byte_size;
+  pthread_mutex_unlock(&reg->mu);
+}
+
+/* A new region over [offset, +byte_size) of object keyz, opened with uid's rights and mapped. */
+static int new_region(segops_shm *reg, int64_t uid, const char *keyz, uint64_t offset, uint64_t byte_size,
+                      const char *nb, const char *kb, region **out, char *err, size_t errlen) {
+  region *g = calloc(1, sizeof *g);
+  if (!g) return segops_errf(SEGOPS_E_NOMEM, err, errlen, "out of memory registering region '%s'", nb);
+  struct stat st;
+  int rc = SEGOPS_OK, fd = open_object(keyz, uid, offset + byte_size, nb, kb, &st, &rc, err, errlen);
+  if (fd >= 0) rc = map_region(g, fd, offset, byte_size, nb, kb, err, errlen);
+  /* The mapping keeps the object; a descriptor per region would let registrations use up the
+   * process's descriptors (and libmicrohttpd spins when accept() meets EMFILE). */
+  if (fd >= 0) close(fd);
+  if (rc) {
+    free(g);
+    return rc;
+  }
+  g->offset = offset;
+  g->byte_size = byte_size;
+  g->owner = uid;
+  g->dev = st.st_dev;
+  g->ino = st.st_ino;
+  g->be = reg->be;
+  if (g->be && g->be->host_register) g->pinned = g->be->host_register(g->be->ctx, g->map, g->map_len) == 0;
+  *out = g;
+  return SEGOPS_OK;
+}
+
+/* Puts g in the registry under its name, unless another request registered the name meanwhile. */
+static int publish(segops_shm *reg, region *g, const char *name, size_t name_len, const char *nb, char *err,
+                   size_t errlen) {
+  pthread_mutex_lock(&reg->mu);
+  if (find(reg, name, name_len)) {
+    reg->registered -= g->byte_size;
+    pthread_mutex_unlock(&reg->mu);
+    region_destroy(g);
+    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
+                       "shared-memory region '%s' is already registered (unregister it first)", nb);
+  }
+  g->next = reg->head;
+  reg->head = g;
+  pthread_mutex_unlock(&reg->mu);
+  return SEGOPS_OK;
+}
+
 int segops_shm_register(segops_shm *reg, int64_t uid, const char *name, size_t name_len, const char *key,
                         size_t key_len, uint64_t offset, uint64_t byte_size, char *err, size_t errlen) {
   char nb[80], kb[80];
@@ -233,45 +283,16 @@ int segops_shm_register(segops_shm *reg, int64_t uid, const char *name, size_t n
   rc = claim(reg, uid, name, name_len, byte_size, nb, err, errlen);
   pthread_mutex_unlock(&reg->mu);
   if (rc) return rc;
-
-  region *g = calloc(1, sizeof *g);
-  struct stat st;
-  int fd = -1;
-  if (!g)
-    rc = segops_errf(SEGOPS_E_NOMEM, err, errlen, "out of memory registering region '%s'", nb);
-  else if ((fd = open_object(keyz, uid, offset + byte_size, nb, kb, &st, &rc, err, errlen)) >= 0)
-    rc = map_region(g, fd, offset, byte_size, nb, kb, err, errlen);
-  /* The mapping keeps the object; a descriptor per region would let registrations use up the
-   * process's descriptors (and libmicrohttpd spins when accept() meets EMFILE). */
-  if (fd >= 0) close(fd);
+  region *g = NULL;
+  rc = new_region(reg, uid, keyz, offset, byte_size, nb, kb, &g, err, errlen);
   if (rc) {
-    free(g);
-    pthread_mutex_lock(&reg->mu);
-    reg->registered -= byte_size;
-    pthread_mutex_unlock(&reg->mu);
+    unclaim(reg, byte_size);
     return rc;
   }
   memcpy(g->name, name, name_len);
   memcpy(g->key, key, key_len);
-  g->offset = offset;
-  g->byte_size = byte_size;
-  g->owner = uid;
-  g->dev = st.st_dev;
-  g->ino = st.st_ino;
-  g->be = reg->be;
-  if (g->be && g->be->host_register) g->pinned = g->be->host_register(g->be->ctx, g->map, g->map_len) == 0;
-
-  pthread_mutex_lock(&reg->mu);
-  if (find(reg, name, name_len)) { /* registered meanwhile by another request */
-    reg->registered -= byte_size;
-    pthread_mutex_unlock(&reg->mu);
-    region_destroy(g);
-    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
-                       "shared-memory region '%s' is already registered (unregister it first)", nb);
-  }
-  g->next = reg->head;
-  reg->head = g;
-  pthread_mutex_unlock(&reg->mu);
+  rc = publish(reg, g, name, name_len, nb, err, errlen);
+  if (rc) return rc;
   SEGOPS_LOGD("shm: uid %lld registered region '%s' = %s [%" PRIu64 ", +%" PRIu64 ")%s", (long long)uid, nb, kb, offset,
               byte_size, g->pinned ? ", pinned" : "");
   return SEGOPS_OK;

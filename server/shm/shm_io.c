@@ -25,26 +25,12 @@ int segops_shm_use_inputs(segops_shm *reg, int64_t uid, segops_request *req, seg
     segops_named_tensor *a = &req->args[i];
     if (!a->shm_region) continue;
     if (uid < 0) return no_uid(opn, err, errlen);
-    /* Bytes the reference covers: prod(shape) * itemsize. A negative dimension is left for
-     * prepare to refuse by value (an empty reference reads nothing). */
-    uint64_t count = 1;
-    bool neg = false, over = false;
-    for (int d = 0; d < a->t.ndim; d++) {
-      if (a->t.shape[d] < 0)
-        neg = true;
-      else if (a->t.shape[d] && count > UINT64_MAX / (uint64_t)a->t.shape[d])
-        over = true;
-      else
-        count *= (uint64_t)a->t.shape[d];
-    }
-    size_t isz = segops_dtype_size(a->t.dtype);
-    if (over || count > (UINT64_MAX >> 4) / (isz ? isz : 1))
-      return segops_errf(SEGOPS_E_TOO_LARGE, err, errlen, "%s: %.*s: its shape is too large", opn, (int)a->name_len,
-                         a->name);
-    if (neg) continue;
+    /* The bytes it covers were counted by the record check (codec_record.h); a reference with a
+     * negative dimension is left for prepare to refuse by value. */
+    if (!a->shm_sized) continue;
     segops_shm_ref *ref = &u->in[u->n_in];
     char why[400];
-    int rc = segops_shm_acquire(reg, uid, a->shm_region, a->shm_region_len, a->shm_offset, count * isz, ref, why,
+    int rc = segops_shm_acquire(reg, uid, a->shm_region, a->shm_region_len, a->shm_offset, a->shm_bytes, ref, why,
                                 sizeof why);
     /* An unknown region keeps its own code: the client registers it again and resends. */
     if (rc) return segops_errf(rc, err, errlen, "%s: %.*s: %s", opn, (int)a->name_len, a->name, why);

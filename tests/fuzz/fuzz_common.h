@@ -41,6 +41,13 @@ static inline void fuzz_check_decoded(const segops_decoded *d, const char *err) 
     FUZZ_ASSERT((unsigned)a->t.dtype < SEGOPS_DTYPE_COUNT);
     FUZZ_ASSERT(a->name_len == 0 || a->name != NULL);
     for (size_t k = 0; k < a->name_len; k++) sink ^= (unsigned char)a->name[k];
+    if (a->shm_region) { /* a reference, unresolved: no data yet; sized by its shape when that is */
+      FUZZ_ASSERT(a->t.data == NULL && a->t.nbytes == 0);
+      uint64_t bytes = segops_dtype_size(a->t.dtype);
+      for (int d = 0; d < a->t.ndim; d++) bytes *= (uint64_t)a->t.shape[d];
+      FUZZ_ASSERT(!a->shm_sized || a->shm_bytes == bytes);
+      continue;
+    }
     /* Touch the first and last payload bytes: ASan reports any out-of-bounds view. */
     if (a->t.nbytes)
       sink ^= ((const unsigned char *)a->t.data)[0] ^ ((const unsigned char *)a->t.data)[a->t.nbytes - 1];

@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
-"""make_corpus.py: writes the fuzz seed corpus (tests/fuzz/corpus/{msgpack,json,prepare,oip,shm}/) from the
-example bodies of proto/examples (proto/API.md's curl example and exact cases). The first byte of each seed picks
-(op, pass) as fuzz_common.h reads it; for the prepare target bit 7 selects JSON.
+"""make_corpus.py: writes the fuzz seed corpus (tests/fuzz/corpus/{msgpack,json,prepare,oip,shm,native}/) from the
+example bodies of proto/examples (proto/API.md's curl example and exact cases), plus seeds that reach every
+path of the tensor record check (server/codec/codec_record.c) from every decoder: each source (inline bytes,
+a list of numbers, a shared-memory reference) and each rule (dtype by name, by the call, by value, by code;
+the rank; numbers that do not convert). The first byte of each seed picks (op, pass) as fuzz_common.h reads
+it; for the prepare target bit 7 selects JSON.
 Run: python3 tests/fuzz/make_corpus.py  (needs numpy and msgpack). The seeds are committed."""
 import json
 import os
 import struct
 import sys
 
+import msgpack
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -86,6 +90,101 @@ def shm_seeds():
         write("shm", name, b"\x05" + struct.pack("<QQQQQ", a, o1, l1, o2, l2))
 
 
+def record_seeds():
+    """Bodies whose tensors take each path of the record check, on msgpack, JSON and the OIP."""
+    f64 = lambda *v: np.array(v, "<f8").tobytes()  # noqa: E731
+    i32 = lambda *v: np.array(v, "<i4").tobytes()  # noqa: E731
+    idx = {"dtype": "int32", "shape": [3], "data": i32(0, 1, 1)}
+    mp = {
+        "shm_ref": {"x": {"dtype": "float64", "shape": [3], "shm": {"region": "r", "offset": 64}}, "idx": idx,
+                    "num_segments": 2, "outputs_shm": {"out": {"region": "r"}}},
+        "shm_huge": {"x": {"dtype": "float64", "shape": [1 << 62, 4], "shm": {"region": "r"}}, "idx": idx,
+                     "num_segments": 2},
+        "shm_negative": {"x": {"dtype": "float64", "shape": [-3], "shm": {"region": "r"}}, "idx": idx,
+                         "num_segments": 2},
+        "four_dims": {"x": {"dtype": "float64", "shape": [1, 1, 1, 3], "data": f64(1, 2, 3)}, "idx": idx,
+                      "num_segments": 2},
+        "unknown_dtype": {"x": {"dtype": "bfloat16", "shape": [3], "data": b"\0" * 6}, "idx": idx, "num_segments": 2},
+        "unknown_name": {"q": {"dtype": "float16", "shape": [3], "data": b"\0" * 6}, "idx": idx, "num_segments": 2},
+        "int64_idx": {"x": {"dtype": "float64", "shape": [3], "data": f64(1, 2, 3)},
+                      "idx": {"dtype": "int64", "shape": [3], "data": np.array([0, 1, 1], "<i8").tobytes()},
+                      "num_segments": 2, "dtype": "float32"},
+    }
+    js = {
+        "bare_idx_int64": '{"x":[1,2,3],"idx":[0,1,4294967296],"num_segments":2}',
+        "bare_float32": '{"dtype":"float32","x":[[1,2,3],[4,5,6]],"idx":[0,1],"num_segments":2}',
+        "bare_four_dims": '{"x":[[[[1]]]],"idx":[0],"num_segments":1}',
+        "float32_range": '{"x":{"dtype":"float32","shape":[2],"data":[1,1e39]},"idx":[0,0],"num_segments":1}',
+        "int32_range": '{"x":[1,2],"idx":{"dtype":"int32","shape":[2],"data":[0,2147483648]},"num_segments":1}',
+        "idx_real": '{"x":[1,2],"idx":[0,0.5],"num_segments":1}',
+        "not_a_number": '{"x":[1,"2",null],"idx":[0,0,0],"num_segments":1}',
+        "shm_ref": '{"x":{"dtype":"float64","shape":[3],"shm":{"region":"r","offset":8}},"idx":[0,1,1],'
+                   '"num_segments":2,"outputs_shm":{"out":{"region":"r","offset":64}},"outputs":["out"]}',
+        "call_dtype_int": '{"dtype":"int32","x":[1],"idx":[0],"num_segments":1}',
+        "unknown_name": '{"q":{"dtype":"float16","shape":[1],"data":[1]},"idx":[0],"num_segments":1}',
+        "syntax_truncated": '{"x":[1,2',
+        "syntax_repeated_key": '{"x":[1],"x":[2]}',
+    }
+    for name, body in mp.items():
+        data = msgpack.packb(body, use_bin_type=True)
+        write("msgpack", "record_" + name, bytes([0]) + data)
+        write("prepare", "record_" + name + ".m", bytes([0]) + data)
+    for name, text in js.items():
+        write("json", "record_" + name, bytes([0]) + text.encode())
+        write("prepare", "record_" + name + ".j", bytes([0x80]) + text.encode())
+    ns = {"name": "num_segments", "datatype": "INT64", "shape": [1], "data": [2]}
+    idx3 = {"name": "idx", "datatype": "INT32", "shape": [3], "data": [0, 1, 1]}
+    x = {"name": "x", "datatype": "FP32", "shape": [3], "data": [1, 2, 3]}
+    oip = {
+        "ns_float": [x, idx3, {"name": "num_segments", "datatype": "FP64", "shape": [1], "data": [2.0]}],
+        "ns_scalar_int32": [x, idx3, {"name": "num_segments", "datatype": "INT32", "shape": [], "data": [2]}],
+        "unknown_datatype": [dict(x, datatype="BF16"), idx3, ns],
+        "unknown_name": [dict(x, name="q", datatype="FP16"), idx3, ns],
+        "four_dims": [dict(x, shape=[1, 1, 1, 3]), idx3, ns],
+        "float32_range": [dict(x, data=[1, 1e39, 3]), idx3, ns],
+        "idx_real": [x, dict(idx3, data=[0, 0.5, 1]), ns],
+        "shm_size_mismatch": [{"name": "x", "datatype": "FP64", "shape": [3], "parameters": {
+            "shared_memory_region": "r", "shared_memory_byte_size": 16}}, idx3, ns],
+    }
+    for name, inputs in oip.items():
+        write("oip", "record_" + name + ".json", bytes([0, 0, 0]) + json.dumps({"inputs": inputs}).encode())
+    # num_segments as INT32 binary data after the header.
+    head = json.dumps({"inputs": [x, idx3, {"name": "num_segments", "datatype": "INT32", "shape": [1],
+                                           "parameters": {"binary_data_size": 4}}]}).encode()
+    write("oip", "record_ns_int32_binary.bin", bytes([0, len(head) & 0xFF, len(head) >> 8]) + head + struct.pack("<i", 2))
+
+
+def ring_tensor(dtype=1, shape=(), pool=0, present=True, offset=0, nbytes=0, ndim=None):
+    sh = list(shape) + [0] * (3 - len(shape))
+    ndim = len(shape) if ndim is None else ndim
+    return struct.pack("<IIqqqIIQQQ", dtype, ndim, *sh, pool, 1 if present else 0, offset, nbytes, 0)
+
+
+def native_seeds():
+    """fuzz_native.c: 8 slots, slot 0, one pool of 4096 bytes, then a segops_ring_request (proto/segops_ring.h)."""
+    absent = ring_tensor(present=False)
+
+    def request(fn, ns, ins, idx, outs, flags=0, dtype=0):
+        head = struct.pack("<IIqIIQ", fn, 0, ns, flags, dtype, 0) + b"\0" * 32
+        ins = list(ins) + [absent] * (5 - len(ins))
+        outs = list(outs) + [absent] * (3 - len(outs))
+        return bytes([7, 0, 1]) + struct.pack("<H", 4096) + head + b"".join(ins) + idx + b"".join(outs)
+
+    idx = ring_tensor(2, (4,), offset=64, nbytes=16)
+    x = ring_tensor(1, (4,), offset=128, nbytes=32)
+    out = ring_tensor(1, (), offset=1024, nbytes=64)
+    seeds = {
+        "record_bad_dtype": request(0, 2, [ring_tensor(9, (4,), offset=128, nbytes=32)], idx, [out]),
+        "record_four_dims": request(0, 2, [ring_tensor(1, (1, 1, 4), offset=128, nbytes=32, ndim=4)], idx, [out]),
+        "record_int64_idx": request(0, 2, [x], ring_tensor(3, (4,), offset=64, nbytes=32), [out]),
+        "record_call_dtype": request(2, 2, [], idx, [out], flags=1, dtype=0),  # sum double backward, zeros
+        "record_call_dtype_int": request(2, 2, [], idx, [out], flags=1, dtype=2),
+        "record_negative_dim": request(0, 2, [ring_tensor(1, (-4,), offset=128, nbytes=0)], idx, [out]),
+    }
+    for name, data in seeds.items():
+        write("native", name, data)
+
+
 def main():
     for case in make_examples.CASES:
         fn = OPS.index(case[0]) * 3 + PASSES.index(case[1])
@@ -120,6 +219,8 @@ def main():
     write("oip", "header_plus.json", bytes([0, 0, 0]) + b"+12\x00" + b'{"inputs":[]}')
     write("oip", "header_digits.json", bytes([0, 0, 0]) + b"00000000000000000042")
     shm_seeds()
+    record_seeds()
+    native_seeds()
 
 
 if __name__ == "__main__":

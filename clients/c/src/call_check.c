@@ -1,4 +1,4 @@
-/* call_check.c: a caller's arguments checked for what the library cannot send (SPEC §6: the daemon
+/* call_check.c: a caller's arguments checked for what the library cannot send (proto/API.md: the daemon
  * validates the rest, with its own messages), then resolved into the segops_tcall every transport
  * takes, with the answer the call should get (shapes by the table's rules, as core/prepare.c
  * infers them), so transports can refuse an answer that does not fit. */

@@ -1,0 +1,1 @@
+€{"dtype":"int32","x":[1],"idx":[0],"num_segments":1}

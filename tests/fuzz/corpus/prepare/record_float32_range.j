@@ -1,0 +1,1 @@
+€{"x":{"dtype":"float32","shape":[2],"data":[1,1e39]},"idx":[0,0],"num_segments":1}

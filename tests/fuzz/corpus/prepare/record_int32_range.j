@@ -1,0 +1,1 @@
+€{"x":[1,2],"idx":{"dtype":"int32","shape":[2],"data":[0,2147483648]},"num_segments":1}

@@ -1,0 +1,1 @@
+€{"x":{"dtype":"float64","shape":[3],"shm":{"region":"r","offset":8}},"idx":[0,1,1],"num_segments":2,"outputs_shm":{"out":{"region":"r","offset":64}},"outputs":["out"]}

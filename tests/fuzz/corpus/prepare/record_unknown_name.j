@@ -1,0 +1,1 @@
+€{"q":{"dtype":"float16","shape":[1],"data":[1]},"idx":[0],"num_segments":1}
