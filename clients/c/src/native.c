@@ -104,9 +104,9 @@ static bool peer_gone(chan *c) {
   return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR));
 }
 
-/* The blocks of timed-out calls still unanswered on a channel that goes, or 0 when the daemon is
- * gone (then nothing writes them any more) or has answered them. Unholds the others; frees the
- * list. */
+/* For a channel that goes: lists in out the blocks of its timed-out calls that the daemon may
+ * still write (their slots unanswered, the daemon still there) and returns how many; unholds the
+ * others (nothing writes them any more); frees the list. */
 static int still_held(chan *c, void **out, int cap) {
   bool gone = c->sock < 0 || peer_gone(c);
   int n = 0;
