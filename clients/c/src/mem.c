@@ -54,8 +54,7 @@ struct segops_mem {
   atomic_int npools; /* entries below it are published: base, size and fd never change */
   unsigned epoch;    /* fork_epoch when the pools were last checked */
   size_t next_size;
-  hangup *hangups;      /* under mu */
-  segops_mem *reg_next; /* the fork handlers' registry, under reg_mu */
+  hangup *hangups; /* under mu */
 };
 
 static void unhold_locked(segops_mem *m, const void *p);
@@ -63,29 +62,11 @@ static void unhold_locked(segops_mem *m, const void *p);
 /* ---- forks ------------------------------------------------------------------------------------
  * A forked child shares its parent's pools (MAP_SHARED): allocating from them in both would hand
  * the same bytes out twice. The child keeps reading what lies there but allocates in pools of its
- * own. Every set of pools is in a registry whose fork handlers hold each one's lock across fork(),
- * so a child never inherits a lock that a thread it does not have held mid-allocation. */
+ * own. */
 static atomic_uint fork_epoch;
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
-static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
-static segops_mem *reg_head; /* under reg_mu, linked by reg_next */
-
-static void fork_prepare(void) {
-  pthread_mutex_lock(&reg_mu);
-  for (segops_mem *m = reg_head; m; m = m->reg_next) pthread_mutex_lock(&m->mu);
-}
-
-static void fork_parent(void) {
-  for (segops_mem *m = reg_head; m; m = m->reg_next) pthread_mutex_unlock(&m->mu);
-  pthread_mutex_unlock(&reg_mu);
-}
-
-static void fork_child(void) {
-  atomic_fetch_add(&fork_epoch, 1);
-  fork_parent();
-}
-
-static void register_fork(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
+static void on_fork_child(void) { atomic_fetch_add(&fork_epoch, 1); }
+static void register_fork(void) { pthread_atfork(NULL, NULL, on_fork_child); }
 
 /* Under m->mu: after a fork every pool made so far is the parent's. */
 static void check_fork(segops_mem *m) {
@@ -205,20 +186,11 @@ segops_mem *segops_mem_new(void) {
   pthread_mutex_init(&m->mu, NULL);
   m->epoch = atomic_load(&fork_epoch);
   m->next_size = FIRST_POOL;
-  pthread_mutex_lock(&reg_mu);
-  m->reg_next = reg_head;
-  reg_head = m;
-  pthread_mutex_unlock(&reg_mu);
   return m;
 }
 
 void segops_mem_free_all(segops_mem *m) {
   if (!m) return;
-  pthread_mutex_lock(&reg_mu);
-  segops_mem **pp = &reg_head;
-  while (*pp && *pp != m) pp = &(*pp)->reg_next;
-  if (*pp) *pp = m->reg_next;
-  pthread_mutex_unlock(&reg_mu);
   while (m->hangups) {
     hangup *h = m->hangups;
     m->hangups = h->next;
