@@ -140,7 +140,9 @@ typedef struct {
 } segops_ring_tensor;
 
 /* segops_ring_request.flags */
-#define SEGOPS_REQ_DTYPE 1u /* dtype below is the call's float dtype when no float input fixes it */
+/* dtype below is the call's float dtype when no float input fixes it (libsegops does not send it:
+ * such a call answers float64 on every transport, proto/native.md) */
+#define SEGOPS_REQ_DTYPE 1u
 
 typedef struct {
   uint32_t fn;   /* SEGOPS_FN_* (op * 3 + pass, in the op table's order) */

@@ -1,8 +1,8 @@
 /* native_channel.c: one native channel's thread: the handshake (version, token, the ring's memfd),
  * the control messages that hand pools over, and the ring: scan for submitted slots, run them,
- * then wait for the doorbell (bounded spinning, then a futex sleep with a timeout so that a
- * closed socket and a stop are noticed). Ends the channel: waits for its calls in flight, then
- * unpins, unmaps and closes everything it holds. */
+ * then wait for the doorbell (bounded spinning, then a futex sleep; a client that goes and a stop
+ * ring it). Ends the channel: waits for its calls in flight, then unpins, unmaps and closes
+ * everything it holds, the socket last (a client reads its close as "no call of mine runs"). */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -20,10 +20,11 @@
 #include "metrics.h"
 #include "native_internal.h"
 
-/* How long a sleeping channel waits on its doorbell before it looks at its socket and the stop
- * flag again: bounds how late a dead client is noticed (a stop wakes it at once), and costs an
- * idle channel one wake-up a second (tens of microseconds on a virtual machine). */
-#define SLEEP_S 1.0
+/* A sleeping channel is woken by its client's doorbell, by the accept thread when the client's
+ * socket hangs up (native_server.c), and by a stop, so it sleeps without a timeout and an idle
+ * channel costs no CPU. Only a channel the accept thread could not watch looks at its socket this
+ * often by itself (bounding how late its dead client is noticed). */
+#define UNWATCHED_SLEEP_S 1.0
 /* Handshake messages must arrive within this. */
 #define HANDSHAKE_S 5
 /* Wake-ups in a row that find neither a call nor a control message before the channel naps:
@@ -32,10 +33,15 @@
 
 int segops_native_futex_wait(uint32_t *word, uint32_t expect, double timeout_s) {
   struct timespec ts = {(time_t)timeout_s, (long)((timeout_s - (double)(time_t)timeout_s) * 1e9)};
-  return (int)syscall(SYS_futex, word, FUTEX_WAIT, expect, &ts, NULL, 0);
+  return (int)syscall(SYS_futex, word, FUTEX_WAIT, expect, timeout_s < 0 ? NULL : &ts, NULL, 0);
 }
 
 void segops_native_futex_wake(uint32_t *word, int n) { syscall(SYS_futex, word, FUTEX_WAKE, n, NULL, NULL, 0); }
+
+void segops_native_ring_wake(native_channel *ch) {
+  __atomic_fetch_add(&ch->hdr->doorbell, 1, __ATOMIC_SEQ_CST);
+  segops_native_futex_wake(&ch->hdr->doorbell, 1);
+}
 
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -362,7 +368,7 @@ static int scan(native_channel *ch) {
 }
 
 /* Waits until the doorbell moves from seen: spinning while the last call is recent (until
- * spin_until), then asleep on the futex for at most SLEEP_S. */
+ * spin_until), then asleep on the futex. */
 static void wait_doorbell(native_channel *ch, uint32_t seen, double spin_until) {
   uint32_t *db = &ch->hdr->doorbell;
   const atomic_bool *stop = &ch->srv->stopping;
@@ -373,7 +379,8 @@ static void wait_doorbell(native_channel *ch, uint32_t seen, double spin_until) 
   }
   /* Dekker with the client: it adds to the doorbell, then reads daemon_sleeps. */
   __atomic_store_n(&ch->hdr->daemon_sleeps, 1u, __ATOMIC_SEQ_CST);
-  if (__atomic_load_n(db, __ATOMIC_SEQ_CST) == seen && !atomic_load(stop)) segops_native_futex_wait(db, seen, SLEEP_S);
+  if (__atomic_load_n(db, __ATOMIC_SEQ_CST) == seen && !atomic_load(stop))
+    segops_native_futex_wait(db, seen, ch->watched ? -1.0 : UNWATCHED_SLEEP_S);
   __atomic_store_n(&ch->hdr->daemon_sleeps, 0u, __ATOMIC_RELAXED);
 }
 
@@ -419,6 +426,7 @@ static void channel_end(native_channel *ch) {
   native_channel **pp = &n->channels;
   while (*pp && *pp != ch) pp = &(*pp)->next;
   if (*pp) *pp = ch->next;
+  segops_native_unwatch(n, ch);
   pthread_mutex_unlock(&n->mu);
   for (uint32_t k = 0; k < ch->npools; k++) segops_native_mem_close(&ch->pools[k], n->d.backend);
   segops_native_mem_close(&ch->ring, n->d.backend);

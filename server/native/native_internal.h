@@ -50,6 +50,7 @@ struct native_channel {
   pthread_mutex_t mu;
   pthread_cond_t idle;
   int inflight;         /* calls handed to the scheduler and not answered; under mu */
+  bool watched;         /* the accept thread wakes the channel when its client goes (native_server.c) */
   native_channel *next; /* in the server's list, under its lock */
 };
 
@@ -59,6 +60,7 @@ struct segops_native {
   unsigned long long dev, ino; /* the socket file's identity, so stop unlinks only our own */
   int listen_fd;
   int wake[2]; /* a pipe that wakes the accept thread to stop */
+  int ep;      /* the accept thread's epoll set: the socket, the pipe, every channel's hang-up */
   pthread_t accept_thread;
   pthread_mutex_t mu;
   pthread_cond_t gone;
@@ -71,6 +73,9 @@ struct segops_native {
 /* native_server.c: the per-user count of open channels; false (nothing taken) when over. */
 bool segops_native_user_take(segops_native *n, uid_t uid, char *err, size_t errlen);
 void segops_native_user_give(segops_native *n, uid_t uid);
+/* native_server.c: takes a channel's socket out of the accept thread's watch (before it closes).
+ * Under n->mu, with the channel out of the server's list. */
+void segops_native_unwatch(segops_native *n, native_channel *ch);
 
 /* native_channel.c: sends ERROR (code, message) on a channel socket. */
 void segops_native_send_error(int sock, int code, const char *message);
@@ -87,8 +92,12 @@ static inline segops_ring_slot *segops_native_slot(native_channel *ch, uint32_t 
   return (segops_ring_slot *)(void *)(ch->slots + (size_t)k * SEGOPS_RING_SLOT_BYTES);
 }
 
-/* futex on a word of shared memory (no FUTEX_PRIVATE_FLAG: the client waits on the same page). */
+/* futex on a word of shared memory (no FUTEX_PRIVATE_FLAG: the client waits on the same page);
+ * timeout_s < 0: no timeout. */
 int segops_native_futex_wait(uint32_t *word, uint32_t expect, double timeout_s);
 void segops_native_futex_wake(uint32_t *word, int n);
+/* Wakes a channel's thread wherever it is in its wait: the doorbell moves (so a thread about to
+ * sleep does not), then a sleeping one is woken. ch->hdr must be mapped. */
+void segops_native_ring_wake(native_channel *ch);
 
 #endif

@@ -1,11 +1,14 @@
 /* native_server.c: the native channel's socket: its path, the accept thread (peer credentials
- * logged, per-user and total channel limits), one thread per channel, and the stop. */
+ * logged, per-user and total channel limits; it also watches every channel's socket and wakes the
+ * channel whose client went), one thread per channel, and the stop. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -92,6 +95,40 @@ void segops_native_user_give(segops_native *n, uid_t uid) {
   pthread_mutex_unlock(&n->mu);
 }
 
+/* ---- watching the channels' sockets ----------------------------------------------------------
+ * A channel's thread sleeps on its ring's doorbell (a futex), which cannot also wait for its
+ * socket; the accept thread epolls every channel's socket for its hang-up and rings that channel's
+ * doorbell, so a client that dies or closes is noticed at once while idle channels use no CPU. An
+ * event carries the channel's id, looked up under n->mu, so a channel that ended meanwhile (and a
+ * descriptor number used again) is never touched. */
+
+#define EV_LISTEN 0u
+#define EV_WAKE UINT64_MAX
+
+/* Whether ch's socket is watched from now on (false: epoll cannot take it; the channel then looks
+ * at its socket by itself). Before ch's thread starts. */
+static bool watch(segops_native *n, native_channel *ch) {
+  struct epoll_event ev = {.events = EPOLLRDHUP | EPOLLONESHOT, .data.u64 = ch->id}; /* HUP, ERR always */
+  return epoll_ctl(n->ep, EPOLL_CTL_ADD, ch->sock, &ev) == 0;
+}
+
+void segops_native_unwatch(segops_native *n, native_channel *ch) {
+  if (ch->watched) epoll_ctl(n->ep, EPOLL_CTL_DEL, ch->sock, NULL);
+  ch->watched = false;
+}
+
+/* The client of channel id hung up: its thread, asleep or about to sleep, is rung awake and finds
+ * the socket's end. */
+static void hung_up(segops_native *n, uint64_t id) {
+  pthread_mutex_lock(&n->mu);
+  for (native_channel *ch = n->channels; ch; ch = ch->next)
+    if (ch->id == id) {
+      if (ch->hdr) segops_native_ring_wake(ch); /* before its ring: its handshake reads the end */
+      break;
+    }
+  pthread_mutex_unlock(&n->mu);
+}
+
 /* ---- accepting ------------------------------------------------------------------------------- */
 
 /* Answers a connection over the limits with ERROR and closes it. Its HELLO is read first (briefly
@@ -142,6 +179,7 @@ static void accept_one(segops_native *n, int s) {
   n->live++;
   pthread_mutex_unlock(&n->mu);
   SEGOPS_LOGI("native channel %lu from pid %d uid %u gid %u", ch->id, (int)cr.pid, (unsigned)cr.uid, (unsigned)cr.gid);
+  ch->watched = watch(n, ch);
   pthread_attr_t at;
   pthread_attr_init(&at);
   pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
@@ -155,6 +193,7 @@ static void accept_one(segops_native *n, int s) {
     native_channel **pp = &n->channels;
     while (*pp && *pp != ch) pp = &(*pp)->next;
     if (*pp) *pp = ch->next;
+    segops_native_unwatch(n, ch);
     n->live--;
     pthread_cond_broadcast(&n->gone);
     pthread_mutex_unlock(&n->mu);
@@ -166,25 +205,40 @@ static void accept_one(segops_native *n, int s) {
   }
 }
 
+static void accept_next(segops_native *n) {
+  int s = accept4(n->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+  if (s >= 0) {
+    accept_one(n, s);
+  } else if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+    SEGOPS_LOGW("native channel: cannot accept (%s)", strerror(errno));
+    struct timespec ts = {0, 50 * 1000000L}; /* let descriptors come back rather than spin */
+    nanosleep(&ts, NULL);
+  }
+}
+
 static void *accept_main(void *arg) {
   segops_native *n = arg;
   for (;;) {
-    struct pollfd p[2] = {{n->listen_fd, POLLIN, 0}, {n->wake[0], POLLIN, 0}};
-    if (poll(p, 2, -1) < 0 && errno != EINTR) break;
+    struct epoll_event ev[16];
+    int k = epoll_wait(n->ep, ev, 16, -1);
+    if (k < 0 && errno != EINTR) break;
     if (atomic_load(&n->stopping)) break;
-    if (!(p[0].revents & POLLIN)) continue;
-    int s = accept4(n->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-    if (s < 0) {
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-        SEGOPS_LOGW("native channel: cannot accept (%s)", strerror(errno));
-        struct timespec ts = {0, 50 * 1000000L}; /* let descriptors come back rather than spin */
-        nanosleep(&ts, NULL);
-      }
-      continue;
+    for (int i = 0; i < k; i++) {
+      if (ev[i].data.u64 == EV_LISTEN)
+        accept_next(n);
+      else if (ev[i].data.u64 != EV_WAKE)
+        hung_up(n, ev[i].data.u64);
     }
-    accept_one(n, s);
   }
   return NULL;
+}
+
+/* The accept thread's epoll set with the listening socket and the stop pipe in it. */
+static bool watch_start(segops_native *n) {
+  n->ep = epoll_create1(EPOLL_CLOEXEC);
+  struct epoll_event l = {.events = EPOLLIN, .data.u64 = EV_LISTEN}, w = {.events = EPOLLIN, .data.u64 = EV_WAKE};
+  return n->ep >= 0 && epoll_ctl(n->ep, EPOLL_CTL_ADD, n->listen_fd, &l) == 0 &&
+         epoll_ctl(n->ep, EPOLL_CTL_ADD, n->wake[0], &w) == 0;
 }
 
 segops_native *segops_native_start(const segops_native_deps *d, const char *path) {
@@ -193,6 +247,7 @@ segops_native *segops_native_start(const segops_native_deps *d, const char *path
   n->d = *d;
   n->wake[0] = n->wake[1] = -1;
   n->listen_fd = -1;
+  n->ep = -1;
   pthread_mutex_init(&n->mu, NULL);
   pthread_cond_init(&n->gone, NULL);
   snprintf(n->path, sizeof n->path, "%s", path);
@@ -206,7 +261,7 @@ segops_native *segops_native_start(const segops_native_deps *d, const char *path
     SEGOPS_LOGE("native channel: %s", err);
     goto fail;
   }
-  if (strlen(path) >= sizeof n->path || pipe2(n->wake, O_CLOEXEC) != 0 ||
+  if (strlen(path) >= sizeof n->path || pipe2(n->wake, O_CLOEXEC) != 0 || !watch_start(n) ||
       pthread_create(&n->accept_thread, NULL, accept_main, n) != 0) {
     SEGOPS_LOGE("native channel: cannot start its thread on %s", path);
     goto fail;
@@ -218,6 +273,7 @@ fail:
     segops_unix_unlink(n->path, n->dev, n->ino);
   }
   if (n->wake[0] >= 0) close(n->wake[0]), close(n->wake[1]);
+  if (n->ep >= 0) close(n->ep);
   pthread_cond_destroy(&n->gone);
   pthread_mutex_destroy(&n->mu);
   free(n);
@@ -231,15 +287,18 @@ void segops_native_stop(segops_native *n) {
   pthread_join(n->accept_thread, NULL);
   close(n->listen_fd);
   segops_unix_unlink(n->path, n->dev, n->ino);
-  /* Every channel's thread sees the stop within its sleep; the socket's end and the doorbell wake
-   * it now. It answers nothing new, waits for its calls in flight and frees itself. */
+  /* Every channel's thread is woken: the doorbell (a sleeping one), the socket's reading end (one in
+   * its handshake). It answers nothing new, waits for its calls in flight and frees itself, closing
+   * its socket last: only reading is shut here, so a client sees its channel end only once no call
+   * of its runs any more. */
   pthread_mutex_lock(&n->mu);
   for (native_channel *ch = n->channels; ch; ch = ch->next) {
-    shutdown(ch->sock, SHUT_RDWR);
-    if (ch->hdr) segops_native_futex_wake(&ch->hdr->doorbell, 1);
+    shutdown(ch->sock, SHUT_RD);
+    if (ch->hdr) segops_native_ring_wake(ch);
   }
   while (n->live > 0) pthread_cond_wait(&n->gone, &n->mu);
   pthread_mutex_unlock(&n->mu);
+  close(n->ep);
   close(n->wake[0]);
   close(n->wake[1]);
   pthread_cond_destroy(&n->gone);

@@ -1,7 +1,9 @@
 /* test_lib_failover.c: one libsegops client over three real daemons on 127.0.0.2, .3 and .4 (port 0
- * each). Eight threads call every function while one daemon is SIGKILLed and another drained
- * (SIGTERM with --drain-seconds): no call fails, every answer has the bits of "local", the
- * survivor takes the work. With every daemon gone a call fails after its timeout naming each
+ * each), "auto" finding each one's native channel. Eight threads call every function while one
+ * daemon is SIGKILLed and another drained (SIGTERM with --drain-seconds): no call fails, each
+ * moves on promptly (a call in flight on the killed daemon goes to another at once, far within
+ * its timeout), every answer has the bits of "local", every call went over the native channel,
+ * the survivor takes the work. With every daemon gone a call fails after its timeout naming each
  * daemon's last failure; a call made while they are all down is answered by a daemon that comes
  * back on its address before the timeout. */
 #include <curl/curl.h>
@@ -16,10 +18,12 @@
 #include "lib_test.h"
 
 #define THREADS 8
+#define TIMEOUT_S 30.0
 
 static segops_client *multi, *local;
 static volatile int stop;
-static long done[THREADS];
+static long done[THREADS], not_native[THREADS];
+static double slowest[THREADS];
 
 static double now_s(void) {
   struct timespec ts;
@@ -37,7 +41,19 @@ static size_t collect(char *p, size_t size, size_t n, void *arg) {
   return len;
 }
 
-/* Calls a daemon answered with 200 (the sum of segops_requests_total{status="200"}); -1 if it is gone. */
+/* The sum of the samples of metric whose labels hold label (a line "\nmetric{...label...} N"). */
+static double sum_samples(const char *text, const char *metric, const char *label) {
+  char head[96];
+  snprintf(head, sizeof head, "\n%s{", metric);
+  double total = 0;
+  for (const char *l = strstr(text, head); l; l = strstr(l + 1, head)) {
+    const char *close = strchr(l, '}');
+    if (close && memmem(l, (size_t)(close - l), label, strlen(label))) total += strtod(close + 1, NULL);
+  }
+  return total;
+}
+
+/* Calls a daemon answered (HTTP 200s and native channel successes); -1 if it is gone. */
 static double ok_count(const tl_daemon *d) {
   static char buf[1 << 16];
   char url[256];
@@ -51,12 +67,8 @@ static double ok_count(const tl_daemon *d) {
   CURLcode rc = curl_easy_perform(h);
   curl_easy_cleanup(h);
   if (rc != CURLE_OK) return -1;
-  double total = 0;
-  for (char *l = strstr(buf, "\nsegops_requests_total{"); l; l = strstr(l + 1, "\nsegops_requests_total{")) {
-    char *close = strchr(l, '}');
-    if (close && memmem(l, (size_t)(close - l), "status=\"200\"", 12)) total += strtod(close + 1, NULL);
-  }
-  return total;
+  return sum_samples(buf, "segops_requests_total", "status=\"200\"") +
+         sum_samples(buf, "segops_native_calls_total", "status=\"ok\"");
 }
 
 /* Every function in turn through the three daemons, each answer checked against "local". */
@@ -69,7 +81,11 @@ static void *worker(void *arg) {
     tl_call_make(&c, fn, SEGOPS_F64, 1 + 2 * (k % 2), 3 + k % 40, 1 + k % 6, k % 3 == 0, false, &r);
     segops_array got[SEGOPS_MAX_OUTPUTS] = {{0}}, want[SEGOPS_MAX_OUTPUTS] = {{0}};
     segops_error e, el;
+    double t0 = now_s();
     int rc = segops_run(multi, fn, c.inp, &c.idx, c.s, 0, got, &e);
+    double took = now_s() - t0;
+    if (took > slowest[t]) slowest[t] = took;
+    if (!rc) not_native[t] += strcmp(segops_transport_used(multi), "native") != 0;
     int rl = segops_run(local, fn, c.inp, &c.idx, c.s, 0, want, &el);
     TL_CHECK(rc == SEGOPS_OK, "thread %d call %d (%s %s): %d %s", t, k, segops_fn_op(fn), segops_fn_pass(fn), rc,
              e.message);
@@ -111,9 +127,17 @@ static void kill_and_drain(tl_daemon d[3]) {
   double after = ok_count(&d[2]);
   stop = 1;
   for (int t = 0; t < THREADS; t++) pthread_join(th[t], NULL);
-  long total = 0;
-  for (int t = 0; t < THREADS; t++) total += done[t];
+  long total = 0, other = 0;
+  double most = 0;
+  for (int t = 0; t < THREADS; t++) {
+    total += done[t];
+    other += not_native[t];
+    if (slowest[t] > most) most = slowest[t];
+  }
+  printf("%ld calls; the slowest took %.3f s\n", total, most);
   TL_CHECK(total > 50, "only %ld calls were made", total);
+  TL_CHECK(other == 0, "%ld calls did not go over the native channel", other);
+  TL_CHECK(most < TIMEOUT_S / 10, "a call took %.2f s to move on (timeout %.0f s)", most, TIMEOUT_S);
   TL_CHECK(after > before, "the survivor took no work (%g then %g)", before, after);
   tl_daemon_wait(&d[0], 5);
 }
@@ -179,10 +203,7 @@ int main(void) {
   if (!tl_daemon_start(&d[1], "127.0.0.3:0", drained) || !tl_daemon_start(&d[2], "127.0.0.4:0", base)) return 1;
   segops_options o, ol;
   segops_options_init(&o);
-  o.timeout_s = 30;
-  /* HTTP: the native channel's client (native.c) waits within the call for the daemon it was
-   * talking to to come back, so a call in flight on a killed daemon does not move to another. */
-  o.transport = "http";
+  o.timeout_s = TIMEOUT_S; /* transport "auto": the daemons are on this host, so native */
   segops_options_init(&ol);
   ol.threads = 1;
   char urls[600];

@@ -81,8 +81,8 @@ void nh_rmtree(const char *dir) {
   rmdir(dir);
 }
 
-static void child_exec(const char *bin, const char *sock, int outfd, int errfd, const char *const *args,
-                       const char *const *env) {
+static void child_exec(const char *bin, const char *sock, const char *listen, int outfd, int errfd,
+                       const char *const *args, const char *const *env) {
   dup2(outfd, 1);
   dup2(errfd, 2);
   extern char **environ;
@@ -101,7 +101,7 @@ static void child_exec(const char *bin, const char *sock, int outfd, int errfd, 
   int n = 0;
   argv[n++] = bin;
   argv[n++] = "--listen";
-  argv[n++] = "127.0.0.1:0";
+  argv[n++] = listen;
   argv[n++] = "--log-level";
   argv[n++] = getenv("NH_LOG_LEVEL") ? getenv("NH_LOG_LEVEL") : "warn";
   argv[n++] = "--native-socket";
@@ -114,7 +114,14 @@ static void child_exec(const char *bin, const char *sock, int outfd, int errfd, 
 }
 
 int nh_daemon_start(nh_daemon *d, const char *dir, bool test_build, const char *const *args, const char *const *env) {
+  return nh_daemon_start_at(d, dir, test_build, 0, args, env);
+}
+
+int nh_daemon_start_at(nh_daemon *d, const char *dir, bool test_build, int port, const char *const *args,
+                       const char *const *env) {
   memset(d, 0, sizeof *d);
+  char listen[32];
+  snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
   const char *bin = getenv(test_build ? "SEGOPSD_TEST" : "SEGOPSD");
   if (!bin) nh_skip(test_build ? "SEGOPSD_TEST is not set" : "SEGOPSD is not set");
   snprintf(d->dir, sizeof d->dir, "%s", dir);
@@ -128,7 +135,7 @@ int nh_daemon_start(nh_daemon *d, const char *dir, bool test_build, const char *
     return -1;
   }
   d->pid = fork();
-  if (d->pid == 0) child_exec(bin, d->sock, pfd[1], errfd, args, env);
+  if (d->pid == 0) child_exec(bin, d->sock, listen, pfd[1], errfd, args, env);
   close(pfd[1]);
   close(errfd);
   char line[256] = "";

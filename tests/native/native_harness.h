@@ -44,6 +44,9 @@ void nh_rmtree(const char *dir);
  * NULL-terminated, may be NULL) added to an environment without SEGOPS_ variables. Waits for its
  * "listening on" line. 0, or -1 after a failed check. */
 int nh_daemon_start(nh_daemon *d, const char *dir, bool test_build, const char *const *args, const char *const *env);
+/* The same on 127.0.0.1:port (a restarted daemon at its predecessor's address). */
+int nh_daemon_start_at(nh_daemon *d, const char *dir, bool test_build, int port, const char *const *args,
+                       const char *const *env);
 /* Sends sig and waits (at most 30 s); returns the exit status, or 128 + the signal that ended it.
  * With SIGTERM, checks exit 0 and no sanitizer report in its stderr. */
 int nh_daemon_stop(nh_daemon *d, int sig);

@@ -152,7 +152,17 @@ SEGOPS_API const char *segops_fn_output_name(int fn, int k);
  * data holds nbytes writable bytes for it (SEGOPS_E_INVALID_ARGUMENT when the output needs
  * more). On success the library sets dtype, ndim, shape and nbytes to the output's. On failure
  * nothing the library allocated is left (data stays NULL), and a caller's memory may have been
- * partly written. Two outputs of one call never share memory (SEGOPS_E_INVALID_ARGUMENT). */
+ * partly written. Two outputs of one call never share memory (SEGOPS_E_INVALID_ARGUMENT).
+ *
+ * After SEGOPS_E_TIMEOUT the daemon may still run the call. Over the native channel it writes the
+ * outputs in place, so an output whose data lies in segops_alloc memory may still be written after
+ * the call returned, until the daemon answers it (within its --request-timeout) or the channel
+ * ends: its bytes mean nothing, and it must not be used for another call's output or input before
+ * then. segops_free on it is safe at once (the library hands that memory out again only once the
+ * daemon is done with it): free it and allocate a new one rather than reuse it. An output in any
+ * other memory, and over HTTP or "local" every output, is not touched once the call returned (the
+ * library copies into it only on success); the library's own temporary memory of that call stays
+ * reserved until the daemon is done with it and is given back then (nothing leaks). */
 typedef struct {
   segops_dtype dtype;
   int ndim; /* 0..3 */

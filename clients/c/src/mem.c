@@ -1,10 +1,12 @@
 /* mem.c: the client's memory shared with daemons (mem.h): memfd pools, fully allocated and sealed
  * against shrinking, and a first-fit allocator over them whose bookkeeping stays in private
- * memory (the daemon, or a stray output, never sees or breaks it). */
+ * memory (the daemon, or a stray output, never sees or breaks it); blocks a daemon may still write
+ * are held until it is known to be done with them. */
 #include "mem.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -20,6 +22,8 @@
 
 typedef struct {
   size_t off, len;
+  unsigned holds; /* used blocks: segops_mem_hold's count */
+  bool released;  /* used blocks: segops_mem_release came while held */
 } ext;
 
 /* A growable array of extents sorted by offset. */
@@ -36,13 +40,24 @@ typedef struct {
   ext_list free, used;
 } pool;
 
+/* Blocks held for a channel that went (segops_mem_unhold_on_hangup). */
+typedef struct hangup {
+  int fd;
+  int n;
+  struct hangup *next;
+  void *blocks[];
+} hangup;
+
 struct segops_mem {
   pthread_mutex_t mu;
   pool pools[MAX_POOLS];
   atomic_int npools; /* entries below it are published: base, size and fd never change */
   unsigned epoch;    /* fork_epoch when the pools were last checked */
   size_t next_size;
+  hangup *hangups; /* under mu */
 };
+
+static void unhold_locked(segops_mem *m, const void *p);
 
 /* ---- forks ------------------------------------------------------------------------------------
  * A forked child shares its parent's pools (MAP_SHARED): allocating from them in both would hand
@@ -75,6 +90,13 @@ static void check_fork(segops_mem *m) {
     free(p->used.v);
     memset(&p->free, 0, sizeof p->free);
     memset(&p->used, 0, sizeof p->used);
+  }
+  /* The parent's channels: the child's copies of their sockets go, the blocks are the parent's. */
+  while (m->hangups) {
+    hangup *h = m->hangups;
+    m->hangups = h->next;
+    close(h->fd);
+    free(h);
   }
 }
 
@@ -131,7 +153,7 @@ static bool free_insert(ext_list *l, size_t off, size_t len) {
     l->v[i].len += len;
     return true;
   }
-  return ext_insert_at(l, i, (ext){off, len});
+  return ext_insert_at(l, i, (ext){off, len, 0, false});
 }
 
 /* ---- pools --------------------------------------------------------------------------------------- */
@@ -178,6 +200,12 @@ segops_mem *segops_mem_new(void) {
 
 void segops_mem_free_all(segops_mem *m) {
   if (!m) return;
+  while (m->hangups) {
+    hangup *h = m->hangups;
+    m->hangups = h->next;
+    close(h->fd);
+    free(h);
+  }
   int n = atomic_load(&m->npools);
   for (int k = 0; k < n; k++) {
     pool *p = &m->pools[k];
@@ -197,7 +225,7 @@ static size_t pool_take(pool *p, size_t len) {
     if (e->len < len) continue;
     size_t off = e->off;
     int u = ext_lower(&p->used, off);
-    if (!ext_insert_at(&p->used, u, (ext){off, len})) return (size_t)-1;
+    if (!ext_insert_at(&p->used, u, (ext){off, len, 0, false})) return (size_t)-1;
     if (e->len == len) {
       ext_remove_at(&p->free, i);
     } else {
@@ -209,6 +237,23 @@ static size_t pool_take(pool *p, size_t len) {
   return (size_t)-1;
 }
 
+/* Under m->mu: the blocks of channels whose daemon has closed its end are unheld. A socket the
+ * daemon closed reports POLLHUP (both directions shut: the client shut its own sending side). */
+static void sweep_hangups(segops_mem *m) {
+  for (hangup **pp = &m->hangups; *pp;) {
+    hangup *h = *pp;
+    struct pollfd pf = {h->fd, 0, 0};
+    if (poll(&pf, 1, 0) == 0 || !(pf.revents & (POLLHUP | POLLERR | POLLNVAL))) {
+      pp = &h->next;
+      continue;
+    }
+    *pp = h->next;
+    for (int i = 0; i < h->n; i++) unhold_locked(m, h->blocks[i]);
+    close(h->fd);
+    free(h);
+  }
+}
+
 void *segops_mem_alloc(segops_mem *m, size_t nbytes) {
   if (!m) return NULL;
   size_t len = nbytes ? nbytes : 1;
@@ -216,6 +261,7 @@ void *segops_mem_alloc(segops_mem *m, size_t nbytes) {
   len = (len + ALIGN - 1) & ~(size_t)(ALIGN - 1);
   pthread_mutex_lock(&m->mu);
   check_fork(m);
+  sweep_hangups(m);
   void *out = NULL;
   int n = atomic_load(&m->npools);
   for (int k = 0; k < n && !out; k++) {
@@ -239,26 +285,83 @@ void *segops_mem_alloc(segops_mem *m, size_t nbytes) {
   return out;
 }
 
-void segops_mem_release(segops_mem *m, void *ptr) {
-  if (!m || !ptr) return;
-  unsigned char *q = ptr;
-  pthread_mutex_lock(&m->mu);
-  check_fork(m);
+/* The used extent of one of this process's own pools that holds q: its pool and index, or NULL. */
+static pool *find_used(segops_mem *m, const unsigned char *q, int *at) {
   int n = atomic_load(&m->npools);
   for (int k = 0; k < n; k++) {
     pool *p = &m->pools[k];
     if (q < p->base || q >= p->base + p->size) continue;
-    if (p->inherited) break; /* the parent's: it frees it there */
+    if (p->inherited) return NULL; /* the parent's: it frees it there */
     size_t off = (size_t)(q - p->base);
-    int i = ext_lower(&p->used, off);
-    if (i < p->used.n && p->used.v[i].off == off) {
-      ext e = p->used.v[i];
-      ext_remove_at(&p->used, i);
-      if (!free_insert(&p->free, e.off, e.len)) ext_insert_at(&p->used, i, e); /* no memory: keep it taken */
-    }
-    break;
+    int i = ext_lower(&p->used, off + 1) - 1; /* the last block starting at or before off */
+    if (i < 0 || off >= p->used.v[i].off + p->used.v[i].len) return NULL;
+    *at = i;
+    return p;
+  }
+  return NULL;
+}
+
+/* Gives used extent i of p back to the free list. */
+static void give_back(pool *p, int i) {
+  ext e = p->used.v[i];
+  ext_remove_at(&p->used, i);
+  if (!free_insert(&p->free, e.off, e.len)) ext_insert_at(&p->used, i, e); /* no memory: keep it taken */
+}
+
+void segops_mem_release(segops_mem *m, void *ptr) {
+  if (!m || !ptr) return;
+  pthread_mutex_lock(&m->mu);
+  check_fork(m);
+  int i;
+  pool *p = find_used(m, ptr, &i);
+  if (p && p->used.v[i].off == (size_t)((unsigned char *)ptr - p->base)) {
+    if (p->used.v[i].holds)
+      p->used.v[i].released = true; /* a daemon may still write it: given back when unheld */
+    else
+      give_back(p, i);
   }
   pthread_mutex_unlock(&m->mu);
+}
+
+bool segops_mem_hold(segops_mem *m, const void *ptr) {
+  if (!m || !ptr) return false;
+  pthread_mutex_lock(&m->mu);
+  check_fork(m);
+  int i;
+  pool *p = find_used(m, ptr, &i);
+  if (p) p->used.v[i].holds++;
+  pthread_mutex_unlock(&m->mu);
+  return p != NULL;
+}
+
+static void unhold_locked(segops_mem *m, const void *ptr) {
+  int i;
+  pool *p = find_used(m, ptr, &i);
+  if (!p || !p->used.v[i].holds) return;
+  if (--p->used.v[i].holds == 0 && p->used.v[i].released) give_back(p, i);
+}
+
+void segops_mem_unhold(segops_mem *m, const void *ptr) {
+  if (!m || !ptr) return;
+  pthread_mutex_lock(&m->mu);
+  check_fork(m);
+  unhold_locked(m, ptr);
+  pthread_mutex_unlock(&m->mu);
+}
+
+bool segops_mem_unhold_on_hangup(segops_mem *m, int fd, void *const *blocks, int n) {
+  if (!m || n <= 0) return false;
+  hangup *h = malloc(sizeof *h + (size_t)n * sizeof h->blocks[0]);
+  if (!h) return false;
+  h->fd = fd;
+  h->n = n;
+  memcpy(h->blocks, blocks, (size_t)n * sizeof h->blocks[0]);
+  pthread_mutex_lock(&m->mu);
+  check_fork(m);
+  h->next = m->hangups;
+  m->hangups = h;
+  pthread_mutex_unlock(&m->mu);
+  return true;
 }
 
 bool segops_mem_locate(segops_mem *m, const void *ptr, size_t nbytes, uint32_t *pool_id, uint64_t *offset) {

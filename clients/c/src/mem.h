@@ -21,7 +21,21 @@ void segops_mem_free_all(segops_mem *m); /* unmaps and closes every pool; accept
  * no pool can be made. Freed with segops_mem_release; the pools' sizes stay flat over any number
  * of allocate/free cycles of the same sizes. */
 void *segops_mem_alloc(segops_mem *m, size_t nbytes);
+/* Gives back the block that starts at p; a held block (below) goes back when its last hold goes. */
 void segops_mem_release(segops_mem *m, void *p);
+
+/* Holds: a daemon may still write into the memory of a call that timed out (its outputs, in place),
+ * so the blocks of that call are held, and a held block is not given back (nor handed out again)
+ * until it is unheld. p may point anywhere inside a block of this process's own pools; false when
+ * it points into none (then there is nothing to hold). */
+bool segops_mem_hold(segops_mem *m, const void *p);
+void segops_mem_unhold(segops_mem *m, const void *p);
+/* Unholds blocks[0..n) once fd, the socket of the native channel that carried their calls (taken:
+ * m closes it), shows the daemon's end closed: the daemon closes a channel only after every call
+ * it took on it is over. Looked at on each allocation; segops_mem_free_all drops what is left.
+ * blocks is copied. false (nothing taken: the blocks stay held, fd stays the caller's) without
+ * memory. */
+bool segops_mem_unhold_on_hangup(segops_mem *m, int fd, void *const *blocks, int n);
 
 /* Where [p, p + nbytes) lies: true with the pool's id and the offset in it when the whole range is
  * inside one pool, false otherwise (then it must be copied into the pools to travel). */

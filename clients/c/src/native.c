@@ -2,9 +2,11 @@
  * proto/segops_ring.h, the protocol proto/native.md). A channel is one SOCK_SEQPACKET connection
  * to the daemon's channel socket, the ring's memfd and the client's pools (mem.h) handed over on
  * it. A call claims a slot, writes its descriptor, rings the doorbell and waits for the slot's
- * state: spinning for spin_us, then asleep on the futex. A daemon that goes away (drain, crash,
- * restart) costs no call: the channel is opened again with back-off within the call's deadline,
- * the pools handed over again and the call resent (every function is pure). */
+ * state: spinning for spin_us, then asleep on the futex. A daemon that goes away mid-call is
+ * reported at once (SEGOPS_E_CONNECTION; a drain answer SEGOPS_E_UNAVAILABLE) after one attempt
+ * to open the channel again that never waits for a daemon to come (its socket may have a successor
+ * already): waiting, back-off and moving to another daemon are client.c's (endpoints.c), which
+ * finds the daemon's transport again and so hands the pools over again. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -34,8 +36,9 @@
 #define DEFAULT_SPIN_US 50
 /* A sleeping caller looks at the socket this often, so a daemon that died is noticed. */
 #define SLEEP_S 0.05
-#define BACKOFF_MIN_S 0.001
-#define BACKOFF_MAX_S 0.1
+/* How long the one reconnect after a lost daemon may take for its handshake (a successor already
+ * on the socket answers in microseconds; one that is not there refuses the connection at once). */
+#define RECONNECT_S 0.25
 
 /* ---- forks --------------------------------------------------------------------------------------
  * A channel belongs to the process that opened it: a forked child must neither use nor close its
@@ -47,11 +50,12 @@ static void register_fork(void) { pthread_atfork(NULL, NULL, on_fork_child); }
 
 /* ---- a channel -------------------------------------------------------------------------------- */
 
-/* Temporary pool memory of a call that timed out: the daemon may still write its outputs there, so
- * it is freed only once the slot is answered or the channel is gone. */
+/* A call that timed out: the daemon may still write its outputs, so its slot stays taken and the
+ * pool blocks it wrote or read stay held (mem.h) until the slot is answered or the daemon ends the
+ * channel. */
 typedef struct abandoned {
   uint32_t slot;
-  void *mem[SEGOPS_MAX_INPUTS + 1 + 2 * SEGOPS_MAX_OUTPUTS];
+  void *held[SEGOPS_MAX_INPUTS + 1 + 2 * SEGOPS_MAX_OUTPUTS];
   int n;
   struct abandoned *next;
 } abandoned;
@@ -88,17 +92,48 @@ static segops_ring_slot *slot_at(chan *c, uint32_t k) {
   return (segops_ring_slot *)(void *)(c->ring + SEGOPS_RING_HEADER_BYTES + (size_t)k * SEGOPS_RING_SLOT_BYTES);
 }
 
-static void free_abandoned(chan *c, abandoned *a) {
-  for (int i = 0; i < a->n; i++) segops_mem_release(c->mem, a->mem[i]);
+static void unhold_abandoned(chan *c, abandoned *a) {
+  for (int i = 0; i < a->n; i++) segops_mem_unhold(c->mem, a->held[i]);
   free(a);
 }
 
-static void chan_destroy(chan *c) {
+/* The daemon's end of the socket is closed (it died, or ended the channel). */
+static bool peer_gone(chan *c) {
+  /* Not POLLIN: a control reply for another thread may be waiting there. */
+  struct pollfd p = {c->sock, POLLRDHUP, 0};
+  return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR));
+}
+
+/* For a channel that goes: lists in out the blocks of its timed-out calls that the daemon may
+ * still write (their slots unanswered, the daemon still there) and returns how many; unholds the
+ * others (nothing writes them any more); frees the list. */
+static int still_held(chan *c, void **out, int cap) {
+  bool gone = c->sock < 0 || peer_gone(c);
+  int n = 0;
   while (c->ab) {
     abandoned *a = c->ab;
     c->ab = a->next;
-    free_abandoned(c, a);
+    uint32_t st = __atomic_load_n(&slot_at(c, a->slot)->state, __ATOMIC_ACQUIRE) & SEGOPS_SLOT_STATE_MASK;
+    if (!gone && st == SEGOPS_SLOT_SUBMITTED && n + a->n <= cap) {
+      memcpy(out + n, a->held, (size_t)a->n * sizeof *out);
+      n += a->n;
+      free(a);
+    } else if (!gone && st == SEGOPS_SLOT_SUBMITTED) {
+      free(a); /* no room to list them: they stay held, never reused under the daemon's pen */
+    } else {
+      unhold_abandoned(c, a);
+    }
   }
+  return n;
+}
+
+/* Frees a channel. Blocks of its timed-out calls that the daemon may still write stay held until
+ * it closes its end, which it does once those calls are over: this side shuts its sending half
+ * (the daemon sees the channel end) and hands the socket to mem.h, which unholds them then. */
+static void chan_destroy(chan *c) {
+  void *held[SLOTS * (SEGOPS_MAX_INPUTS + 1 + 2 * SEGOPS_MAX_OUTPUTS)];
+  int n = c->ring ? still_held(c, held, (int)(sizeof held / sizeof held[0])) : 0;
+  if (n && shutdown(c->sock, SHUT_WR) == 0 && segops_mem_unhold_on_hangup(c->mem, c->sock, held, n)) c->sock = -1;
   if (c->ring) munmap(c->ring, c->ring_len);
   if (c->ring_fd >= 0) close(c->ring_fd);
   if (c->sock >= 0) close(c->sock);
@@ -124,6 +159,12 @@ static inline void cpu_relax(void) {
 #elif defined(__aarch64__)
   __asm__ __volatile__("yield");
 #endif
+}
+
+static void sleep_s(double s) {
+  if (s <= 0) return;
+  struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+  nanosleep(&ts, NULL);
 }
 
 static void ring_doorbell(chan *c) {
@@ -214,18 +255,20 @@ static int recv_reply(int sock, uint32_t want, size_t want_len, reply *r, double
 
 /* ---- opening a channel ------------------------------------------------------------------------------ */
 
+/* Connects without waiting: a unix socket whose backlog is full refuses at once (EAGAIN) instead
+ * of blocking, as a missing or dead one does. */
 static int connect_sock(const char *path, bool *gone, segops_error *e) {
   *gone = true;
   struct sockaddr_un sa;
   memset(&sa, 0, sizeof sa);
   sa.sun_family = AF_UNIX;
   snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
-  int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (s < 0) return segops_client_err(e, SEGOPS_E_CONNECTION, "socket: %s", strerror(errno)), -1;
-  if (connect(s, (struct sockaddr *)&sa, sizeof sa) != 0) {
+  if (connect(s, (struct sockaddr *)&sa, sizeof sa) != 0 || fcntl(s, F_SETFL, 0) != 0) {
     int err = errno;
     close(s);
-    /* Missing or refused: no daemon there now (one may come). Anything else will not change. */
+    /* Missing, refused or full: no daemon there now (one may come). Anything else will not change. */
     *gone = err == ENOENT || err == ECONNREFUSED || err == EAGAIN;
     segops_client_err(e, SEGOPS_E_CONNECTION, "cannot connect to the native channel %s: %s", path, strerror(err));
     return -1;
@@ -314,6 +357,9 @@ static int send_pools(chan *c, double deadline, bool *gone, segops_error *e) {
   return rc;
 }
 
+/* A new channel: connected, the ring and every pool handed over; NULL with e filled (*gone: the
+ * daemon is not there or is draining, rather than refusing this client). Never waits for a daemon
+ * to come; deadline bounds the handshake. */
 static chan *chan_open(native_t *t, double deadline, bool *gone, segops_error *e) {
   chan *c = calloc(1, sizeof *c);
   if (!c) {
@@ -326,24 +372,19 @@ static chan *chan_open(native_t *t, double deadline, bool *gone, segops_error *e
   atomic_init(&c->refs, 1);
   pthread_mutex_init(&c->ctl, NULL);
   pthread_mutex_init(&c->ab_mu, NULL);
-  int rc;
-  *gone = false;
-  if ((rc = make_ring(c, e)) == SEGOPS_OK) {
-    c->sock = connect_sock(t->path, gone, e);
-    rc = c->sock < 0 ? SEGOPS_E_CONNECTION : handshake(c, t, deadline, gone, e);
+  c->sock = connect_sock(t->path, gone, e);
+  int rc = c->sock < 0 ? SEGOPS_E_CONNECTION : SEGOPS_OK;
+  if (rc == SEGOPS_OK) {
+    *gone = false;
+    rc = make_ring(c, e);
   }
+  if (rc == SEGOPS_OK) rc = handshake(c, t, deadline, gone, e);
   if (rc == SEGOPS_OK) rc = send_pools(c, deadline, gone, e);
   if (rc) {
     chan_destroy(c);
     return NULL;
   }
   return c;
-}
-
-static void sleep_s(double s) {
-  if (s <= 0) return;
-  struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-  nanosleep(&ts, NULL);
 }
 
 /* After a fork: the parent's channel, of which only this process's copies of the descriptors and
@@ -361,28 +402,23 @@ static void forget_parent_chan(native_t *t) {
   free(old);
 }
 
-/* The current channel with a reference for the caller, opened (again) when there is none, with
- * back-off while the daemon is away, until deadline. After a fork the parent's is left alone. */
-static chan *chan_get(native_t *t, double deadline, segops_error *e) {
-  double backoff = BACKOFF_MIN_S;
-  for (;;) {
-    pthread_mutex_lock(&t->mu);
-    forget_parent_chan(t);
-    if (t->cur && atomic_load(&t->cur->broken)) {
-      chan_put(t->cur);
-      t->cur = NULL;
-    }
-    bool gone = false;
-    if (!t->cur) t->cur = chan_open(t, deadline, &gone, e);
-    chan *c = t->cur;
-    if (c) atomic_fetch_add(&c->refs, 1);
-    pthread_mutex_unlock(&t->mu);
-    if (c) return c;
-    double now = segops_client_now();
-    if (!gone || now + backoff >= deadline) return NULL;
-    sleep_s(backoff);
-    backoff = backoff * 2 < BACKOFF_MAX_S ? backoff * 2 : BACKOFF_MAX_S;
+/* The current channel with a reference for the caller, opened when there is none or it broke (one
+ * attempt); NULL with e filled (*gone as chan_open's). *fresh: opened by this call. After a fork
+ * the parent's is left alone. */
+static chan *chan_get(native_t *t, double deadline, bool *fresh, bool *gone, segops_error *e) {
+  pthread_mutex_lock(&t->mu);
+  forget_parent_chan(t);
+  if (t->cur && atomic_load(&t->cur->broken)) {
+    chan_put(t->cur);
+    t->cur = NULL;
   }
+  *fresh = !t->cur;
+  *gone = false;
+  if (!t->cur) t->cur = chan_open(t, deadline, gone, e);
+  chan *c = t->cur;
+  if (c) atomic_fetch_add(&c->refs, 1);
+  pthread_mutex_unlock(&t->mu);
+  return c;
 }
 
 /* ---- one call ------------------------------------------------------------------------------------------ */
@@ -527,8 +563,8 @@ static int place_call(native_t *t, placed *pl, const segops_tcall *call, segops_
     rc = place_input(t, pl, call->op, call->in_name[j], call->in[j], &r->in[j], e);
   if (rc == SEGOPS_OK) rc = place_input(t, pl, call->op, "idx", call->idx, &r->idx, e);
   if (rc == SEGOPS_OK && !call->idx) r->idx.flags = 0; /* idx is required: the daemon says so */
-  /* Without a float input the outputs are float64, as over HTTP with msgpack bodies (the
-   * request's SEGOPS_REQ_DTYPE, JSON's top-level "dtype", is not sent). */
+  /* SEGOPS_REQ_DTYPE (JSON's top-level "dtype") is not sent: a call without a float input answers
+   * float64, as over HTTP with msgpack bodies and in "local" (proto/native.md, The ring). */
   for (int k = 0; k < call->n_out && rc == SEGOPS_OK; k++)
     if (call->out[k]) rc = place_output(t, pl, call, k, e);
   return rc;
@@ -562,19 +598,12 @@ static void sweep_abandoned(chan *c) {
     if (st != SEGOPS_SLOT_SUBMITTED) {
       *pp = a->next;
       slot_release(c, (int)a->slot);
-      free_abandoned(c, a);
+      unhold_abandoned(c, a);
     } else {
       pp = &a->next;
     }
   }
   pthread_mutex_unlock(&c->ab_mu);
-}
-
-/* The daemon's end of the socket is closed (it died, or ended the channel). */
-static bool peer_gone(chan *c) {
-  /* Not POLLIN: a control reply for another thread may be waiting there. */
-  struct pollfd p = {c->sock, POLLRDHUP, 0};
-  return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR));
 }
 
 /* Waits for slot k's answer: spinning for spin_us, then asleep on its state. SEGOPS_OK when it
@@ -645,35 +674,50 @@ static int answer_error(const segops_ring_answer *a, segops_error *e) {
   return code;
 }
 
-/* Keeps a timed-out call's slot and memory until the daemon answers it or the channel goes. */
-static void abandon(chan *c, uint32_t k, placed *pl) {
+/* A timed-out call: its slot stays taken, and every pool block the daemon may still read or write
+ * for it (the copies and outputs this library allocated, given back once unheld, and the caller's
+ * own outputs in place) stays held until the daemon answers the slot (sweep_abandoned) or ends the
+ * channel (chan_destroy). */
+static void abandon(native_t *t, chan *c, uint32_t k, placed *pl) {
   abandoned *a = calloc(1, sizeof *a);
-  if (!a) return; /* the memory stays taken: never reused under the daemon's pen */
-  a->slot = k;
-  for (int i = 0; i < pl->ntmp; i++) a->mem[a->n++] = pl->tmp[i];
-  pl->ntmp = 0;
-  for (int k = 0; k < SEGOPS_MAX_OUTPUTS; k++)
-    if (pl->out_alloc[k]) {
-      a->mem[a->n++] = pl->out_place[k];
-      pl->out_alloc[k] = false;
+  void *blocks[SEGOPS_MAX_INPUTS + 1 + 2 * SEGOPS_MAX_OUTPUTS];
+  int n = 0;
+  for (int i = 0; i < pl->ntmp; i++)
+    if (segops_mem_hold(t->mem, pl->tmp[i])) blocks[n++] = pl->tmp[i];
+  for (int o = 0; o < SEGOPS_MAX_OUTPUTS; o++) /* out_copy places are among tmp */
+    if (pl->out_place[o] && !pl->out_copy[o] && segops_mem_hold(t->mem, pl->out_place[o]))
+      blocks[n++] = pl->out_place[o];
+  placed_free(t, pl); /* held: given back when unheld */
+  for (int o = 0; o < SEGOPS_MAX_OUTPUTS; o++)
+    if (pl->out_alloc[o]) {
+      segops_mem_release(t->mem, pl->out_place[o]);
+      pl->out_alloc[o] = false;
     }
+  if (!a) return; /* the slot and the blocks stay taken: never reused under the daemon's pen */
+  a->slot = k;
+  memcpy(a->held, blocks, (size_t)n * sizeof blocks[0]);
+  a->n = n;
   pthread_mutex_lock(&c->ab_mu);
   a->next = c->ab;
   c->ab = a;
   pthread_mutex_unlock(&c->ab_mu);
 }
 
-/* One try on channel c. *retry: the daemon went away or is draining, so the call may be sent
- * again on a new channel. */
-static int call_on(native_t *t, chan *c, const segops_tcall *call, placed *pl, double deadline, bool *retry,
+/* How one try on a channel ended, beyond its code. */
+typedef enum { TRY_DONE, TRY_GONE, TRY_DRAINING } try_end;
+
+/* One try on channel c: TRY_GONE when its daemon went away (the call was not answered), TRY_DRAINING
+ * when it answered that it drains; either way the channel is broken and a new one is opened for
+ * the next call. */
+static int call_on(native_t *t, chan *c, const segops_tcall *call, placed *pl, double deadline, try_end *end,
                    segops_error *e) {
-  *retry = false;
+  *end = TRY_DONE;
   sweep_abandoned(c);
   bool gone = false;
   int rc = send_pools(c, deadline, &gone, e);
   if (rc) {
     /* A refused pool leaves the channel as it was; anything else leaves the exchange unknown. */
-    *retry = gone;
+    if (gone) *end = rc == SEGOPS_E_UNAVAILABLE ? TRY_DRAINING : TRY_GONE;
     if (gone || rc == SEGOPS_E_TIMEOUT || rc == SEGOPS_E_PROTOCOL || rc == SEGOPS_E_CONNECTION)
       atomic_store(&c->broken, true);
     return rc;
@@ -682,9 +726,11 @@ static int call_on(native_t *t, chan *c, const segops_tcall *call, placed *pl, d
   pl->req.timeout_us = left > 0 ? (uint64_t)(left * 1e6) + 1 : 1;
   int k = slot_claim(c, deadline);
   if (k < 0) {
-    *retry = atomic_load(&c->broken);
-    return segops_client_err(e, *retry ? SEGOPS_E_CONNECTION : SEGOPS_E_TIMEOUT,
-                             "no free slot on the native channel before the deadline");
+    bool broken = atomic_load(&c->broken);
+    *end = broken ? TRY_GONE : TRY_DONE;
+    return segops_client_err(e, broken ? SEGOPS_E_CONNECTION : SEGOPS_E_TIMEOUT,
+                             "%s: no free slot on the native channel before the %s", call->op,
+                             broken ? "channel broke" : "deadline");
   }
   segops_ring_slot *s = slot_at(c, (uint32_t)k);
   uint64_t seq = atomic_fetch_add(&c->seq, 1) + 1;
@@ -694,13 +740,13 @@ static int call_on(native_t *t, chan *c, const segops_tcall *call, placed *pl, d
   ring_doorbell(c);
   rc = await(c, (uint32_t)k, t->spin_us, deadline);
   if (rc == SEGOPS_E_TIMEOUT) {
-    abandon(c, (uint32_t)k, pl);
+    abandon(t, c, (uint32_t)k, pl);
     return segops_client_err(e, SEGOPS_E_TIMEOUT, "%s: no answer from the native channel before the deadline",
                              call->op);
   }
   if (rc == SEGOPS_E_CONNECTION) {
     atomic_store(&c->broken, true);
-    *retry = true;
+    *end = TRY_GONE;
     slot_release(c, k);
     return segops_client_err(e, SEGOPS_E_CONNECTION, "%s: the native channel's daemon went away during the call",
                              call->op);
@@ -712,36 +758,44 @@ static int call_on(native_t *t, chan *c, const segops_tcall *call, placed *pl, d
     atomic_store(&c->broken, true);
     return segops_client_err(e, SEGOPS_E_PROTOCOL, "%s: the native channel answered another call", call->op);
   }
-  if (a.status == SEGOPS_E_UNAVAILABLE) { /* draining: this daemon goes away, its successor may come */
+  if (a.status == SEGOPS_E_UNAVAILABLE) { /* draining: this daemon goes away */
     atomic_store(&c->broken, true);
-    *retry = true;
+    *end = TRY_DRAINING;
     return answer_error(&a, e);
   }
   if (a.status != SEGOPS_OK) return answer_error(&a, e);
   return take_outputs(call, pl, &a, e);
 }
 
+/* The call on the current channel. When that channel was open before this call and its daemon is
+ * found gone, the channel is opened once more (a restarted daemon may be on the socket already; a
+ * missing one refuses at once) and the call sent there; otherwise, or when that fails, the daemon's
+ * going is reported (CONNECTION, or UNAVAILABLE for a drain) for client.c to wait or move on. */
+static int send_call(native_t *t, const segops_tcall *call, placed *pl, double deadline, segops_error *e) {
+  bool fresh, gone;
+  chan *c = chan_get(t, deadline, &fresh, &gone, e);
+  if (!c) return e->code;
+  try_end end;
+  int rc = call_on(t, c, call, pl, deadline, &end, e);
+  chan_put(c);
+  if (end != TRY_GONE || fresh) return rc;
+  double soon = segops_client_now() + RECONNECT_S;
+  segops_error again;
+  c = chan_get(t, soon < deadline ? soon : deadline, &fresh, &gone, &again);
+  if (!c) return rc; /* the first failure says what happened */
+  rc = call_on(t, c, call, pl, deadline, &end, e);
+  chan_put(c);
+  return rc;
+}
+
 static int native_call(segops_transport *tp, const segops_tcall *call, double deadline, segops_error *e) {
   native_t *t = (native_t *)tp;
+  segops_error own;
+  if (!e) e = &own;
   placed pl;
   memset(&pl, 0, sizeof pl);
   int rc = place_call(t, &pl, call, e);
-  double backoff = BACKOFF_MIN_S;
-  while (rc == SEGOPS_OK) {
-    chan *c = chan_get(t, deadline, e);
-    if (!c) {
-      rc = e ? e->code : SEGOPS_E_CONNECTION;
-      break;
-    }
-    bool retry;
-    rc = call_on(t, c, call, &pl, deadline, &retry, e);
-    chan_put(c);
-    if (!retry) break;
-    if (segops_client_now() + backoff >= deadline) break;
-    sleep_s(backoff);
-    backoff = backoff * 2 < BACKOFF_MAX_S ? backoff * 2 : BACKOFF_MAX_S;
-    rc = SEGOPS_OK;
-  }
+  if (rc == SEGOPS_OK) rc = send_call(t, call, &pl, deadline, e);
   for (int k = 0; k < SEGOPS_MAX_OUTPUTS; k++)
     if (pl.out_alloc[k]) segops_mem_release(t->mem, pl.out_place[k]);
   placed_free(t, &pl);
@@ -803,7 +857,8 @@ segops_transport *segops_native_open(const char *path, struct segops_mem *mem, c
   t->spin_us = spin_us >= 0 ? spin_us : default_spin_us();
   t->epoch = atomic_load(&fork_epoch);
   pthread_mutex_init(&t->mu, NULL);
-  chan *c = chan_get(t, deadline, e);
+  bool fresh, gone;
+  chan *c = chan_get(t, deadline, &fresh, &gone, e);
   if (!c) {
     native_close(&t->base);
     return NULL;
