@@ -55,7 +55,7 @@ Tensor = torch.Tensor
 ClientLike = Union[Client, str, None]  # a Client, a URL string, or None (the current client)
 SegmentCount = Union[int, torch.SymInt, torch.Tensor]
 
-__all__ = [*_table.OPS, "set_client", "get_client", "use_client"]  # one function per op of the table
+__all__ = [*_table.OPS, "set_client", "get_client", "use_client", "empty"]  # one function per op of the table
 
 # ---- which server: custom ops take a string key, resolved when the op runs ----
 
@@ -291,6 +291,23 @@ def segmented_matvec(
 ) -> Tensor:
     """out[i] = m[idx[i]]^T v[i]; v (N,3), m (S,3,3) -> (N,3)."""
     return _apply("segmented_matvec", (v, m), idx, num_segments, client)
+
+
+_DTYPE_CODES = {torch.float32: 0, torch.float64: 1, torch.int32: 2, torch.int64: 3}  # segops_dtype
+
+
+def empty(shape, *, dtype: torch.dtype | None = None, client: ClientLike = None) -> Tensor:
+    """An uninitialised CPU tensor in the client's memory (Client.empty): with segops' C extension,
+    memory its native channel shares with the daemon, so the tensor (and any contiguous view of it)
+    is sent without a copy; freed when the tensor and its views are gone. Without the extension,
+    torch.empty."""
+    dtype = torch.get_default_dtype() if dtype is None else dtype
+    c = _as_client(client) or get_client()
+    nc = getattr(c, "_nc", None)
+    if nc is None or dtype not in _DTYPE_CODES:
+        return torch.empty(shape, dtype=dtype)
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    return nc.empty(_DTYPE_CODES[dtype], shape, True)
 
 
 def _define(op, names):
