@@ -104,6 +104,10 @@ class BuildExt(build_ext):
                 os.remove(stale)
 
     def _report(self, note, why):
+        for ext in self.extensions:  # an earlier build's module must not ship as if this one made it
+            stale = self.get_ext_fullpath(ext.name)
+            if os.path.exists(stale):
+                os.remove(stale)
         if self.inplace:
             note = os.path.join(HERE, "src", "segops", MISSING_NOTE)
         os.makedirs(os.path.dirname(note), exist_ok=True)
@@ -173,7 +177,7 @@ def _extension():
         macros.append(("Py_LIMITED_API", "0x030B0000"))
     dirs = [os.path.join(ROOT, d) for d in ("clients/python/native", "clients/c/include", "clients/c/src", "core",
                                             "proto", "backends/cpu")]
-    return Extension("segops._native", sources=[os.path.join(ROOT, "clients", "python", "native", "module.c")],
+    return Extension("segops._native", sources=["native/module.c"],  # (relative: setuptools lists it in manifests)
                      include_dirs=dirs, define_macros=macros, libraries=["pthread", "m"],
                      py_limited_api=LIMITED, extra_compile_args=[])
 

@@ -149,7 +149,7 @@ def test_threads_share_one_client(server_url):
     assert not any(th.is_alive() for th in threads), "threads hung"
     assert not errors, errors[:3]
     if not segops.native_available():
-        assert 1 <= c.connections_opened <= n_threads
+        assert 1 <= c._py.connections_opened <= n_threads
     c.close()
 
 
