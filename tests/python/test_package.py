@@ -95,10 +95,10 @@ def test_cli_errors():
     assert r.returncode == 0 and r.stdout.strip() == f"segops-client {segops.__version__}"
 
 
-def build_wheel(out, env=None, verbose=False):
+def build_wheel(out, env=None, verbose=False, pkg=PKG):
     r = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-         "-v" if verbose else "-q", "-w", str(out), PKG],
+         "-v" if verbose else "-q", "-w", str(out), str(pkg)],
         capture_output=True,
         text=True,
         timeout=600,
@@ -166,8 +166,13 @@ def test_clean_venv_install_and_cli(wheel, tmp_path, server_url):
 
 
 def test_without_a_compiler_the_package_installs_and_says_why(tmp_path):
+    # (from a copy of the package: the tree's own build folder keeps its extension for the next build)
+    import shutil
+
+    pkg = tmp_path / "pkg"
+    shutil.copytree(PKG, pkg, ignore=shutil.ignore_patterns("build", "*.egg-info", "_native*.so", "__pycache__"))
     out = tmp_path / "wheel"
-    whl, log = build_wheel(out, {"CC": str(tmp_path / "no-such-cc")}, verbose=True)
+    whl, log = build_wheel(out, {"CC": str(tmp_path / "no-such-cc")}, verbose=True, pkg=pkg)
     assert "segops._native was NOT built" in log and "no C compiler" in log, log[-3000:]
     with zipfile.ZipFile(whl) as z:
         names = z.namelist()
