@@ -23,7 +23,8 @@ esac
 pkgs=(gcc g++ make cmake pkg-config libmicrohttpd-dev libmsgpack-dev libjansson-dev libcurl4-openssl-dev curl
       ca-certificates)
 if [ "$want_test" = 1 ]; then
-  pkgs+=(python3 clang libclang-rt-dev valgrind procps)
+  # python3-dev: the headers the Python client's C extension (segops._native) is compiled against.
+  pkgs+=(python3 python3-dev clang libclang-rt-dev valgrind procps)
 fi
 if [ "$want_bench" = 1 ]; then pkgs+=(wrk); fi
 
@@ -36,9 +37,13 @@ missing=()
 for p in "${pkgs[@]}"; do
   installed "$p" || missing+=("$p")
 done
-# A python3 from elsewhere (e.g. pyenv) satisfies python3.
+# A python3 from elsewhere (e.g. pyenv) satisfies python3, and python3-dev when it has its headers.
 if printf '%s\n' "${missing[@]}" | grep -qx python3 && command -v python3 >/dev/null; then
   missing=("${missing[@]/python3/}")
+fi
+if printf '%s\n' "${missing[@]}" | grep -qx python3-dev && command -v python3 >/dev/null &&
+   python3 -c 'import os, sysconfig, sys; sys.exit(not os.path.exists(sysconfig.get_paths()["include"] + "/Python.h"))'; then
+  missing=("${missing[@]/python3-dev/}")
 fi
 missing=($(printf '%s\n' "${missing[@]}" | grep -v '^$' || true))
 
@@ -85,7 +90,8 @@ have numpy && have msgpack && have pytest && have yaml && have wheel || pip inst
 have tritonclient.http || pip install 'tritonclient[http]' || echo "setup: tritonclient not installed; its example and the OIP tests (tests/http/test_oip.py) will be SKIPPED"
 # The client's distribution was called "segops" before it became "segops-client": drop the old name.
 if .venv/bin/python -m pip show segops 2>/dev/null | grep -q "clients/python"; then pip uninstall -y segops >/dev/null; fi
-if [ -f clients/python/pyproject.toml ]; then
+# The client, editable, with its C extension built in place (once: again only when it is missing).
+if [ -f clients/python/pyproject.toml ] && ! .venv/bin/python -c "import segops._native" 2>/dev/null; then
   pip install --no-deps -e ./clients/python >/dev/null
 fi
 if ! have torch && [ "${SEGOPS_NO_TORCH:-0}" != 1 ]; then

@@ -5,8 +5,10 @@
  * when given, the native channel, and "local" (no daemon); the last two print no ratio (no HTTP
  * floor fits them: their medians stand beside the others').
  *
- *   lib_overhead URL [UNIX_SOCKET_PATH] [--calls 10000] [--n 1024]
- * Prints the median microseconds per call of each way and its ratio to the floor of its socket. */
+ *   lib_overhead URL [UNIX_SOCKET_PATH] [--calls 10000] [--n 1024] [--only WORD]
+ * Prints the median microseconds per call of each way and its ratio to the floor of its socket;
+ * --only keeps the ways whose name holds WORD (e.g. native: the empty call's floor alone, as
+ * bench/client/overhead.py takes it). */
 #include <curl/curl.h>
 #include <msgpack.h>
 #include <segops.h>
@@ -165,20 +167,22 @@ static void measure(way *w, int nw, int calls) {
 static double median(const way *w) { return w->t[w->n / 2]; }
 
 int main(int argc, char **argv) {
-  const char *url = NULL, *unix_path = NULL;
+  const char *url = NULL, *unix_path = NULL, *only = NULL;
   int calls = 10000, big = 1024;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--calls") && i + 1 < argc)
       calls = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--n") && i + 1 < argc)
       big = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+      only = argv[++i];
     else if (!url)
       url = argv[i];
     else
       unix_path = argv[i];
   }
   if (!url || calls < ROUNDS) {
-    fprintf(stderr, "usage: lib_overhead URL [UNIX_SOCKET_PATH] [--calls 10000] [--n 1024]\n");
+    fprintf(stderr, "usage: lib_overhead URL [UNIX_SOCKET_PATH] [--calls 10000] [--n 1024] [--only WORD]\n");
     return 2;
   }
   curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -207,6 +211,12 @@ int main(int argc, char **argv) {
       lib_init(&lu, unix_url, "http", x, idx, n, &out);
       w[nw++] = (way){"floor: curl POST unix", raw_call, &ru, NULL, 0};
       w[nw++] = (way){"libsegops http unix", lib_call, &lu, NULL, 0};
+    }
+    if (only) { /* the ways asked for; the others were made but are not measured */
+      int kept = 0;
+      for (int i = 0; i < nw; i++)
+        if (strstr(w[i].name, only)) w[kept++] = w[i];
+      nw = kept;
     }
     measure(w, nw, calls);
     for (int i = 0; i < nw; i++) {

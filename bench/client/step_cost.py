@@ -9,15 +9,18 @@ instructions with callgrind, which the noise of a shared machine does not move:
 Only the timed steps are collected (the driver zeroes and dumps through callgrind_control around
 them); it prints instructions per step (callgrind_annotate on the dump shows where they go).
 Without valgrind it prints the steps' CPU time instead; --profile prints cProfile's view.
---fake answers each daemon call from a recorded answer (the same arrays) without the HTTP exchange:
-the cost of segops.torch and torch's autograd alone.
+--fake answers each daemon call from a recorded answer (the same tensors) without the exchange: the
+cost of segops.torch and torch's autograd alone (with the C extension the answers replace its
+run_torch, so the extension's own argument and output handling is not counted either).
+--fake-http answers each HTTP exchange of the pure-Python client (segops.client.PurePythonClient)
+from a recorded one: that client's Python, HTTP and decoding without the daemon.
 
 Every run ends by checking one more step's gradient against plain torch's (worker_bench's check:
 printed, and over its tolerance exits 1), so a replayed run is known to replay the real one. --smoke runs the
 four ways in turn (a few steps each; the CTest smoke test).
 
 usage: step_cost.py --segopsd PATH | --url URL  [--op sum] [--log2n 10] [--steps 50]
-                    [--transport shm] [--backend cpu] [--fake | --fake-http | --local | --smoke]
+                    [--transport native] [--backend cpu] [--fake | --fake-http | --local | --smoke]
                     [--pin CPU] [--profile | --torch-profile]
 """
 
@@ -57,7 +60,7 @@ def main():
     ap.add_argument("--op", default="sum")
     ap.add_argument("--log2n", type=int, default=10)
     ap.add_argument("--steps", type=int, default=50)
-    ap.add_argument("--transport", default="shm")
+    ap.add_argument("--transport", default="native", help="native, unix, http or local (segops.Client's)")
     ap.add_argument("--backend", default="cpu", help="the started daemon's backend (cpu, cuda, auto)")
     ap.add_argument("--fake", action="store_true")
     ap.add_argument("--fake-http", action="store_true")
@@ -95,7 +98,12 @@ def main():
         os.sched_setaffinity(0, {a.pin})
     op = "segmented_" + a.op
     try:
-        client = segops.Client(url, transport=a.transport)
+        if a.fake_http:  # the pure-Python client's HTTP exchanges are what it replays
+            from segops.client import PurePythonClient
+
+            client = PurePythonClient(url, transport=a.transport if a.transport in ("unix", "http") else "http")
+        else:
+            client = segops.Client("local" if a.transport == "local" else url, transport=a.transport)
         inputs, idx_t, idx_np, s = wb.make_inputs(op, 1 << a.log2n, 1000)
         fn = wb.step_fn("local" if a.local else "x", op, idx_t, idx_np, s, {"x": client}, url)
         for _ in range(5):
@@ -112,9 +120,16 @@ def main():
             replay["cpu"] += time.thread_time() - t0
             return res
 
-        if a.fake:
-            # Each call answered with fresh copies of what the daemon answered, in the order of a
-            # step's calls.
+        if a.fake and getattr(client, "_nc", None) is not None:
+            # The extension's calls answered with fresh copies of what the daemon answered, in
+            # the order of a step's calls.
+            client._nc = Replay(client._nc, timed)
+            wb.step(fn, inputs)
+            client._nc.replaying = True
+            for _ in range(3):
+                wb.step(fn, inputs)
+        elif a.fake:
+            # The pure-Python client's calls answered likewise.
             real = type(client).call
             answers = []
             def record(self, *args, **kw):
@@ -130,10 +145,8 @@ def main():
             for _ in range(3):
                 wb.step(fn, inputs)
         if a.fake_http:
-            # Each HTTP exchange answered with what the daemon sent: the answer's bytes, or over
-            # HTTP bodies the arrays the reader decoded as it read (their decoding is not replayed);
-            # with shared memory, the outputs the daemon wrote into the region are written back
-            # (the daemon's work, timed and taken off): the client's Python, HTTP and region code.
+            # Each HTTP exchange answered with what the daemon sent: the answer's bytes, or the
+            # arrays the reader decoded as it read (their decoding is not replayed).
             real_rt = type(client)._roundtrip
             raws = []
             def record_rt(self, method, path, body=None, length=0, headers=None, read=None):
@@ -143,28 +156,11 @@ def main():
                     return raw
                 return real_rt(self, method, path, body, length, headers, rec)
             type(client)._roundtrip = record_rt
-            sess = type(client._shm) if client._shm is not None else None
-            placed = []  # per exchange: [(offset, bytes)] of the outputs the daemon wrote
-            if sess is not None:
-                real_decode = sess._decode
-                def record_decode(self, raw, region, outs):
-                    placed.append([(off, bytes(region.mm[off:off + nb])) for _, off, nb in outs])
-                    return real_decode(self, raw, region, outs)
-                sess._decode = record_decode
             wb.step(fn, inputs)
             turn2 = iter(range(1 << 62))
             def fake_rt(self, method, path, body=None, length=0, headers=None, read=None):
-                replay["i"] = next(turn2) % len(raws)
-                return timed(fresh, raws[replay["i"]])
+                return timed(fresh, raws[next(turn2) % len(raws)])
             type(client)._roundtrip = fake_rt
-            if sess is not None:
-                def write_back(region):
-                    for off, data in placed[replay["i"]]:
-                        region.mm[off:off + len(data)] = data
-                def replay_decode(self, raw, region, outs):
-                    timed(write_back, region)
-                    return real_decode(self, raw, region, outs)
-                sess._decode = replay_decode
             for _ in range(3):
                 wb.step(fn, inputs)
         cg = under_callgrind()
@@ -220,7 +216,31 @@ def fresh(answer):
     answer's array in place (an answer's bytes cannot change and replay as they are)."""
     if isinstance(answer, dict):
         return {k: v.copy() if hasattr(v, "copy") else v for k, v in answer.items()}
+    if isinstance(answer, tuple):
+        return tuple(fresh(v) for v in answer)
+    if hasattr(answer, "clone"):
+        return answer.clone()
     return answer
+
+
+class Replay:
+    """Stands for the extension's client (segops._native.Client): its run_torch answers are
+    recorded while replaying is False, then given back (fresh copies, in turn) without a call."""
+
+    def __init__(self, real, timed):
+        self.real, self.timed, self.replaying, self.answers, self.turn = real, timed, False, [], 0
+
+    def run_torch(self, *args):
+        if not self.replaying:
+            res = self.real.run_torch(*args)
+            self.answers.append(fresh(res))
+            return res
+        res = self.answers[self.turn % len(self.answers)]
+        self.turn += 1
+        return self.timed(fresh, res)
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
 
 
 def smoke(a):

@@ -6,11 +6,11 @@ in one row, every transport side by side), plus the CPU-bound ceiling of each tr
 
 (--skip-missing: a missing file is a CTest skip, exit 77: the smoke test that writes it skipped.)
 
-Columns: one worker's median step latency local / through shared memory; W workers' steps/s
-locally, then per transport steps/s and **remote/local**; CPU µs per step locally and client +
-daemon through shared memory; and the ceiling local CPU / (client + daemon CPU) per step through
-shared memory: the ratio that W busy cores would give if the remote step cost only its measured
-CPU and every core were as busy as locally. A measured ratio well under the ceiling points at
+Columns: one worker's median step latency local (plain torch) / through the first transport present
+(native, then the others); W workers' steps/s locally, then per transport steps/s and
+**remote/local**; CPU µs per step locally and client + daemon through that first transport; and the
+ceiling local CPU / (client + daemon CPU) per step through it: the ratio that W busy cores would give
+if the remote step cost only its measured CPU and every core were as busy as locally. A measured ratio well under the ceiling points at
 idle cores (waiting) rather than at work. With several files, each cell is the median over them.
 """
 
@@ -21,7 +21,9 @@ import sys
 
 from worker_bench import fmt_rate
 
-TRANSPORTS = ("shm", "unix", "http")  # the first one present gives the latency and CPU columns
+# The first one present gives the latency and CPU columns ("shm": the native channel's name in runs
+# of earlier versions).
+TRANSPORTS = ("native", "shm", "unix", "http", "local")
 
 
 def load(paths):

@@ -14,12 +14,15 @@ cell whose one-worker step takes longer than window / --min-steps gets a window 
 steps instead (both runs of that side), so slow cells count whole steps.
 
 usage: worker_bench.py (--segopsd PATH [--backend cpu|cuda] | --url URL)
-                       [--transport http|unix|shm|all] [--ops sum,dot,...] [--sizes 10,14,17,20]
+                       [--transport native|unix|http|local|all] [--ops sum,dot,...] [--sizes 10,14,17,20]
                        [--workers W] [--window S] [--warmup S] [--min-steps K] [--json PATH] [--smoke]
                        [--daemon-arg=--FLAG=VALUE ...]   (extra flags for the daemon it starts)
                        [--daemon-env=NAME=VALUE ...]     (environment for the daemon it starts)
                        [--worker-env=NAME=VALUE ...]     (environment for every worker process, local and
                                                           remote alike, e.g. GLIBC_TUNABLES)
+Transports: segops.Client's ("native": the native channel, "unix" and "http": HTTP bodies, "local":
+segops.Client("local"), the CPU backend in the worker's own process, no daemon; "shm" is taken as
+"native"). "local" in the tables' other columns is the plain-torch step.
 Prints one markdown table per transport (ratios remote/local: above 1 means the daemon wins)
 and writes every measurement to --json. Beside the rates it reports where the cores went during
 the W-worker windows: CPU microseconds per step in one client process (median over the workers,
@@ -44,7 +47,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.join(HERE, "..", "..", "clients", "python", "src")
 
 OPS = ("segmented_sum", "segmented_dot", "segmented_mul", "segmented_mean", "segmented_rms_norm", "segmented_matvec")
-TRANSPORTS = ("http", "unix", "shm")
+TRANSPORTS = ("native", "unix", "http", "local")
+PLAIN = "plain"  # the mode of the plain-torch step (the tables' "local" columns)
 SEG = 32  # elements per segment on average
 
 
@@ -128,7 +132,7 @@ def make_client(url, transport):
     import segops
 
     try:
-        return segops.Client(url, transport=transport)
+        return segops.Client("local" if transport == "local" else url, transport=transport)
     except TypeError:  # a client without transports: HTTP bodies only
         if transport != "http":
             raise SystemExit(f"worker_bench: this segops client has no transport={transport!r}")
@@ -152,7 +156,7 @@ def on_gpu(mode, inputs, idx_t):
 
 
 def step_fn(mode, op, idx_t, idx_np, s, clients, url, idx_dtype="int32"):
-    if mode in ("local", "gpu"):  # for gpu, idx_t and the inputs are on the GPU already
+    if mode in (PLAIN, "gpu"):  # for gpu, idx_t and the inputs are on the GPU already
         return lambda inputs: local_op(op, inputs, idx_t, s)
     if mode == "offload":
         return lambda inputs: local_op(op, [t.cuda() for t in inputs], idx_t, s).cpu()
@@ -197,7 +201,7 @@ def worker_main(rank, conn, url, idx_dtype="int32", cpus=None):
             step(fn, inputs)  # first step: connections, regions, allocator warm
             sync()
             check = None
-            if rank == 0 and mode not in ("local",) + ALTERNATIVES:
+            if rank == 0 and mode not in (PLAIN,) + ALTERNATIVES:
                 check = grad_error(op, fn, inputs, idx_t, s)  # the remote step computes the local one's
             conn.send(("ready", None))
             t0 = conn.recv()  # the agreed start of the window (time.time())
@@ -361,9 +365,7 @@ def start_daemon(path, backend, sock, extra=(), env=None, cpus=None):
     sys.path.insert(0, os.path.join(HERE, "..", "..", "tests"))
     from segopsd_proc import Daemon
 
-    # Every worker keeps its own shared-memory regions (grown to the largest call: ~134 MB for
-    # dot at 2^20), so the default 1 GiB registration cap is too small for W = 16 at once.
-    args = ["--backend", backend, "--max-shm-bytes", "64G"] + (["--listen", "unix:" + sock] if sock else [])
+    args = ["--backend", backend] + (["--listen", "unix:" + sock] if sock else [])
     args += list(extra)
     try:
         d = Daemon(path, args, env=env, start_timeout=60, wrapper=("taskset", "-c", cpus) if cpus else ())
@@ -441,7 +443,7 @@ def main():
     g.add_argument("--segopsd", help="start this segopsd (port 0, plus a unix socket when it has one)")
     g.add_argument("--url", help="use a running daemon")
     ap.add_argument("--backend", default="cpu", choices=("auto", "cpu", "cuda"))
-    ap.add_argument("--transport", default="http", help="http, unix, shm, a comma list, or all")
+    ap.add_argument("--transport", default="native", help="native, unix, http, local, a comma list, or all")
     ap.add_argument("--ops", default=",".join(o.replace("segmented_", "") for o in OPS))
     ap.add_argument("--sizes", default="10,14,17,20", help="log2 N, comma-separated")
     ap.add_argument("--workers", type=int, default=os.cpu_count())
@@ -476,6 +478,7 @@ def main():
     if a.smoke:
         a.window, a.warmup = 0.2, 0.05
     transports = TRANSPORTS if a.transport == "all" else tuple(a.transport.split(","))
+    transports = tuple(dict.fromkeys("native" if t == "shm" else t for t in transports))  # shm: the old name
     for t in transports:
         if t not in TRANSPORTS:
             raise SystemExit(f"worker_bench: unknown transport {t!r} (want {', '.join(TRANSPORTS)} or all)")
@@ -509,7 +512,7 @@ def main():
     backend = a.backend
     if a.segopsd:
         sock = None
-        if "unix" in transports or "shm" in transports:
+        if "unix" in transports:
             if supports_unix(a.segopsd):
                 tmpdir = tempfile.mkdtemp(prefix="segops-wb-")
                 sock = os.path.join(tmpdir, "segopsd.sock")
@@ -520,10 +523,10 @@ def main():
     usable = []
     for t in transports:  # a transport the daemon cannot serve is left out, and said so
         try:
-            with segops.Client(url, transport=t) as probe:
+            with make_client(url, t) as probe:
                 probe.transport_used
             usable.append(t)
-        except segops.SegopsError as e:
+        except (segops.SegopsError, ValueError) as e:
             print(f"worker_bench: transport {t} is not available here, left out: {e}")
         except TypeError:  # a client without transports
             if t == "http":
@@ -551,8 +554,8 @@ def main():
         for op in ops:
             for lg in sizes:
                 n = 1 << lg
-                loc1, lwin = run1(pool, "local", op, n, a.warmup, a.window, a.min_steps)
-                locw, locm = pool.run(w, "local", op, n, a.warmup, lwin)
+                loc1, lwin = run1(pool, PLAIN, op, n, a.warmup, a.window, a.min_steps)
+                locw, locm = pool.run(w, PLAIN, op, n, a.warmup, lwin)
                 local_ms = statistics.median(loc1["lat"]) * 1e3 if loc1["lat"] else float("nan")
                 local_sps = sum(r["steps"] for r in locw) / lwin
                 alt = {}

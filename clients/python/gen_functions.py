@@ -58,10 +58,13 @@ def docstring(op, pass_, indent):
     return pad + '"""' + ("\n" + pad).join(lines) + '"""'
 
 
-def values(op, pass_):
+def run_args(op, pass_):
+    """The arguments of Client._run: the function's id (the op table's order, libsegops' SEGOPS_FN_*),
+    the inputs as one tuple, idx, num_segments, outputs."""
     row, _ = _table.FUNCS[(op, pass_)]
-    names = [n for n, _ in row] + ["idx", "num_segments"]
-    return "{" + ", ".join(f'"{n}": {n}' for n in names) + "}"
+    fn = list(_table.FUNCS).index((op, pass_))
+    ins = ", ".join(n for n, _ in row) + ("," if len(row) == 1 else "")
+    return f"{fn}, ({ins}), idx, num_segments, outputs"
 
 
 def call_args(op, pass_):
@@ -71,15 +74,15 @@ def call_args(op, pass_):
 
 def methods_source():
     out = [HEADER.format(name="_methods.py", what="the methods of segops.Client, one per function of the op table.")]
-    out.append("from typing import Any, Dict, Optional, Sequence, Tuple, Union, overload\n\n"
+    out.append("from typing import Any, Callable, Optional, Sequence, Tuple, Union, overload\n\n"
                "import numpy as np\nfrom numpy.typing import ArrayLike\n\n\n"
                "class FunctionMethods:\n"
-               '    """Mixed into segops.Client: each method sends its arguments through Client._function."""\n\n'
-               "    def _function(self, op: str, pass_: str, values: Dict[str, Any], outputs: Optional[Sequence[str]]) -> Any:\n"
-               "        raise NotImplementedError  # segops.Client implements it\n")
+               '    """Mixed into segops.Client: each method hands its arguments to Client._run (the C extension\'s\n'
+               '    call, or the pure-Python client\'s) as (function id, inputs, idx, num_segments, outputs)."""\n\n'
+               "    _run: Callable[..., Any]  # segops.Client sets it\n")
     for (op, pass_), (row, outs) in _table.FUNCS.items():
         name = _table.method_name(op, pass_)
-        body = f'        return self._function("{op}", "{pass_}", {values(op, pass_)}, outputs)\n'
+        body = f'        return self._run({run_args(op, pass_)})\n'
         sig = signature(op, pass_, True)
         if len(outs) == 1:
             out.append(f"\n    def {name}({sig}) -> np.ndarray:\n{docstring(op, pass_, 8)}\n{body}")

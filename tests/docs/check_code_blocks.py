@@ -91,7 +91,8 @@ def main():
     segopsd, python, root = (os.path.abspath(a) for a in sys.argv[1:4])
     docs = sys.argv[4:]
     failures, skipped, ran = [], [], 0
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SEGOPS_")}
+    # (SEGOPS_NATIVE_LIB: the build's Python extension, which the Python blocks use)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEGOPS_") or k == "SEGOPS_NATIVE_LIB"}
     env.update(PY=python, PYTHONPATH=os.path.join(root, "clients", "python", "src"))
     daemon = Daemon(segopsd)
     try:

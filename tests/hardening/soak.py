@@ -10,9 +10,9 @@ over the red-team classes of hostile.py (random mutations, dead uploads, slow bo
 framing, smuggling, huge heads and queries, amplification, shm registration garbage, answers
 never read or taken slowly, idle connections, regions not the client's, many registrations, OIP
 header and data abuse), each answer checked. With --segopsd, --shm-clients segops.Client callers
-use shared memory through a second daemon that is restarted every --restart-every seconds (one
-caller of it alone, waiting out each restart, the others of both daemons, moving between them):
-no call may fail. Reports counts, unexpected answers and the first daemon's RSS. Exit 1 when any
+(over the native channel with segops' C extension, HTTP without it) use a second daemon that is
+restarted every --restart-every seconds (one caller of it alone, waiting out each restart, the
+others of both daemons, moving between them): no call may fail. Reports counts, unexpected answers and the first daemon's RSS. Exit 1 when any
 answer was unexpected, or its RSS at the end exceeds its RSS at --rss-baseline-at seconds (default:
 the first minute, or the first third of a shorter run) by more than --max-rss-growth-mib (16).
 
@@ -232,7 +232,7 @@ class Restarter:
 
 
 def shm_worker(client, deadline, seed, stats):
-    """Good calls through a segops.Client over shared memory: every one must succeed and be right."""
+    """Good calls through a segops.Client (the native channel where it can): every one must succeed and be right."""
     rng = np.random.default_rng(seed)
     while time.time() < deadline:
         op, a, idx, s, dt = make_good(rng)
@@ -254,7 +254,7 @@ def main():
     ap.add_argument("--connections", type=int, default=16)
     ap.add_argument("--hostile", type=int, default=0, help="raw-socket hostile clients beside them (default 0)")
     ap.add_argument("--shm-clients", type=int, default=3,
-                    help="segops.Client callers over shared memory with a restarting second daemon (--segopsd only)")
+                    help="segops.Client callers (native channel) with a restarting second daemon (--segopsd only)")
     ap.add_argument("--restart-every", type=float, default=8.0)
     ap.add_argument("--rss-baseline-at", type=float, default=None,
                     help="seconds into the run of the RSS baseline (default: 60, or a third of a shorter run)")
@@ -284,8 +284,9 @@ def main():
     restarter, clients = None, []
     if a.segopsd and a.shm_clients > 0:
         restarter = Restarter(a.segopsd, daemon_args, a.restart_every, stats)
-        clients = [segops.Client(restarter.url, transport="shm", timeout=60)]  # waits out each restart
-        clients += [segops.Client([d.url, restarter.url], transport="shm", timeout=60)
+        tr = "native" if segops.native_available() else "auto"
+        clients = [segops.Client(restarter.url, transport=tr, timeout=60)]  # waits out each restart
+        clients += [segops.Client([d.url, restarter.url], transport=tr, timeout=60)
                     for _ in range(a.shm_clients - 1)]  # moves between the two
         threads += [threading.Thread(target=shm_worker, args=(c, deadline, 9000 + i, stats))
                     for i, c in enumerate(clients)]

@@ -1,6 +1,7 @@
-"""test_package.py: the client as a package. It builds into a wheel named segops-client that
-installs into a clean venv (no network: --no-deps, --no-index) whose `segops` command talks to
-the real daemon; versions agree across CMakeLists.txt, the package and /v1/info; py.typed is
+"""test_package.py: the client as a package. It builds into a wheel named segops-client, with its C
+extension compiled from the tree's sources, that installs into a clean venv (no network: --no-deps,
+--no-index) whose `segops` command talks to the real daemon over the native channel; a build without
+a C compiler installs the pure-Python package and says why, at build and at import; versions agree across CMakeLists.txt, the package and /v1/info; py.typed is
 shipped; health() and ready() both return segops.Status (ready() says no while draining); the
 `segops` command's info, health, ready and bench, and its exit statuses."""
 
@@ -94,20 +95,28 @@ def test_cli_errors():
     assert r.returncode == 0 and r.stdout.strip() == f"segops-client {segops.__version__}"
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory):
-    out = tmp_path_factory.mktemp("wheel")
+def build_wheel(out, env=None, verbose=False, pkg=PKG):
     r = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "-q", "-w", str(out), PKG],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
+         "-v" if verbose else "-q", "-w", str(out), str(pkg)],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
+        env=dict(os.environ, **(env or {})),
     )
     if r.returncode != 0 and ("No module named" in r.stderr or "invalid command 'bdist_wheel'" in r.stderr):
         pytest.skip("cannot build a wheel offline here: pip, setuptools or wheel missing (scripts/setup.sh --test installs them)")
     assert r.returncode == 0, r.stderr
     (whl,) = [p for p in os.listdir(out) if p.endswith(".whl")]
-    return os.path.join(out, whl)
+    return os.path.join(out, whl), r.stdout + r.stderr
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    return build_wheel(tmp_path_factory.mktemp("wheel"), {"SEGOPS_EXTENSION_STRICT": "1"})[0]
+
+
+EXT = "segops/_native.abi3.so" if sys.version_info >= (3, 11) else None  # the stable ABI's name (3.10: cpython-310)
 
 
 def test_wheel_contents(wheel):
@@ -118,6 +127,9 @@ def test_wheel_contents(wheel):
         meta = z.read(next(n for n in names if n.endswith("METADATA"))).decode()
         entry = z.read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
     assert "segops/py.typed" in names and "segops/torch.py" in names and "segops/cli.py" in names
+    assert any(n.startswith("segops/_native") and n.endswith(".so") for n in names), names
+    assert EXT is None or (EXT in names and "-abi3-" in name), name  # one wheel for every CPython >= 3.11
+    assert "segops/_native_missing.txt" not in names
     assert "Name: segops-client" in meta and "Requires-Python: >=3.10" in meta
     assert "Provides-Extra: torch" in meta and re.search(r"Requires-Dist: torch>=2\.4.*extra == .torch.", meta)
     assert "segops = segops.cli:main" in entry
@@ -142,10 +154,37 @@ def test_clean_venv_install_and_cli(wheel, tmp_path, server_url):
     deps = {os.path.dirname(os.path.dirname(m.__file__)) for m in (__import__("numpy"), __import__("msgpack"))}
     with open(os.path.join(site, "segops_test_deps.pth"), "w") as f:
         f.write("\n".join(sorted(deps)) + "\n")
-    where = run(py, "-c", "import segops; print(segops.__file__)")
-    assert where.stdout.strip().startswith(str(venv)), where
+    where = run(py, "-c", "import segops; print(segops.__file__, segops.native_available())")
+    assert where.stdout.split()[0].startswith(str(venv)) and where.stdout.split()[1] == "True", where
+    used = run(py, "-c", f"import segops; c = segops.Client({server_url!r}); c.info(); print(c.transport_used)")
+    assert used.stdout.strip() == "native", used
     r = run(str(venv / "bin" / "segops"), "info", "--url", server_url)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["version"] == segops.__version__
     r = run(str(venv / "bin" / "segops"), "health", "--url", server_url)
     assert r.returncode == 0 and "ok (200)" in r.stdout, r
+
+
+def test_without_a_compiler_the_package_installs_and_says_why(tmp_path):
+    # (from a copy of the package: the tree's own build folder keeps its extension for the next build)
+    import shutil
+
+    pkg = tmp_path / "pkg"
+    shutil.copytree(PKG, pkg, ignore=shutil.ignore_patterns("build", "*.egg-info", "_native*.so", "__pycache__"))
+    out = tmp_path / "wheel"
+    whl, log = build_wheel(out, {"CC": str(tmp_path / "no-such-cc")}, verbose=True, pkg=pkg)
+    assert "segops._native was NOT built" in log and "no C compiler" in log, log[-3000:]
+    with zipfile.ZipFile(whl) as z:
+        names = z.namelist()
+        note = z.read("segops/_native_missing.txt").decode()
+    assert not any(n.startswith("segops/_native") and n.endswith(".so") for n in names), names
+    assert "no C compiler" in note
+    # installed, it warns at import with that reason and runs the pure-Python client
+    site = tmp_path / "site"
+    with zipfile.ZipFile(whl) as z:
+        z.extractall(site)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SEGOPS_")}
+    env["PYTHONPATH"] = str(site)
+    r = subprocess.run([sys.executable, "-c", "import segops; print(segops.native_available())"], capture_output=True,
+                       text=True, env=env, cwd=str(tmp_path), timeout=60)
+    assert r.stdout.strip() == "False" and "no C compiler" in r.stderr and "ExtensionWarning" in r.stderr, r

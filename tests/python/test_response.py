@@ -1,5 +1,5 @@
-"""test_response.py: the client's own HTTP response reader (segops._transport.read_response,
-used for every op call). segopsd always answers with a Content-Length; a proxy in front of it
+"""test_response.py: the pure-Python client's own HTTP response reader (segops._transport.read_response,
+used for every op call when the C extension is not in use). segopsd always answers with a Content-Length; a proxy in front of it
 (a service mesh, an ingress) may not. So besides a check against the real daemon, these tests
 put a scripted peer on a local socket that answers with the framings a proxy may use (chunked,
 close-delimited, an interim 100) and with broken answers, and check what the client makes of
@@ -14,6 +14,7 @@ import pytest
 
 import segops
 from segops import _transport
+from segops.client import PurePythonClient
 
 X = np.arange(1.0, 7.0)
 IDX = np.array([0, 0, 1, 1, 1, 2], np.int32)
@@ -112,7 +113,7 @@ def peer():
 
 
 def test_against_the_daemon_answers_and_connection_are_reused(server_url):
-    c = segops.Client(server_url, transport="http")
+    c = PurePythonClient(server_url, transport="http")
     for _ in range(50):
         np.testing.assert_array_equal(call(c), [3, 12, 6])
     assert c.connections_opened == 1  # every answer was read to its end: the connection stays
@@ -124,7 +125,7 @@ def test_keep_alive_framings(peer):
     by another call on the same connection."""
     interim = b"HTTP/1.1 100 Continue\r\n\r\n" + ok()
     p = peer([ok(), chunked(), chunked(size=1), interim, ok(extra=b"X-Long: " + b"a" * 5000 + b"\r\n")])
-    c = segops.Client(p.url, transport="http")
+    c = PurePythonClient(p.url, transport="http")
     for _ in range(5):
         np.testing.assert_array_equal(call(c), [3, 12, 6])
     assert p.connections == 1 and c.connections_opened == 1
@@ -133,7 +134,7 @@ def test_keep_alive_framings(peer):
 
 def test_close_delimited_body_then_a_new_connection(peer):
     p = peer([until_close, ok()])
-    c = segops.Client(p.url, transport="http")
+    c = PurePythonClient(p.url, transport="http")
     np.testing.assert_array_equal(call(c), [3, 12, 6])
     np.testing.assert_array_equal(call(c), [3, 12, 6])
     assert c.connections_opened == 2  # the first connection ended with its answer
@@ -142,7 +143,7 @@ def test_close_delimited_body_then_a_new_connection(peer):
 
 def test_connection_close_header_is_honoured(peer):
     p = peer([ok(extra=b"Connection: close\r\n"), ok()])
-    c = segops.Client(p.url, transport="http")
+    c = PurePythonClient(p.url, transport="http")
     call(c)
     call(c)
     assert c.connections_opened == 2
@@ -154,7 +155,7 @@ def test_error_answer_is_typed_with_retry_after(peer):
     err = b'{"error": {"code": "resource_exhausted", "message": "the request queue is full"}}'
     p = peer([b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 2\r\n"
               b"Content-Length: %d\r\n\r\n%s" % (len(err), err), ok()])
-    c = segops.Client(p.url, transport="http")
+    c = PurePythonClient(p.url, transport="http")
     with pytest.raises(segops.SegopsError) as ei:
         call(c)
     assert ei.value.status == 503 and ei.value.code == "resource_exhausted" and "queue" in ei.value.message
@@ -169,7 +170,7 @@ def test_stale_keep_alive_connection_is_retried_once(peer):
         return "close"  # read the request, close without an answer
 
     p = peer([ok(), drop, ok()])
-    c = segops.Client(p.url, transport="http")
+    c = PurePythonClient(p.url, transport="http")
     call(c)
     np.testing.assert_array_equal(call(c), [3, 12, 6])  # the reused connection was closed: retried
     assert c.connections_opened == 2
@@ -191,7 +192,7 @@ def test_broken_answers_are_connection_errors(peer, answer, what):
         return "close"
 
     p = peer([send_and_close])
-    c = segops.Client(p.url, transport="http", timeout=5)
+    c = PurePythonClient(p.url, transport="http", timeout=5)
     with pytest.raises((segops.SegopsConnectionError, segops.ProtocolError)) as ei:
         call(c)
     assert not isinstance(ei.value, segops.SegopsTimeout), what

@@ -1,5 +1,6 @@
-"""test_transport.py: how segops.Client reaches the real daemon: unix:/// URLs, a unix listener
-found through /v1/info under transport="auto", forced transports, and what each refuses."""
+"""test_transport.py: how segops.Client reaches the real daemon: unix:/// URLs, the native channel or a
+unix listener found through /v1/info under transport="auto", forced transports, and what each
+refuses; the pure-Python client's polling for its answers (spin_us)."""
 
 import os
 import tempfile
@@ -8,6 +9,12 @@ import numpy as np
 import pytest
 
 import segops
+from segops.client import PurePythonClient
+
+NATIVE = segops.native_available()
+# What "auto" finds on a daemon of this host: its native channel with the extension, else a unix
+# listener it lists (or its TCP address when it has none).
+AUTO = "native" if NATIVE else None
 
 
 def _sum_args():
@@ -31,7 +38,7 @@ def test_unix_url(unix_daemon):
         for _ in range(5):
             np.testing.assert_array_equal(c.segmented_sum(x, idx, 3), [3, 12, 6])
         assert c.transport_used == "unix"
-        assert c.connections_opened == 1  # one keep-alive unix connection
+        assert NATIVE or c._py.connections_opened == 1  # one keep-alive unix connection
         assert c.health().ok
 
 
@@ -39,8 +46,8 @@ def test_auto_finds_the_unix_listener(unix_daemon):
     with segops.Client(unix_daemon.url) as c:
         x, idx = _sum_args()
         np.testing.assert_array_equal(c.segmented_sum(x, idx, 3), [3, 12, 6])
-        # shared memory when this daemon has it, else its unix socket: never TCP bodies
-        assert c.transport_used in ("shm", "unix")
+        # the native channel with the extension, else its unix socket: never TCP bodies
+        assert c.transport_used == (AUTO or "unix")
 
 
 def test_forced_unix_over_a_tcp_url(unix_daemon):
@@ -55,12 +62,13 @@ def test_forced_http_stays_on_tcp(unix_daemon):
         x, idx = _sum_args()
         np.testing.assert_array_equal(c.segmented_sum(x, idx, 3), [3, 12, 6])
         assert c.transport_used == "http"
-        assert c.connections_opened == 1  # no discovery request at all
+        assert NATIVE or c._py.connections_opened == 1  # no discovery request at all
 
 
 def test_unix_refused_without_a_listener(server_url):
     with segops.Client(server_url, transport="unix") as c:
-        with pytest.raises(segops.SegopsConnectionError) as ei:
+        # libsegops: a forced transport the daemon does not offer is invalid at once
+        with pytest.raises(segops.InvalidArgument if NATIVE else segops.SegopsConnectionError) as ei:
             c.segmented_sum(*_sum_args(), 3)
         assert "unix" in ei.value.message
 
@@ -68,7 +76,7 @@ def test_unix_refused_without_a_listener(server_url):
 def test_auto_without_unix_listener_uses_tcp(server_url):
     with segops.Client(server_url) as c:
         np.testing.assert_array_equal(c.segmented_sum(*_sum_args(), 3), [3, 12, 6])
-        assert c.transport_used in ("shm", "http")
+        assert c.transport_used == (AUTO or "http")
 
 
 def test_unix_url_to_a_non_socket_is_a_connection_error(tmp_path):
@@ -78,7 +86,8 @@ def test_unix_url_to_a_non_socket_is_a_connection_error(tmp_path):
     with segops.Client("unix://" + str(f), timeout=1.0) as c:
         with pytest.raises(segops.SegopsConnectionError) as ei:
             c.segmented_sum(*_sum_args(), 3)
-        assert "no daemon answered in" in ei.value.message and str(f) in ei.value.message
+        spent = "no daemon took the call in" if NATIVE else "no daemon answered in"
+        assert spent in ei.value.message and str(f) in ei.value.message
 
 
 def test_bad_transport_and_url():
@@ -95,7 +104,8 @@ def test_errors_are_the_same_over_unix(unix_daemon):
         assert "segmented_mul" in ei.value.message and "num_segments" in ei.value.message
 
 
-# ---- polling for the answer (spin_us): same answers, no descriptor left behind, local only ----
+# ---- the pure-Python client's polling for the answer (spin_us): same answers, no descriptor left
+# behind, this host only ----
 
 
 def _open_fds():
@@ -103,7 +113,7 @@ def _open_fds():
 
 
 @pytest.mark.parametrize("spin_yield", [False, True])
-@pytest.mark.parametrize("transport", ["unix", "shm", "http"])
+@pytest.mark.parametrize("transport", ["unix", "http"])
 def test_spin_gives_the_same_answers_and_closes_its_twin(unix_daemon, transport, spin_yield, monkeypatch):
     # spin_yield: the poll yields the CPU between reads ($SEGOPS_CLIENT_SPIN_YIELD=1)
     monkeypatch.setattr(segops._transport, "_SPIN_YIELD", spin_yield)
@@ -111,7 +121,7 @@ def test_spin_gives_the_same_answers_and_closes_its_twin(unix_daemon, transport,
     before = _open_fds()
     x, idx = _sum_args()
     for spin in (0, 1, 100000):  # off; always outlasted (then sleeps); always caught
-        with segops.Client(url, transport=transport, spin_us=spin) as c:
+        with PurePythonClient(url, transport=transport, spin_us=spin) as c:
             for _ in range(20):
                 np.testing.assert_array_equal(c.segmented_sum(x, idx, 3), [3, 12, 6])
             conns = list(c._idle)
@@ -123,7 +133,7 @@ def test_spin_gives_the_same_answers_and_closes_its_twin(unix_daemon, transport,
 
 
 def test_spin_after_reconnect_follows_the_new_socket(unix_daemon):
-    with segops.Client("unix://" + unix_daemon.sock_path, transport="unix", spin_us=100000) as c:
+    with PurePythonClient("unix://" + unix_daemon.sock_path, transport="unix", spin_us=100000) as c:
         x, idx = _sum_args()
         np.testing.assert_array_equal(c.segmented_sum(x, idx, 3), [3, 12, 6])
         conn = c._idle[0]
@@ -136,13 +146,16 @@ def test_spin_after_reconnect_follows_the_new_socket(unix_daemon):
 
 
 def test_spin_only_for_this_host():
-    assert segops.Client("http://127.0.0.1:1", spin_us=50)._spin_s == pytest.approx(50e-6)
-    assert segops.Client("http://localhost:1", spin_us=50)._spin_s > 0
-    assert segops.Client("http://[::1]:1", spin_us=50)._spin_s > 0
-    assert segops.Client("unix:///tmp/none.sock", spin_us=50)._spin_s > 0
-    assert segops.Client("http://192.0.2.1:1", spin_us=50)._spin_s == 0  # another host: sleep
-    assert segops.Client("https://127.0.0.1:1", spin_us=50)._spin_s == 0  # TLS bytes: never polled raw
-    assert segops.Client("http://127.0.0.1:1").spin_us == segops.client.DEFAULT_SPIN_US
+    assert PurePythonClient("http://127.0.0.1:1", spin_us=50)._spin_s == pytest.approx(50e-6)
+    assert PurePythonClient("http://localhost:1", spin_us=50)._spin_s > 0
+    assert PurePythonClient("http://[::1]:1", spin_us=50)._spin_s > 0
+    assert PurePythonClient("unix:///tmp/none.sock", spin_us=50)._spin_s > 0
+    assert PurePythonClient("http://192.0.2.1:1", spin_us=50)._spin_s == 0  # another host: sleep
+    assert PurePythonClient("https://127.0.0.1:1", spin_us=50)._spin_s == 0  # TLS bytes: never polled raw
+    assert PurePythonClient("http://127.0.0.1:1").spin_us == segops._http.DEFAULT_SPIN_US
+    # segops.Client's default: the native channel's budget with the extension, else the same
+    want = segops.client.DEFAULT_SPIN_US if NATIVE else segops._http.DEFAULT_SPIN_US
+    assert segops.Client("http://127.0.0.1:1").spin_us == want
 
 
 def test_spin_us_is_checked(monkeypatch):

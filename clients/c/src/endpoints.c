@@ -1,9 +1,10 @@
 /* endpoints.c: which daemon takes a call, and failover, as the Python client's _endpoints.py does
  * it. A call goes to the healthy daemon with the fewest calls in flight (ties in turn). A refused
  * or dropped connection, a 503 or a drain marks that daemon failed and moves the call to another
- * (every function is pure: sending it again is safe). A failed daemon rests for a back-off (at
- * least its Retry-After; doubling with each failure in a row) and must answer /readyz before it
- * gets work again. When every daemon rests, the call waits for the first to come back, until its
+ * (every function is pure: sending it again is safe), and so does an attempt that used up its share
+ * of the call's time (what is left, shared among the daemons not yet tried). A failed daemon rests for
+ * a back-off (at least its Retry-After; doubling with each failure in a row) and must answer /readyz
+ * before it gets work again. When every daemon rests, the call waits for the first to come back, until its
  * timeout (the whole deadline, failover included); then it fails naming every daemon's last
  * failure and the time spent. */
 #include <errno.h>
@@ -200,6 +201,15 @@ static int fail_all(segops_client *c, call_state *cs, const char *what, segops_e
   return segops_client_err(e, cs->last_code, "%s", msg);
 }
 
+/* The deadline of one attempt: an equal share of what is left among the daemons this call has not
+ * tried yet (all of it for the last one), so that one that answers slowly, or trickles its answer,
+ * leaves time for the others. */
+static double attempt_deadline(const segops_client *c, const call_state *cs, double now) {
+  int untried = 0;
+  for (int i = 0; i < c->n_eps; i++) untried += !((cs->tried >> i) & 1u);
+  return untried > 1 ? now + (cs->deadline - now) / untried : cs->deadline;
+}
+
 int segops_endpoints_run(segops_client *c, segops_attempt_fn fn, void *arg, const char *what, segops_error *e) {
   call_state cs = {.t0 = segops_client_now(), .last_code = SEGOPS_E_CONNECTION};
   cs.deadline = cs.t0 + c->timeout_s;
@@ -216,14 +226,17 @@ int segops_endpoints_run(segops_client *c, segops_attempt_fn fn, void *arg, cons
       sleep_s(wait > 0 ? wait : 0.001);
       continue;
     }
-    int rc = attempt(c, ep, failures, fn, arg, cs.deadline, e);
+    double until = attempt_deadline(c, &cs, now);
+    int rc = attempt(c, ep, failures, fn, arg, until, e);
+    /* An attempt that used up its share moves on, as a daemon that went away does. */
+    bool retry = rc != SEGOPS_OK && (segops_retryable(rc) || (rc == SEGOPS_E_TIMEOUT && until < cs.deadline));
     pthread_mutex_lock(&c->mu);
     ep->in_flight--;
     if (rc == SEGOPS_OK) ep->failures = 0;
-    segops_held *gone = rc != SEGOPS_OK && segops_retryable(rc) ? mark_failed(c, ep, e) : NULL;
+    segops_held *gone = retry ? mark_failed(c, ep, e) : NULL;
     pthread_mutex_unlock(&c->mu);
     held_close(gone);
-    if (rc == SEGOPS_OK || !segops_retryable(rc)) return rc;
+    if (!retry) return rc;
     cs.tried |= 1ull << (ep - c->eps);
     cs.last_code = rc;
     if (segops_client_now() >= cs.deadline || cs.last_try) return fail_all(c, &cs, what, e);

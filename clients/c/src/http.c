@@ -107,9 +107,33 @@ static void conn_put(http_t *ht, hconn *hc) {
 
 /* ---- one exchange ---- */
 
+/* Whether the answer's declared length fits what this call's answer may be (its status and length are
+ * known once its head is in); else hc->why says so. Sets the bound the body is read against. */
+static bool declared_fits(hconn *hc) {
+  long status = 0;
+  curl_off_t declared = -1;
+  curl_easy_getinfo(hc->h, CURLINFO_RESPONSE_CODE, &status);
+  curl_easy_getinfo(hc->h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &declared);
+  size_t cap = status >= 200 && status < 300 ? hc->cap_ok : SEGOPS_ERROR_BODY_CAP;
+  if (declared > (curl_off_t)cap) {
+    snprintf(hc->why, sizeof hc->why, "declares a body of %lld bytes; an answer to this call has at most %zu",
+             (long long)declared, cap);
+    hc->too_big = true;
+    return false;
+  }
+  hc->cap_ok = cap;
+  return true;
+}
+
 static size_t on_header(char *p, size_t size, size_t n, void *arg) {
   hconn *hc = arg;
   size_t len = size * n;
+  if (len == 2 && p[0] == '\r' && p[1] == '\n') { /* the end of a head: refuse a length past the bound now, not
+                                                     after waiting for bytes that may never come */
+    long status = 0;
+    curl_easy_getinfo(hc->h, CURLINFO_RESPONSE_CODE, &status);
+    return status >= 200 && !declared_fits(hc) ? 0 : len;
+  }
   if (len >= 5 && !strncmp(p, "HTTP/", 5)) { /* a new answer (after a 100 Continue) */
     hc->is_msgpack = false;
     hc->retry_after = 0;
@@ -129,19 +153,10 @@ static size_t on_body(char *p, size_t size, size_t n, void *arg) {
   hconn *hc = arg;
   size_t len = size * n;
   if (hc->resp.len == 0) { /* first bytes: the status and the declared length are known */
-    long status = 0;
     curl_off_t declared = -1;
-    curl_easy_getinfo(hc->h, CURLINFO_RESPONSE_CODE, &status);
+    if (!declared_fits(hc)) return 0;
     curl_easy_getinfo(hc->h, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &declared);
-    size_t cap = status >= 200 && status < 300 ? hc->cap_ok : SEGOPS_ERROR_BODY_CAP;
-    if (declared > (curl_off_t)cap) {
-      snprintf(hc->why, sizeof hc->why, "declares a body of %lld bytes; an answer to this call has at most %zu",
-               (long long)declared, cap);
-      hc->too_big = true;
-      return 0;
-    }
     if (declared > 0 && !segops_buf_reserve(&hc->resp, (size_t)declared)) return 0;
-    hc->cap_ok = cap;
   }
   if (hc->resp.len + len > hc->cap_ok) {
     snprintf(hc->why, sizeof hc->why, "sent a body longer than the %zu bytes an answer to this call can have",

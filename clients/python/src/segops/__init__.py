@@ -6,18 +6,22 @@ second order. The wire contract and every formula: proto/API.md.
     out = segops.segmented_sum(x, idx, num_segments)          # default client ($SEGOPS_URL)
     c = segops.Client("http://gpu-node:8080", token="...")    # or an explicit one
     grad_x, grad_y = c.segmented_dot_backward(g_out, x, y, idx, num_segments)
+
+segops.native_available() says whether the C extension (libsegops: the native channel, `local`) is in
+use; without it a warning at import names what is missing and the pure-Python client speaks HTTP.
 """
 
 from typing import Any, Dict, Mapping, Optional, Sequence
 
 import numpy as np
 
-from . import _table
+from . import _ext, _table
+from ._ext import ExtensionWarning
 from ._default import default_client, set_default_client
 from ._functions import *  # noqa: F401,F403 (segmented_sum, ... : the 18 functions on the default client)
 from ._functions import NAMES as _FUNCTION_NAMES
 from ._status import Status
-from .client import DEFAULT_URL, METHOD_NAMES, Client
+from .client import DEFAULT_URL, METHOD_NAMES, Client, native_available
 from .errors import (
     DeadlineExceeded,
     Internal,
@@ -71,6 +75,8 @@ def ready() -> Status:
 __all__ = [
     "Client",
     "DEFAULT_URL",
+    "native_available",
+    "ExtensionWarning",
     "OPS",
     "PASSES",
     "call",

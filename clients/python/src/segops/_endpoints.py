@@ -3,8 +3,7 @@
 
 Each endpoint is a one-daemon Client of its own (its own connection pool and transport). A call
 goes to the healthy endpoint with the fewest calls in flight (ties in turn). A refused or dropped
-connection, a 503, a shared-memory region the daemon no longer knows, or an attempt that used up
-its share of the call's time marks that endpoint failed and moves the call to another: every segops
+connection, a 503, or an attempt that used up its share of the call's time marks that endpoint failed and moves the call to another: every segops
 function is pure, so sending it again is always safe. A failed endpoint rests for a back-off
 (at least the server's Retry-After; doubling with each failure in a row) and is then asked
 /readyz before work goes to it again; it rejoins when that answers 200.
@@ -18,7 +17,7 @@ import itertools
 import threading
 import time
 
-from .errors import ProtocolError, SegopsConnectionError, SegopsError, SegopsTimeout, ShmRegionUnknown
+from .errors import ProtocolError, SegopsConnectionError, SegopsError, SegopsTimeout
 
 _local = threading.local()  # this thread's call: its deadline, and whether an endpoint set runs it
 
@@ -106,11 +105,11 @@ def split_urls(url):
 
 def retryable(err):
     """True for a failure another daemon may not have: no connection, a connection dropped in
-    the middle of the answer (a truncated body), 503 (draining, busy), a shared-memory region it
-    no longer knows (a restart), or an attempt that used up its share of the call's time."""
+    the middle of the answer (a truncated body), 503 (draining, busy), or an attempt that used up
+    its share of the call's time."""
     if isinstance(err, ProtocolError):
         return "truncated" in str(err)
-    return isinstance(err, (SegopsConnectionError, SegopsTimeout, ShmRegionUnknown)) or (
+    return isinstance(err, (SegopsConnectionError, SegopsTimeout)) or (
         isinstance(err, SegopsError) and err.status == 503)
 
 

@@ -11,15 +11,22 @@ k of the table); an output not asked for comes back as an empty tensor.
 """
 
 import torch
+import torch.utils.dlpack
 
-from . import _table
-from .client import Client
+from . import _ext, _table
+from .client import FN_IDS, Client
 
 NAMESPACE = "segops"
 _FLOATS = (torch.float32, torch.float64)
 
 # Set by segops.torch: client key -> Client, called when an op runs (not when it is traced).
 resolve_client = None
+
+if _ext.native is not None:
+    # The extension reads CPU tensors through their own accessors and hands outputs over as DLPack
+    # capsules (torch._C._from_dlpack takes a capsule; torch.utils.dlpack.from_dlpack wraps it).
+    _ext.native.set_torch(torch.Tensor, (torch.float32, torch.float64, torch.int32, torch.int64),
+                          getattr(torch._C, "_from_dlpack", torch.utils.dlpack.from_dlpack))
 
 
 class _Fn:
@@ -111,22 +118,12 @@ def _from_np(a, device, cpu=None):
     return t.to(device, non_blocking=True)
 
 
-def _versions(names, given, host, fresh=None):
-    """{name: (tensor, version)} for the arguments passed as they are (CPU tensors, not host
-    copies of GPU ones) whose version counter can be read (inference tensors have none). In a
-    forward (fresh: the names its backward reads, and idx) those get (tensor, version, True):
-    copied now and kept for the step's later calls; the forward's other arguments get none."""
-    out = {}
-    for n, t, h in zip(names, given, host):
-        if t is None or h is not t:
-            continue
-        if fresh is not None and n not in fresh:
-            continue
-        try:
-            out[n] = (t, t._version, True) if fresh is not None else (t, t._version)
-        except RuntimeError:
-            pass
-    return out
+_CLIENT_CALL = Client.call
+
+
+def _fill_unasked(res, ref):
+    """Outputs not asked for (None from the extension) as empty tensors, as the schema returns them."""
+    return tuple(torch.empty(0, dtype=ref.dtype) if r is None else r for r in res)
 
 
 def _make_impl(fn):
@@ -134,6 +131,8 @@ def _make_impl(fn):
     k = len(fn.ins)
     names = fn.ins + ("idx",)
     has_want = fn.has_want
+    fn_id = FN_IDS[(op, pass_)]
+    every = (1 << len(outs)) - 1
 
     def ask(want):
         """The outputs to ask for (None: all of them)."""
@@ -143,9 +142,18 @@ def _make_impl(fn):
     asked = {w: ask(w) for w in range(1 << len(outs))}
 
     def impl(*args):
-        given = args[: k + 1]  # the tensors by name, then idx
         s, key = args[k + 1], args[k + 2]
         want = args[k + 3] if has_want else 1
+        client = resolve_client(key)
+        # A subclass that overrides call() sees every call (through the numpy path below).
+        nc = client._nc if type(client).call is _CLIENT_CALL else None
+        if nc is not None:
+            # The extension: CPU tensors read in place, outputs as tensors viewing the client's
+            # memory (no copy either way); NotImplemented when a tensor is on a device.
+            res = nc.run_torch(fn_id, args[:k], args[k], s, want)
+            if res is not NotImplemented:
+                return res if want == every else _fill_unasked(res, next(t for t in args[:k] if t is not None))
+        given = args[: k + 1]  # the tensors by name, then idx
         for ref in given[:k]:
             if ref is not None:
                 break
@@ -162,18 +170,7 @@ def _make_impl(fn):
         outputs = asked[want] if want in asked else ask(want)
         if outputs is not None:
             outputs = list(outputs)
-        client = resolve_client(key)
-        # Each CPU tensor with its version counter (bumped by every in-place change): over shared
-        # memory the client keeps an argument in a region while they stay the same, so a step's
-        # backward and double backward send idx and the saved inputs by reference. A forward
-        # copies them afresh (the third element): a tensor changed behind torch's back (through
-        # numpy) between steps is never sent stale.
-        # (Only to Client's own call: a subclass that overrides call keeps the documented signature.)
-        if getattr(type(client), "call", None) is Client.call:
-            fresh = KEEP_FRESH[op] if pass_ == "forward" else None
-            res = client.call(op, pass_, wire, outputs=outputs, versions=_versions(names, given, host, fresh))
-        else:
-            res = client.call(op, pass_, wire, outputs=outputs)
+        res = client.call(op, pass_, wire, outputs=outputs)
         cpu = ref.is_cpu
         dev = ref.device
         if want == (1 << len(outs)) - 1:
@@ -287,8 +284,6 @@ def reads_of(op_name):
 
 
 READS = {op: reads_of(op) for op in _table.OPS}  # per op: what its forward saves for the backward
-# per op: the forward's arguments copied afresh and kept for the step's later calls
-KEEP_FRESH = {op: frozenset(READS[op]) | {"idx"} for op in _table.OPS}
 
 
 class _Plan:

@@ -1,14 +1,9 @@
-"""_transport.py: how a Client's requests reach the daemon (clients/python/README.md, proto/API.md).
-
-Three transports, fastest first:
-- "shm": tensors travel through a POSIX shared-memory region that the client registers with the
-  daemon (Triton's system shared memory extension); the HTTP request and answer only name
-  offsets in it. Needs the daemon on this host, seeing this host's /dev/shm.
+"""_transport.py: how the pure-Python client's requests reach the daemon (_http.py; clients/python/README.md):
 - "unix": HTTP bodies over the daemon's unix-domain socket (a `unix:///path` URL, or a unix
   listener that /v1/info lists and that answers here as the same daemon).
 - "http": HTTP bodies over the URL's own socket.
-"auto" picks the first that works; its probe runs once, on the client's first call.
-Shared memory lives in _shm.py.
+"auto" picks the first that works; its probe runs once, on the client's first call. (With the C
+extension, segops.Client's transports are libsegops': the native channel first.)
 """
 
 import http.client
@@ -16,7 +11,7 @@ import os
 import socket
 import time
 
-TRANSPORTS = ("auto", "shm", "unix", "http")
+TRANSPORTS = ("auto", "unix", "http")
 
 # ---------------------------------------------------------------- connections
 

@@ -55,7 +55,7 @@ Tensor = torch.Tensor
 ClientLike = Union[Client, str, None]  # a Client, a URL string, or None (the current client)
 SegmentCount = Union[int, torch.SymInt, torch.Tensor]
 
-__all__ = [*_table.OPS, "set_client", "get_client", "use_client"]  # one function per op of the table
+__all__ = [*_table.OPS, "set_client", "get_client", "use_client", "empty"]  # one function per op of the table
 
 # ---- which server: custom ops take a string key, resolved when the op runs ----
 
@@ -124,6 +124,8 @@ def _client_key(client):
 
 
 def _resolve(key):
+    if key.__class__ is not str:  # an eager call's Client itself (_apply)
+        return key
     if key == "":
         return get_client()
     if key.startswith("obj:"):
@@ -187,6 +189,8 @@ def _check(fname, names, values, idx):
 
 
 def _segments(fname, num_segments):
+    if num_segments.__class__ is int:
+        return num_segments
     if isinstance(num_segments, torch.Tensor):
         if num_segments.numel() != 1 or num_segments.is_floating_point():
             raise TypeError(f"segops.torch.{fname}: num_segments must be an integer (or a one-element integer tensor)")
@@ -231,17 +235,35 @@ def _forward_ad(fname, names, inputs):
         pass
 
 
+def _plain(inputs, idx):
+    """True when every input is a float32/float64 CPU tensor and idx an int32/int64 CPU tensor: what
+    _check would pass without a word, found with less work (the common case of every call)."""
+    for t in inputs:
+        if t.__class__ is not Tensor or t.dtype not in _SENDABLE or not t.is_cpu:
+            return False
+    return idx.__class__ is Tensor and idx.dtype in _INDEX and idx.is_cpu
+
+
+def _grad_needed(inputs):
+    if not torch.is_grad_enabled():
+        return False
+    for t in inputs:
+        if t.requires_grad:
+            return True
+    return False
+
+
 def _apply(op, inputs, idx, num_segments, client):
     names = _table.OPS[op][0]
-    try:
-        idx = _index(idx, inputs[0])
-    except TypeError as e:
-        raise TypeError(f"segops.torch.{op}: {e}") from None
-    _check(op, names, inputs, idx)
+    if not _plain(inputs, idx):
+        try:
+            idx = _index(idx, inputs[0])
+        except TypeError as e:
+            raise TypeError(f"segops.torch.{op}: {e}") from None
+        _check(op, names, inputs, idx)
     s = _segments(op, num_segments)
-    args = (*inputs, idx, s, _client_key(client))
     if torch.compiler.is_compiling():
-        return _torch_ops.OPS[(op, "forward")](*args)
+        return _torch_ops.OPS[(op, "forward")](*inputs, idx, s, _client_key(client))
     tf = _transforms()
     if "Jvp" in tf:
         raise NotImplementedError(
@@ -250,10 +272,16 @@ def _apply(op, inputs, idx, num_segments, client):
         )
     _forward_ad(op, names, inputs)
     if "Grad" in tf:
-        return _torch_func.forward(op, *args)
-    if not tf:  # plain eager autograd: the same bodies and plumbing, without the dispatch
-        return _torch_eager.forward(op, *args)
-    return _torch_ops.OPS[(op, "forward")](*args)
+        return _torch_func.forward(op, *inputs, idx, s, _client_key(client))
+    if tf:
+        return _torch_ops.OPS[(op, "forward")](*inputs, idx, s, _client_key(client))
+    # Plain eager autograd: the same bodies and plumbing, without the custom op's dispatch; the call
+    # carries the Client itself (custom ops and compiled graphs carry a string key).
+    key = "" if client is None else client if isinstance(client, Client) or hasattr(client, "call") else \
+        _client_key(client)
+    if not _grad_needed(inputs):  # nothing to differentiate: the body alone
+        return _torch_ops.IMPLS[(op, "forward")](*inputs, idx, s, key)
+    return _torch_eager.forward(op, *inputs, idx, s, key)
 
 
 def segmented_sum(x: Tensor, idx: Tensor, num_segments: SegmentCount, *, client: ClientLike = None) -> Tensor:
@@ -291,6 +319,23 @@ def segmented_matvec(
 ) -> Tensor:
     """out[i] = m[idx[i]]^T v[i]; v (N,3), m (S,3,3) -> (N,3)."""
     return _apply("segmented_matvec", (v, m), idx, num_segments, client)
+
+
+_DTYPE_CODES = {torch.float32: 0, torch.float64: 1, torch.int32: 2, torch.int64: 3}  # segops_dtype
+
+
+def empty(shape, *, dtype: torch.dtype | None = None, client: ClientLike = None) -> Tensor:
+    """An uninitialised CPU tensor in the client's memory (Client.empty): with segops' C extension,
+    memory its native channel shares with the daemon, so the tensor (and any contiguous view of it)
+    is sent without a copy; freed when the tensor and its views are gone. Without the extension,
+    torch.empty."""
+    dtype = torch.get_default_dtype() if dtype is None else dtype
+    c = _as_client(client) or get_client()
+    nc = getattr(c, "_nc", None)
+    if nc is None or dtype not in _DTYPE_CODES:
+        return torch.empty(shape, dtype=dtype)
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    return nc.empty(_DTYPE_CODES[dtype], shape, True)
 
 
 def _define(op, names):
