@@ -49,7 +49,8 @@ typedef struct segops_watch {
 
 struct segops_watchdog {
   pthread_mutex_t mu;
-  conn_track head; /* circular list of open connections */
+  pthread_cond_t wake; /* the first connection, or stop: the thread sleeps while none is open */
+  conn_track head;     /* circular list of open connections */
   pthread_t thread;
   atomic_bool stop;
   segops_watchdog_opts o;
@@ -147,6 +148,9 @@ static void *watch(void *arg) {
   segops_watchdog *w = arg;
   const struct timespec tick = {0, 100 * 1000 * 1000};
   while (!atomic_load(&w->stop)) {
+    pthread_mutex_lock(&w->mu); /* no connection open: nothing to watch, no wake-ups */
+    while (w->head.next == &w->head && !atomic_load(&w->stop)) pthread_cond_wait(&w->wake, &w->mu);
+    pthread_mutex_unlock(&w->mu);
     nanosleep(&tick, NULL);
     int64_t now = now_ns();
     pthread_mutex_lock(&w->mu);
@@ -177,9 +181,11 @@ segops_watchdog *segops_watchdog_new(const segops_watchdog_opts *opts) {
   if (!w) return NULL;
   w->o = *opts;
   pthread_mutex_init(&w->mu, NULL);
+  pthread_cond_init(&w->wake, NULL);
   w->head.next = w->head.prev = &w->head;
   atomic_init(&w->stop, false);
   if (pthread_create(&w->thread, NULL, watch, w) != 0) {
+    pthread_cond_destroy(&w->wake);
     pthread_mutex_destroy(&w->mu);
     free(w);
     return NULL;
@@ -189,13 +195,17 @@ segops_watchdog *segops_watchdog_new(const segops_watchdog_opts *opts) {
 
 void segops_watchdog_free(segops_watchdog *w) {
   if (!w) return;
+  pthread_mutex_lock(&w->mu);
   atomic_store(&w->stop, true);
+  pthread_cond_signal(&w->wake);
+  pthread_mutex_unlock(&w->mu);
   pthread_join(w->thread, NULL);
   for (conn_track *t = w->head.next; t != &w->head;) { /* none left after MHD_stop_daemon */
     conn_track *n = t->next;
     free(t);
     t = n;
   }
+  pthread_cond_destroy(&w->wake);
   pthread_mutex_destroy(&w->mu);
   free(w);
 }
@@ -214,6 +224,7 @@ segops_watch *segops_watchdog_add(segops_watchdog *w, int fd) {
   t->eof_wait = -1;
   t->outq_since = -1;
   pthread_mutex_lock(&w->mu);
+  if (w->head.next == &w->head) pthread_cond_signal(&w->wake);
   t->next = w->head.next;
   t->prev = &w->head;
   w->head.next->prev = t;

@@ -33,7 +33,8 @@ struct segops_sched {
   pthread_mutex_t mu;
   pthread_cond_t work;   /* queue gained a job, or stopping */
   pthread_cond_t idle;   /* queue empty and nothing running */
-  pthread_cond_t reaper; /* stopping */
+  pthread_cond_t reaper; /* stopping; a job queued while the reaper is parked */
+  bool reaper_parked;    /* the reaper sleeps without a timeout: the queue was empty */
   double tick;           /* the reaper's longest sleep, seconds */
   segops_job *head, *tail;
   int64_t depth;
@@ -134,6 +135,10 @@ int segops_sched_submit(segops_sched *s, segops_job *job) {
     s->head = job;
   s->tail = job;
   s->depth++;
+  if (s->reaper_parked) { /* the first job after an idle spell: one signal, later ones none */
+    s->reaper_parked = false;
+    pthread_cond_signal(&s->reaper);
+  }
   atomic_store_explicit(&s->depth_hint, s->depth, memory_order_relaxed);
   /* Broadcast: a worker filling a batch (max-queue-delay) also waits on `work`, and while a call
    * runs inline the worker that one signal would wake may be the one whose device it holds. */
@@ -379,9 +384,17 @@ static void *reaper_main(void *arg) {
       if (!s->head && s->running == 0) pthread_cond_broadcast(&s->idle);
       continue;
     }
-    /* Wake at the earliest deadline or after one tick: submissions never signal the reaper
-     * (that would cost a context switch per request), so a job that arrives while it sleeps
-     * is seen within one tick, which bounds how late a 504 can be. */
+    /* An empty queue: sleep until a job comes (enqueue signals a parked reaper), so an idle
+     * daemon does not wake ten times a second. Otherwise wake at the earliest deadline or after
+     * one tick: submissions into a non-empty queue never signal the reaper (that would cost a
+     * context switch per request), so a job that arrives while it sleeps is seen within one
+     * tick, which bounds how late a 504 can be. */
+    if (!s->head) {
+      s->reaper_parked = true;
+      pthread_cond_wait(&s->reaper, &s->mu);
+      s->reaper_parked = false;
+      continue;
+    }
     double wake = now + s->tick;
     if (next > 0 && next < wake) wake = next;
     struct timespec ts = abs_ts(wake);
