@@ -536,13 +536,14 @@ static void case_idle_cpu(void) {
   segops_error e;
   for (int i = 0; i < 100; i++) checked_sum(t, 64, 4, (uint64_t)i, 10, &e);
   nh_sleep(0.5); /* past every spin budget */
-  /* Up to three windows: a busy machine can only make a window look worse, never better. */
-  const double span = 3.0;
+  /* 10 s windows, as the issue's rule reads (at most 0.1 % of a core over 10 s); up to two: a busy
+   * machine can only make a window look worse, never better. */
+  const double span = 10.0;
   long hz = sysconf(_SC_CLK_TCK), limit_ticks = 1 + (long)(0.001 * span * (double)hz);
   bool ok = false;
   double dd = 0, dc = 0;
   long ddt = 0, dct = 0;
-  for (int w = 0; w < 3 && !ok; w++) {
+  for (int w = 0; w < 2 && !ok; w++) {
     double d0 = nh_cpu_seconds(D.pid), c0 = nh_cpu_seconds(getpid());
     long dt0 = nh_stat_ticks(D.pid), ct0 = nh_stat_ticks(getpid());
     nh_sleep(span);
