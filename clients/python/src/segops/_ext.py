@@ -4,7 +4,8 @@ not there, said in a warning at import, after which segops.Client is the pure-Py
 
 Environment: SEGOPS_NO_NATIVE=1 leaves the extension unused (no warning); SEGOPS_NATIVE_LIB=PATH
 loads the extension module at PATH instead of the package's own (CMake's build of it for the
-tests, so they never pick up a stale one)."""
+tests, so they never pick up a stale one). Imported from a source tree with no extension of its own,
+the package uses CMake's build in the tree's build/ folder when there is one (the benchmarks' case)."""
 
 import importlib
 import importlib.util
@@ -73,10 +74,25 @@ def _missing_note():
         return None
 
 
+def _tree_build():
+    """In a source tree (clients/python/src/segops), the extension CMake built in ROOT/build."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.normpath(os.path.join(here, "..", "..", "..", ".."))
+    path = os.path.join(root, "build", "clients", "python", "lib", "segops", "_native.abi3.so")
+    if os.path.basename(os.path.dirname(here)) == "src" and os.path.isfile(path):
+        return path
+    return None
+
+
 def _import():
     path = os.environ.get("SEGOPS_NATIVE_LIB")
     if not path:
-        return importlib.import_module(__package__ + "._native")  # the package's own build
+        try:
+            return importlib.import_module(__package__ + "._native")  # the package's own build
+        except ModuleNotFoundError as e:
+            path = _tree_build() if e.name == __package__ + "._native" else None
+            if not path:
+                raise
     spec = importlib.util.spec_from_file_location(__package__ + "._native", path)
     if spec is None or spec.loader is None:
         raise ImportError(f"SEGOPS_NATIVE_LIB={path} is no extension module")
@@ -107,7 +123,7 @@ def _load():
             why = str(e)
             if isinstance(e, ModuleNotFoundError) and e.name == __package__ + "._native":
                 why = ("it was not built (`pip install ./clients/python` builds it; a source tree uses CMake's build "
-                       "through SEGOPS_NATIVE_LIB)")
+                       "in build/, or SEGOPS_NATIVE_LIB)")
         return None, why, False
     mod.configure(make_error, coerce, np.asarray)
     return mod, None, False
