@@ -322,6 +322,12 @@ static void put_load(sbuf *b, int64_t queue_depth) {
             (long long)atomic_load_explicit(&M.executing, RLX));
 }
 
+/* A gauge with one series per device: v[d] for devices 0..nd-1. */
+static void put_per_device(sbuf *b, const char *name, const char *help, const uint64_t *v, int nd) {
+  put(b, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
+  for (int d = 0; d < nd; d++) put(b, "%s{device=\"%d\"} %llu\n", name, d, (unsigned long long)v[d]);
+}
+
 static void put_devices(sbuf *b, const segops_backend *be) {
   int nd = be ? (be->n_devices < MAX_DEV ? be->n_devices : MAX_DEV) : 0;
   put(b, "# HELP segops_device_busy_seconds_total Time each backend device (worker) spent running calls.\n");
@@ -334,14 +340,13 @@ static void put_devices(sbuf *b, const segops_backend *be) {
     memset(&di[d], 0, sizeof di[d]);
     if (be->device_info(be->ctx, d, &di[d]) != 0) di[d].name[0] = 0;
   }
-  put(b, "# HELP segops_device_memory_used_bytes Memory in use on each device.\n");
-  put(b, "# TYPE segops_device_memory_used_bytes gauge\n");
-  for (int d = 0; d < nd; d++)
-    put(b, "segops_device_memory_used_bytes{device=\"%d\"} %llu\n", d, (unsigned long long)di[d].memory_used);
-  put(b, "# HELP segops_device_memory_total_bytes Memory of each device.\n");
-  put(b, "# TYPE segops_device_memory_total_bytes gauge\n");
-  for (int d = 0; d < nd; d++)
-    put(b, "segops_device_memory_total_bytes{device=\"%d\"} %llu\n", d, (unsigned long long)di[d].memory_total);
+  uint64_t used[MAX_DEV], total[MAX_DEV];
+  for (int d = 0; d < nd; d++) {
+    used[d] = di[d].memory_used;
+    total[d] = di[d].memory_total;
+  }
+  put_per_device(b, "segops_device_memory_used_bytes", "Memory in use on each device.", used, nd);
+  put_per_device(b, "segops_device_memory_total_bytes", "Memory of each device.", total, nd);
 }
 
 static void put_layout_cache(sbuf *b, const segops_backend *be) {
@@ -350,14 +355,14 @@ static void put_layout_cache(sbuf *b, const segops_backend *be) {
   int nd = be->n_devices < 16 ? be->n_devices : 16;
   for (int d = 0; d < nd; d++)
     if (be->cache_stats(be->ctx, d, &cs[d]) != 0) memset(&cs[d], 0, sizeof cs[d]);
-  put(b, "# HELP segops_layout_cache_bytes Device memory held by each worker's segment layout cache.\n");
-  put(b, "# TYPE segops_layout_cache_bytes gauge\n");
-  for (int d = 0; d < nd; d++)
-    put(b, "segops_layout_cache_bytes{device=\"%d\"} %llu\n", d, (unsigned long long)cs[d].bytes);
-  put(b, "# HELP segops_layout_cache_capacity_bytes Cap of each worker's segment layout cache.\n");
-  put(b, "# TYPE segops_layout_cache_capacity_bytes gauge\n");
-  for (int d = 0; d < nd; d++)
-    put(b, "segops_layout_cache_capacity_bytes{device=\"%d\"} %llu\n", d, (unsigned long long)cs[d].cap);
+  uint64_t bytes[16], cap[16];
+  for (int d = 0; d < nd; d++) {
+    bytes[d] = cs[d].bytes;
+    cap[d] = cs[d].cap;
+  }
+  put_per_device(b, "segops_layout_cache_bytes", "Device memory held by each worker's segment layout cache.", bytes,
+                 nd);
+  put_per_device(b, "segops_layout_cache_capacity_bytes", "Cap of each worker's segment layout cache.", cap, nd);
   put(b, "# HELP segops_layout_cache_lookups_total Layout cache lookups by result.\n");
   put(b, "# TYPE segops_layout_cache_lookups_total counter\n");
   for (int d = 0; d < nd; d++)
