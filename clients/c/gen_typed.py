@@ -12,6 +12,7 @@ import pathlib
 HERE = pathlib.Path(__file__).resolve().parent
 HEADER = HERE / "include" / "segops.h"
 TYPED_C = HERE / "src" / "typed.c"
+TYPES = HERE.parent.parent / "proto" / "segops_types.h"  # where the ids go once segops.h has no marker for them
 BEGIN = "/* SEGOPS_TYPED_BEGIN (clients/c/gen_typed.py writes what follows up to SEGOPS_TYPED_END) */\n"
 END = "/* SEGOPS_TYPED_END */\n"
 IDS_BEGIN = "/* SEGOPS_FN_IDS_BEGIN (clients/c/gen_typed.py writes what follows up to SEGOPS_FN_IDS_END) */\n"
@@ -83,11 +84,16 @@ def between(text, begin, end, body):
     return text[:a] + body + text[b:]
 
 
-def header_text(header, rows):
-    return between(between(header, IDS_BEGIN, IDS_END, fn_ids(rows)), BEGIN, END, prototypes(rows))
-
-
 def texts(table):
-    """{path relative to the repository root: the text gen_optable.py must find there}."""
+    """{path relative to the repository root: the text gen_optable.py must find there}. The function
+    ids go between the SEGOPS_FN_IDS markers of segops.h, or of proto/segops_types.h where segops.h
+    has none (the types both sides speak)."""
     rows = rows_of(table)
-    return {"clients/c/include/segops.h": header_text(HEADER.read_text(), rows), "clients/c/src/typed.c": typed_c(rows)}
+    header, out = HEADER.read_text(), {}
+    if IDS_BEGIN in header:
+        header = between(header, IDS_BEGIN, IDS_END, fn_ids(rows))
+    else:
+        out["proto/segops_types.h"] = between(TYPES.read_text(), IDS_BEGIN, IDS_END, fn_ids(rows))
+    out["clients/c/include/segops.h"] = between(header, BEGIN, END, prototypes(rows))
+    out["clients/c/src/typed.c"] = typed_c(rows)
+    return out
