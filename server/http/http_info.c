@@ -1,5 +1,5 @@
 /* http_info.c: the non-op routes: /healthz, /readyz (and the readiness the v2 routes share), /metrics and /v1/info
- * (whose op table is generated from core/ops.c's table, never written twice). */
+ * (whose op table is segops_optable_json's, the table's one printer). */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +7,7 @@
 
 #include "errors.h"
 #include "http.h"
+#include "optable_json.h"
 #include "segops_ring.h"
 
 segops_http_outcome segops_http_healthz(segops_http_req *r) {
@@ -36,37 +37,6 @@ segops_http_outcome segops_http_metrics(segops_http_req *r) {
   char *text = segops_metrics_render(segops_sched_depth(r->srv->sched), r->srv->backend, &len);
   if (!text) return segops_http_error(r, SEGOPS_E_NOMEM, 0, NULL, NULL, false);
   return segops_http_send_buffer(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
-}
-
-static const char *use_text(segops_arg_use u) {
-  return u == SEGOPS_ARG_REQ ? "required" : u == SEGOPS_ARG_COTAN ? "cotangent" : "unread";
-}
-
-/* The op table as JSON: {op: {pass: {"inputs": [...], "outputs": [...]}}}. */
-static json_t *op_table_json(void) {
-  json_t *ops = json_object();
-  for (int o = 0; o < SEGOPS_OP_COUNT; o++) {
-    json_t *passes = json_object();
-    for (int p = 0; p < SEGOPS_PASS_COUNT; p++) {
-      const segops_fn_desc *fn = segops_fn((segops_op)o, (segops_pass)p);
-      json_t *in = json_array(), *out = json_array();
-      for (int k = 0; k < fn->n_in; k++)
-        json_array_append_new(in, json_pack("{s:s, s:b, s:s, s:s}", "name", fn->in[k].name, "optional",
-                                            fn->in[k].use != SEGOPS_ARG_REQ, "use", use_text(fn->in[k].use), "shape",
-                                            segops_shape_text(fn->in[k].shape, fn->vec3_only ? 3 : 0)));
-      json_array_append_new(
-          in, json_pack("{s:s, s:b, s:s, s:s}", "name", "idx", "optional", 0, "use", "required", "shape", "(N,)"));
-      json_array_append_new(in, json_pack("{s:s, s:b, s:s, s:s}", "name", "num_segments", "optional", 0, "use",
-                                          "required", "shape", "integer"));
-      for (int k = 0; k < fn->n_out; k++)
-        json_array_append_new(out, json_pack("{s:s, s:s}", "name", fn->out[k].name, "shape",
-                                             segops_shape_text(fn->out[k].shape, fn->vec3_only ? 3 : 0)));
-      json_object_set_new(passes, segops_pass_name((segops_pass)p),
-                          json_pack("{s:o, s:o, s:b}", "inputs", in, "outputs", out, "vec3_only", fn->vec3_only));
-    }
-    json_object_set_new(ops, segops_op_name((segops_op)o), passes);
-  }
-  return ops;
 }
 
 /* One setting's value as JSON, by its type: numbers for sizes, counts and seconds ("auto" where the
@@ -162,7 +132,7 @@ segops_http_outcome segops_http_info(segops_http_req *r) {
       json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:b, s:[s,s,s,s], s:o}", "version", SEGOPS_VERSION, "api", "v1",
                 "backend", be->name ? be->name : "?", "devices", devs, "listeners", listeners, "shm", shm, "limits",
                 limits, "auth", c->token != NULL, "encodings", "application/msgpack", "application/x-msgpack",
-                "application/vnd.msgpack", "application/json", "ops", op_table_json());
+                "application/vnd.msgpack", "application/json", "ops", segops_optable_json(false));
   if (root && srv->native_socket[0] && same_host) /* only such a peer can use it */
     json_object_set_new(root, "native",
                         json_pack("{s:s, s:i}", "socket", srv->native_socket, "version", (int)SEGOPS_NATIVE_VERSION));

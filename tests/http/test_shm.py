@@ -13,10 +13,9 @@ import pytest
 
 from client import JSON, MSGPACK, NP, call, decode, info, request, tensor_json, tensor_msgpack
 from reference import random_case
+from segref import OPS, PASSES  # the op table (proto/optable.json): every op, every pass
 from shm_util import ShmObject, register, shm_call
 
-OPS = ["segmented_sum", "segmented_dot", "segmented_mul", "segmented_mean", "segmented_rms_norm", "segmented_matvec"]
-PASSES = ["forward", "backward", "double_backward"]
 
 
 @pytest.fixture
