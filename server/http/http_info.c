@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "errors.h"
 #include "http.h"
@@ -95,6 +97,17 @@ static json_t *setting_json(const segops_settings_group *g, const segops_setting
 
 /* Every row of the configuration table by option name: what this daemon runs with. Paths on this
  * host (SEGOPS_SET_HOST_ONLY) only for a peer on this host. */
+/* The native channel for same-host peers: its socket, its version, and who serves it (a client
+ * checks that its socket's peer is this uid, and this pid where it shares this pid namespace,
+ * before it sends the token or any memory: proto/native.md, Trust). */
+static json_t *native_json(const segops_server *srv) {
+  json_t *o = json_pack("{s:s, s:i, s:I, s:I}", "socket", srv->native_socket, "version", (int)SEGOPS_NATIVE_VERSION,
+                        "uid", (json_int_t)geteuid(), "pid", (json_int_t)getpid());
+  struct stat st;
+  if (o && stat("/proc/self/ns/pid", &st) == 0) json_object_set_new(o, "pid_ns", json_integer((json_int_t)st.st_ino));
+  return o;
+}
+
 static json_t *settings_json(bool local) {
   json_t *o = json_object();
   for (segops_settings_group *const *g = segops_config_groups(); *g; g++)
@@ -164,8 +177,7 @@ segops_http_outcome segops_http_info(segops_http_req *r) {
                 limits, "auth", c->token != NULL, "encodings", "application/msgpack", "application/x-msgpack",
                 "application/vnd.msgpack", "application/json", "ops", op_table_json());
   if (root && srv->native_socket[0] && same_host) /* only such a peer can use it */
-    json_object_set_new(root, "native",
-                        json_pack("{s:s, s:i}", "socket", srv->native_socket, "version", (int)SEGOPS_NATIVE_VERSION));
+    json_object_set_new(root, "native", native_json(srv));
   if (root) json_object_set_new(root, "settings", settings_json(same_host));
   return segops_http_send_json(r, root);
 }

@@ -254,10 +254,14 @@ static int handshake(native_channel *ch) {
     }
   }
   if (rc) {
+    unsigned skipped;
     if (rc == SEGOPS_E_NOT_IMPLEMENTED)
       SEGOPS_LOGW("native channel %lu (pid %d): %s", ch->id, (int)ch->pid, err);
+    else if (segops_native_may_warn(ch->uid, &skipped))
+      SEGOPS_LOGW("native channel %lu (pid %d uid %u) refused: %s (%u more of this uid's not logged)", ch->id,
+                  (int)ch->pid, (unsigned)ch->uid, err, skipped);
     else
-      SEGOPS_LOGI("native channel %lu (pid %d) refused: %s", ch->id, (int)ch->pid, err);
+      SEGOPS_LOGD("native channel %lu (pid %d) refused: %s", ch->id, (int)ch->pid, err);
     return rc;
   }
   send_ok(ch, 0);
@@ -344,7 +348,12 @@ static int control(native_channel *ch) {
   if (rc == SEGOPS_OK)
     rc = segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, sizeof err,
                      "unexpected message type %" PRIu32 " on an open channel", m.h.type);
-  SEGOPS_LOGI("native channel %lu (pid %d) closed: %s", ch->id, (int)ch->pid, err);
+  unsigned skipped;
+  if (segops_native_may_warn(ch->uid, &skipped))
+    SEGOPS_LOGW("native channel %lu (pid %d uid %u) closed: %s (%u more of this uid's not logged)", ch->id,
+                (int)ch->pid, (unsigned)ch->uid, err, skipped);
+  else
+    SEGOPS_LOGD("native channel %lu (pid %d) closed: %s", ch->id, (int)ch->pid, err);
   segops_native_send_error(ch->sock, rc, err);
   return -1;
 }
@@ -391,7 +400,7 @@ static void serve(native_channel *ch) {
   unsigned empty = 0;
   while (!atomic_load(&n->stopping)) {
     if (atomic_load(&ch->ring.damaged)) {
-      SEGOPS_LOGI("native channel %lu (pid %d) closed: its ring lost pages under the daemon", ch->id, (int)ch->pid);
+      SEGOPS_LOGD("native channel %lu (pid %d) closed: its ring lost pages under the daemon", ch->id, (int)ch->pid);
       break;
     }
     uint32_t seen = __atomic_load_n(&ch->hdr->doorbell, __ATOMIC_ACQUIRE);

@@ -57,6 +57,7 @@ struct native_channel {
 struct segops_native {
   segops_native_deps d;
   char path[108];
+  bool own_dir;                /* path's directory is the daemon's own (segops_native_socket_path): removed at stop */
   unsigned long long dev, ino; /* the socket file's identity, so stop unlinks only our own */
   int listen_fd;
   int wake[2]; /* a pipe that wakes the accept thread to stop */
@@ -73,6 +74,9 @@ struct segops_native {
 /* native_server.c: the per-user count of open channels; false (nothing taken) when over. */
 bool segops_native_user_take(segops_native *n, uid_t uid, char *err, size_t errlen);
 void segops_native_user_give(segops_native *n, uid_t uid);
+/* native_server.c: whether a warning about uid may be logged now (at most one a second per uid;
+ * *skipped: how many were not since the last one); otherwise log at debug. */
+bool segops_native_may_warn(uid_t uid, unsigned *skipped);
 /* native_server.c: takes a channel's socket out of the accept thread's watch (before it closes).
  * Under n->mu, with the channel out of the server's list. */
 void segops_native_unwatch(segops_native *n, native_channel *ch);

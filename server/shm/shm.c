@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "errors.h"
@@ -158,6 +159,8 @@ static int claim(segops_shm *reg, int64_t uid, const char *name, size_t name_len
   return SEGOPS_OK;
 }
 
+#define SHM_HUGETLBFS_MAGIC 0x958458f6
+
 /* Opens the object (never through a symlink, never blocking on a FIFO) and checks, on the opened
  * descriptor, that it is a regular object uid may read and write itself, and long enough.
  * Returns the descriptor with *st filled, or -1 with a message. */
@@ -174,8 +177,11 @@ static int open_object(const char *keyz, int64_t uid, uint64_t end, const char *
     return -1;
   }
   const char *why = NULL;
+  struct statfs fs;
   if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode))
     why = "is not a shm object";
+  else if (fstatfs(fd, &fs) == 0 && (unsigned long)fs.f_type == (unsigned long)SHM_HUGETLBFS_MAGIC)
+    why = "is a hugetlb object (its huge pages may be gone when the daemon touches them)";
   else if ((int64_t)st->st_uid != uid && (st->st_mode & (S_IROTH | S_IWOTH)) != (S_IROTH | S_IWOTH))
     why = "is not the requesting client's to share";
   if (why) {
@@ -213,8 +219,10 @@ static int map_region(region *g, int fd, uint64_t offset, uint64_t byte_size, co
   g->slot = segops_guard_add(g->map, g->map_len, &g->truncated);
   if (g->slot < 0) {
     munmap(m, g->map_len);
-    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "region '%s': too many regions registered (at most %d)",
-                       nb, SEGOPS_SHM_MAX_REGIONS);
+    return segops_errf(SEGOPS_E_RESOURCE_EXHAUSTED, err, errlen,
+                       "region '%s': the daemon's guard table (%d mapped objects, shared by every shm region and "
+                       "native channel) is full",
+                       nb, SEGOPS_GUARD_SLOTS);
   }
   return SEGOPS_OK;
 }
