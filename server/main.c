@@ -121,8 +121,13 @@ int main(int argc, char **argv) {
     segops_config_free(&cfg);
     return 1;
   }
-  segops_sched_opts so = {cfg.max_queue, cfg.max_batch_elements, cfg.max_queue_delay_us, cfg.request_timeout_s,
-                          cfg.worker_spin_us};
+  segops_sched_opts so = {
+      cfg.max_queue,
+      cfg.max_batch_elements,
+      cfg.max_queue_delay_us,
+      cfg.request_timeout_s,
+      cfg.worker_spin_us,
+      cfg.max_queue_per_uid > 0 ? cfg.max_queue_per_uid : (cfg.max_queue / 2 > 0 ? cfg.max_queue / 2 : 1)};
   segops_sched *sched = segops_sched_new(backend, &so);
   if (!sched) {
     SEGOPS_LOGE("cannot start the scheduler");

@@ -156,6 +156,7 @@ void segops_native_call_start(native_channel *ch, uint32_t k, bool may_inline) {
   c->job.deadline = c->t0 + timeout;
   c->job.done = on_done;
   c->job.user = c;
+  c->job.owner = (uint32_t)ch->uid + 1u; /* its uid's share of the queue */
   if (may_inline && segops_sched_run_inline(n->d.sched, &c->job)) {
     complete(c);
     return;
@@ -172,6 +173,9 @@ void segops_native_call_start(native_channel *ch, uint32_t k, bool may_inline) {
     finish(c, rc, DRAINING_MSG);
   } else {
     segops_metrics_rejected(rc);
-    finish(c, rc, "segopsd's queue is full (--max-queue); retry shortly");
+    finish(c, rc,
+           segops_sched_owner_full(&c->job)
+               ? "this channel's uid has its share of segopsd's queue waiting (--max-queue-per-uid); retry shortly"
+               : "segopsd's queue is full (--max-queue); retry shortly");
   }
 }

@@ -400,3 +400,59 @@ def test_transport_used_never_raises():
     c = segops.Client(f"http://127.0.0.1:{port}", timeout=1)
     assert c.transport_used == ""
     c.close()
+
+
+# ---- per-uid shares ------------------------------------------------------------------------------------
+
+FLOOD = r"""
+import threading
+url, seconds, n = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+body = {"x": list(range(64)), "idx": [0] * 64, "num_segments": 1}
+codes = {}
+end = time.time() + seconds
+def hammer():
+    while time.time() < end:
+        try:
+            st, _ = req(url, "POST", "/v1/segmented_sum/forward", body, {"Content-Type": "application/json"})
+        except OSError:
+            st = 0
+        codes[st] = codes.get(st, 0) + 1
+ts = [threading.Thread(target=hammer) for _ in range(n)]
+for t in ts:
+    t.start()
+for t in ts:
+    t.join()
+print(json.dumps(codes))
+"""
+
+
+def test_one_uid_cannot_fill_the_queue_for_another(py):
+    """N5: one uid keeps far more calls waiting than the queue holds (a slow backend, 16 callers);
+    it gets 503 for its share (--max-queue-per-uid, half of --max-queue by default), and another
+    uid's calls, with none of its own waiting, are taken and answered."""
+    binary = os.environ.get("SEGOPSD_TEST")
+    if not binary or not os.path.exists(binary):
+        pytest.skip("$SEGOPSD_TEST does not name the test build")
+    d = Daemon(binary, ["--max-queue", "8", "--max-connections-per-peer", "64"], env={"SEGOPS_TEST_DELAY_MS": "40"})
+    flood = None
+    try:
+        flood = subprocess.Popen(argv_as(OTHER_UID, py, FLOOD, d.url, "6", "16"), stdout=subprocess.PIPE, text=True)
+        time.sleep(1.5)
+        got = []
+        for _ in range(8):
+            c = d.conn(timeout=30)
+            c.request("POST", "/v1/segmented_sum/forward", json.dumps({"x": [1.0, 2.0], "idx": [0, 0], "num_segments": 1}),
+                      {"Content-Type": "application/json"})
+            r = c.getresponse()
+            got.append((r.status, r.read()[:200]))
+            c.close()
+        out, _ = flood.communicate(timeout=60)
+        theirs = json.loads(out.strip().splitlines()[-1])
+        assert theirs.get("503", 0) > 0, theirs  # the flood did fill its share
+        assert all(st == 200 for st, _ in got), got
+        assert info(d)["limits"]["max_queue_per_uid"] == 4
+    finally:
+        if flood and flood.poll() is None:
+            flood.kill()
+            flood.wait()
+        d.stop_and_check()
