@@ -173,8 +173,10 @@ segops_http_outcome segops_http_info(segops_http_req *r) {
   for (int k = 0; k < srv->n_listeners; k++)
     if (same_host || !srv->listeners[k].unix_path[0])
       json_array_append_new(listeners, json_string(srv->listeners[k].url));
-  json_t *shm = json_pack("{s:I, s:I}", "max_shm_bytes", (json_int_t)c->max_shm_bytes, "registered_bytes",
-                          (json_int_t)segops_shm_registered_bytes(srv->shm));
+  json_t *shm =
+      json_pack("{s:I, s:I, s:i, s:i, s:I}", "max_shm_bytes", (json_int_t)c->max_shm_bytes, "max_shm_bytes_per_uid",
+                (json_int_t)(c->max_shm_bytes / 2), "max_regions", SEGOPS_SHM_MAX_REGIONS, "max_regions_per_uid",
+                SEGOPS_SHM_MAX_REGIONS / 2, "registered_bytes", (json_int_t)segops_shm_registered_bytes(srv->shm));
   json_t *root =
       json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:b, s:[s,s,s,s], s:o}", "version", SEGOPS_VERSION, "api", "v1",
                 "backend", be->name ? be->name : "?", "devices", devs, "listeners", listeners, "shm", shm, "limits",

@@ -205,8 +205,8 @@ static int take_ring(native_channel *ch, const any_msg *m, ssize_t got, int fd, 
     if (fd >= 0) close(fd);
     return rc;
   }
-  rc =
-      segops_native_mem_open(&ch->ring, fd, 0, (uint64_t)ch->srv->d.cfg->native_max_map_bytes, "the ring", err, errlen);
+  rc = segops_native_mem_open(&ch->ring, fd, 0, (uint64_t)ch->srv->d.cfg->native_max_map_bytes, (int64_t)ch->uid,
+                              "the ring", err, errlen);
   if (rc) return rc;
   uint32_t slots = m->ring.slot_count;
   segops_ring_header h;
@@ -305,7 +305,8 @@ static void take_pool(native_channel *ch, const segops_msg_pool *p, ssize_t got,
   }
   segops_native_mem *mem = &ch->pools[ch->npools];
   uint64_t cap = (uint64_t)cfg->native_max_map_bytes;
-  rc = segops_native_mem_open(mem, fd, p->size, cap > ch->mapped ? cap - ch->mapped : 0, what, err, sizeof err);
+  rc = segops_native_mem_open(mem, fd, p->size, cap > ch->mapped ? cap - ch->mapped : 0, (int64_t)ch->uid, what, err,
+                              sizeof err);
   char where[32];
   const char *dup = rc ? NULL : already_here(ch, mem, where, sizeof where);
   if (dup) {

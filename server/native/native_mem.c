@@ -83,8 +83,8 @@ static int check_fd(int fd, uint64_t expect, uint64_t room, const char *what, st
   return segops_native_mem_backed(fd, size, what, err, errlen);
 }
 
-int segops_native_mem_open(segops_native_mem *m, int fd, uint64_t expect, uint64_t room, const char *what, char *err,
-                           size_t errlen) {
+int segops_native_mem_open(segops_native_mem *m, int fd, uint64_t expect, uint64_t room, int64_t uid, const char *what,
+                           char *err, size_t errlen) {
   memset(m, 0, sizeof *m);
   m->fd = -1;
   m->guard = -1;
@@ -117,9 +117,15 @@ int segops_native_mem_open(segops_native_mem *m, int fd, uint64_t expect, uint64
       (void)*((volatile unsigned char *)p + at);
   }
   atomic_init(&m->damaged, 0);
-  m->guard = segops_guard_add(p, size, &m->damaged);
+  m->guard = segops_guard_add(p, size, &m->damaged, uid);
   if (m->guard < 0) {
+    int why = m->guard;
     munmap(p, size);
+    if (why == -2)
+      return segops_errf(SEGOPS_E_RESOURCE_EXHAUSTED, err, errlen,
+                         "%s: uid %lld holds its share of the daemon's guard table already (%d mapped objects: shm "
+                         "regions and native channels' rings and pools)",
+                         what, (long long)uid, SEGOPS_GUARD_SLOTS_PER_UID);
     return segops_errf(SEGOPS_E_RESOURCE_EXHAUSTED, err, errlen,
                        "%s: the daemon's guard table (%d mapped objects, shared by every channel and shm region) is "
                        "full",

@@ -24,11 +24,12 @@ typedef struct {
 /* Checks the memfd fd (taken over: closed in every case, the mapping keeps the object) and maps
  * it: a regular file open read-write, a memfd sealed against shrinking (F_SEAL_SHRINK) and not
  * against writing, fully backed and not hugetlb (segops_native_mem_backed), of at least 1 byte and
- * at most `room` bytes, and of exactly `expect` bytes when expect > 0. what names it in messages
+ * at most `room` bytes, and of exactly `expect` bytes when expect > 0; its guard slot is held
+ * for uid (segops_guard_add: a uid's share of the table). what names it in messages
  * ("the ring", "pool 3"). Returns SEGOPS_OK, or SEGOPS_E_INVALID_ARGUMENT /
  * SEGOPS_E_RESOURCE_EXHAUSTED (over the room, the guard table full) with a message. */
-int segops_native_mem_open(segops_native_mem *m, int fd, uint64_t expect, uint64_t room, const char *what, char *err,
-                           size_t errlen);
+int segops_native_mem_open(segops_native_mem *m, int fd, uint64_t expect, uint64_t room, int64_t uid, const char *what,
+                           char *err, size_t errlen);
 
 /* Whether the object fd of size bytes is memory the client paid for: not hugetlb (fstatfs; its
  * huge pages may be gone by the time the daemon touches them, and the SIGBUS guard cannot put a

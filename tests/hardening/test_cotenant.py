@@ -456,3 +456,86 @@ def test_one_uid_cannot_fill_the_queue_for_another(py):
             flood.kill()
             flood.wait()
         d.stop_and_check()
+
+
+def test_one_uid_cannot_take_every_shm_byte(py, binary):
+    """N7: --max-shm-bytes is shared: one uid may register at most half of it (an unwritten object
+    costs that uid nothing), so another uid's registration still finds room."""
+    d = Daemon(binary, ["--max-shm-bytes", "1m"])
+    keys = []
+    try:
+        out = json.loads(run_as(OTHER_UID, py, r"""
+url = sys.argv[1]
+got = []
+for name, size in (("hog-all", 1 << 20), ("hog-half", 1 << 19), ("hog-more", 4096)):
+    key, m = shm_object(size, 0o600, name)
+    st, body = req(url, "POST", f"/v2/systemsharedmemory/region/{name}/register", {"key": key, "byte_size": size})
+    got.append([st, body[:300], key])
+print(json.dumps(got))
+""", d.url))
+        keys += [k for _, _, k in out]
+        assert [st for st, _, _ in out] == [400, 200, 400], out
+        assert "share of --max-shm-bytes" in out[0][1], out
+        fd = os.open("/dev/shm/segops-cotenant-mine", os.O_CREAT | os.O_RDWR, 0o600)
+        os.ftruncate(fd, 4096)
+        os.close(fd)
+        keys.append("/segops-cotenant-mine")
+        c = d.conn()
+        c.request("POST", "/v2/systemsharedmemory/region/mine/register",
+                  json.dumps({"key": "/segops-cotenant-mine", "byte_size": 4096}), {"Content-Type": "application/json"})
+        r = c.getresponse()
+        body = r.read()
+        c.close()
+        assert r.status == 200, body
+        assert info(d)["shm"]["max_shm_bytes_per_uid"] == 1 << 19
+    finally:
+        d.stop_and_check()
+        for k in keys:
+            if os.path.exists("/dev/shm" + k):
+                os.unlink("/dev/shm" + k)
+
+
+def test_one_uid_cannot_fill_the_guard_table(py, binary, open_dir):
+    """N6: the daemon guards at most 8192 mapped objects (shm regions, native rings and pools) in
+    one table; one uid may hold at most half of it. A uid that hands over pools until it is refused
+    gets an error naming the guard table and its share, not the region cap."""
+    sock = os.path.join(open_dir, "n.sock")
+    d = Daemon(binary, ["--native-socket", sock, "--socket-mode", "0666", "--native-max-channels-per-uid", "32"])
+    try:
+        out = json.loads(run_as(OTHER_UID, py, RAW_POOLS.replace("print(json.dumps(out))", "") + r"""
+import resource
+resource.setrlimit(resource.RLIMIT_NOFILE, (8192, 8192))
+chans, last = [], ""
+while len(chans) < 32 and not last:
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    c.connect(sys.argv[1])
+    c.send(head(HELLO, 1048) + struct.pack("<II", 0, 0) + bytes(1024))
+    answer(c)
+    rfd, _ = memfd(256 + 4 * 2048, "backed")
+    rm = mmap.mmap(rfd, 256 + 4 * 2048)
+    rm[:24] = struct.pack("<QIIII", 0x474E4952504F4753, VER, 4, 2048, 256)
+    socket.send_fds(c, [head(RING, 24) + struct.pack("<II", 4, 0)], [rfd])
+    os.close(rfd)
+    a = answer(c)
+    if a != "OK":
+        last = a
+        break
+    chans.append((c, rm))
+    for k in range(255):
+        fd, _ = memfd(4096, "backed")
+        socket.send_fds(c, [head(POOL, 32) + struct.pack("<IIQ", k, 0, 4096)], [fd])
+        os.close(fd)
+        a = answer(c, ring=rm)
+        if a != "OK":
+            last = a
+            break
+print(json.dumps({"last": last, "channels": len(chans)}))
+""", sock, native_version(), timeout=240))
+        assert "guard table" in out["last"] and "share" in out["last"], out
+        # Another uid (root here) still maps memory: a native call and a shm registration.
+        need_native()
+        c = segops.Client(d.url, timeout=30, transport="native")
+        assert c.segmented_sum(X, IDX, 3).tolist() == [3.0, 12.0, 6.0]
+        c.close()
+    finally:
+        d.stop_and_check()
