@@ -203,6 +203,7 @@ segops_http_outcome segops_http_op_complete(segops_http_req *r) {
   if (rc != SEGOPS_OK) return segops_http_error(r, rc, 0, err, NULL, false);
   rc = segops_shm_use_inputs(srv->shm, segops_http_peer_uid(r), &r->dec.req, &r->shm_use, err, sizeof err);
   if (rc != SEGOPS_OK) return segops_http_error(r, rc, 0, err, NULL, false);
+  r->dec.req.owner = segops_http_peer_uid(r) >= 0 ? (uint32_t)segops_http_peer_uid(r) + 1u : 0; /* idx cache */
   rc = segops_prepare(&r->dec.req, &srv->limits, &r->prep, err, sizeof err);
   if (rc != SEGOPS_OK) return segops_http_error(r, rc, 0, err, NULL, false);
   /* Everything else the request will hold, reserved before compute (outputs and answer limits:

@@ -124,6 +124,7 @@ static int prepare_call(native_channel *ch, native_call *c, char *err, size_t er
   if (!n->d.takes_work(n->d.ctx)) return segops_errf(SEGOPS_E_UNAVAILABLE, err, errlen, DRAINING_MSG);
   int rc = segops_native_check(&c->req, ch->views, ch->npools, &c->chk, err, errlen);
   if (rc) return rc;
+  c->chk.req.owner = (uint32_t)ch->uid + 1u; /* validated-idx cache entries are per uid */
   rc = segops_prepare(&c->chk.req, n->d.limits, &c->prep, err, errlen);
   if (rc) return rc;
   rc = segops_native_place_outputs(&c->chk, ch->views, ch->npools, &c->prep, err, errlen);

@@ -539,3 +539,56 @@ print(json.dumps({"last": last, "channels": len(chans)}))
         c.close()
     finally:
         d.stop_and_check()
+
+
+# ---- what one uid learns of another's calls ------------------------------------------------------------
+
+def _idx_hits(d):
+    c = d.conn()
+    c.request("GET", "/metrics")
+    text = c.getresponse().read().decode()
+    c.close()
+    for line in text.splitlines():
+        if line.startswith('segops_idx_cache_lookups_total{result="hit"}'):
+            return int(line.split()[-1])
+    raise AssertionError("no idx cache counter in /metrics")
+
+
+GUESS = r"""
+sys.path.insert(0, sys.argv[2])
+import numpy as np, segops
+c = segops.Client(sys.argv[1], timeout=30, transport="native")
+n = 1 << 15
+x = c.empty(n, np.float64)
+x[:] = 1.0
+idx = c.empty(n, np.int32)
+idx[:] = np.arange(n, dtype=np.int32) // 64  # the guessed batch layout
+got = c.segmented_sum(x, idx, n // 64)
+print(json.dumps({"ok": bool((got == 64.0).all())}))
+"""
+
+
+def test_the_idx_cache_tells_no_uid_of_another_uids_calls(py, binary):
+    """N11: the validated-idx cache is keyed per uid: a uid that sends exactly the idx another uid
+    sent (a guessed batch layout) does not hit that uid's entry, so /metrics' hit counter (open
+    without a token) does not tell it that someone ran that layout."""
+    need_native()
+    d = Daemon(binary, ["--socket-mode", "0666"])
+    try:
+        src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python", "src")
+        c = segops.Client(d.url, timeout=30, transport="native")
+        n = 1 << 15
+        x = c.empty(n, np.float64)
+        x[:] = 1.0
+        idx = c.empty(n, np.int32)
+        idx[:] = np.arange(n, dtype=np.int32) // 64
+        for _ in range(2):
+            assert (c.segmented_sum(x, idx, n // 64) == 64.0).all()
+        before = _idx_hits(d)
+        assert before >= 1  # the victim's own second call hit its entry
+        out = json.loads(run_as(OTHER_UID, py, GUESS, d.url, os.path.abspath(src)).strip().splitlines()[-1])
+        assert out["ok"]
+        assert _idx_hits(d) == before, "another uid's call hit this uid's validated idx"
+        c.close()
+    finally:
+        d.stop_and_check()
