@@ -592,3 +592,37 @@ def test_the_idx_cache_tells_no_uid_of_another_uids_calls(py, binary):
         c.close()
     finally:
         d.stop_and_check()
+
+
+def test_connections_log_at_debug_and_refusals_once_a_second(py, binary, open_dir):
+    """N9: every native connection used to be logged at info (and every refusal warned): a uid
+    opening connections in a loop flooded the log. Connections log at debug now, and one uid's
+    refusals are warned at most once a second (with the count of those not logged)."""
+    sock = os.path.join(open_dir, "n.sock")
+    d = Daemon(binary, ["--native-socket", sock, "--socket-mode", "0666", "--native-max-channels-per-uid", "1",
+                        "--log-level", "info"])
+    try:
+        run_as(OTHER_UID, py, r"""
+held = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+held.connect(sys.argv[1])  # its one channel
+end = time.time() + 1.5
+n = 0
+while time.time() < end:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        s.connect(sys.argv[1])
+        s.recv(4096)  # the refusal
+    except OSError:
+        pass
+    s.close()
+    n += 1
+print(n)
+""", sock)
+        time.sleep(0.2)
+        err = d.stderr_text()
+        opened = [ln for ln in err.splitlines() if "native channel" in ln and " from pid " in ln and "refused" not in ln]
+        refused = [ln for ln in err.splitlines() if "refused" in ln and "native channel" in ln]
+        assert not opened, opened[:3]
+        assert 1 <= len(refused) <= 3, refused[:5]
+    finally:
+        d.stop_and_check()
