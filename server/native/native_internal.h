@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "native.h"
 #include "native_check.h"
@@ -49,8 +50,10 @@ struct native_channel {
   atomic_uchar *busy;      /* nslots: the daemon holds the slot's call */
   pthread_mutex_t mu;
   pthread_cond_t idle;
-  int inflight;         /* calls handed to the scheduler and not answered; under mu */
-  bool watched;         /* the accept thread wakes the channel when its client goes (native_server.c) */
+  int inflight;    /* calls handed to the scheduler and not answered; under mu */
+  bool watched;    /* the accept thread wakes the channel when its client goes (native_server.c) */
+  bool has_cpuclk; /* cpuclk is the client process's CPU clock (the spin policy, native_channel.c) */
+  clockid_t cpuclk;
   native_channel *next; /* in the server's list, under its lock */
 };
 
