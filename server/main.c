@@ -67,15 +67,15 @@ static bool takes_work(const void *ctx) {
  * warning; a configured one stops the start). Returns -1 when the daemon must not start. */
 static int start_native(segops_config *cfg, segops_server *srv, segops_native **out) {
   char path[108];
-  bool derived;
+  bool derived, own_dir;
   *out = NULL;
-  segops_native_socket_path(cfg, srv->port, path, sizeof path, &derived);
+  segops_native_socket_path(cfg, srv->port, path, sizeof path, &derived, &own_dir);
   if (!path[0]) {
     if (derived) SEGOPS_LOGW("native channel: no socket path can be derived (no TCP port); give --native-socket");
     return 0;
   }
   segops_native_deps d = {cfg, srv->backend, srv->sched, &srv->limits, takes_work, srv};
-  *out = segops_native_start(&d, path);
+  *out = segops_native_start(&d, path, own_dir);
   if (!*out) {
     if (!derived) return -1;
     SEGOPS_LOGW("native channel off: %s could not be served (--native-socket PATH chooses another)", path);
@@ -121,8 +121,13 @@ int main(int argc, char **argv) {
     segops_config_free(&cfg);
     return 1;
   }
-  segops_sched_opts so = {cfg.max_queue, cfg.max_batch_elements, cfg.max_queue_delay_us, cfg.request_timeout_s,
-                          cfg.worker_spin_us};
+  segops_sched_opts so = {
+      cfg.max_queue,
+      cfg.max_batch_elements,
+      cfg.max_queue_delay_us,
+      cfg.request_timeout_s,
+      cfg.worker_spin_us,
+      cfg.max_queue_per_uid > 0 ? cfg.max_queue_per_uid : (cfg.max_queue / 2 > 0 ? cfg.max_queue / 2 : 1)};
   segops_sched *sched = segops_sched_new(backend, &so);
   if (!sched) {
     SEGOPS_LOGE("cannot start the scheduler");
