@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """gen_typed.py: writes what libsegops derives from the op table: the function ids (SEGOPS_FN_*,
-between the SEGOPS_FN_IDS_BEGIN/END markers of clients/c/include/segops.h), the typed functions'
-prototypes (between its SEGOPS_TYPED_BEGIN/END markers) and their bodies (clients/c/src/typed.c).
+between the SEGOPS_FN_IDS_BEGIN/END markers of proto/segops_types.h, which the daemon shares), the
+typed functions' prototypes (between the SEGOPS_TYPED_BEGIN/END markers of
+clients/c/include/segops.h) and their bodies (clients/c/src/typed.c).
 The table comes from the print_table program (clients/c/tools/print_table.c, built from core/ops.c),
 so nothing here spells an op, a pass or an argument.
 
-  gen_typed.py PRINT_TABLE            rewrite both files
+  gen_typed.py PRINT_TABLE            rewrite the three files
   gen_typed.py PRINT_TABLE --check    exit 1 (with a diff) when the committed files differ from
                                       what would be written now
 """
@@ -17,6 +18,7 @@ import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
 HEADER = HERE / "include" / "segops.h"
+TYPES = HERE.parent.parent / "proto" / "segops_types.h"
 TYPED_C = HERE / "src" / "typed.c"
 BEGIN = "/* SEGOPS_TYPED_BEGIN (clients/c/gen_typed.py writes what follows up to SEGOPS_TYPED_END) */\n"
 END = "/* SEGOPS_TYPED_END */\n"
@@ -91,8 +93,6 @@ def between(text, begin, end, body):
     return text[:a] + body + text[b:]
 
 
-def header_text(header, rows):
-    return between(between(header, IDS_BEGIN, IDS_END, fn_ids(rows)), BEGIN, END, prototypes(rows))
 
 
 def main():
@@ -101,8 +101,8 @@ def main():
     ap.add_argument("--check", action="store_true")
     args = ap.parse_args()
     rows = read_table(args.print_table)
-    header = HEADER.read_text()
-    files = {HEADER: header_text(header, rows), TYPED_C: typed_c(rows)}
+    files = {TYPES: between(TYPES.read_text(), IDS_BEGIN, IDS_END, fn_ids(rows)),
+             HEADER: between(HEADER.read_text(), BEGIN, END, prototypes(rows)), TYPED_C: typed_c(rows)}
     if not args.check:
         for path, text in files.items():
             path.write_text(text)
