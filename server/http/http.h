@@ -1,5 +1,5 @@
 /* http.h: the HTTP front of segopsd on libmicrohttpd: the server object, per-request state,
- * and the helpers shared by the route files (http_*.c). */
+ * and the helpers shared by the route files (http_*.c, oip_routes.c, shm_routes.c). */
 #ifndef SEGOPS_HTTP_H
 #define SEGOPS_HTTP_H
 
