@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """gen_typed.py: what libsegops derives from the op table: the function ids (SEGOPS_FN_*, between the
-SEGOPS_FN_IDS_BEGIN/END markers of clients/c/include/segops.h), the typed functions' prototypes
-(between its SEGOPS_TYPED_BEGIN/END markers) and their bodies (clients/c/src/typed.c). A module of
-scripts/gen_optable.py, which gives it the table (as proto/optable.json holds it) and writes or checks
-the files with every other restatement of the table: nothing here spells an op, a pass or an argument.
+SEGOPS_FN_IDS_BEGIN/END markers of proto/segops_types.h, which the daemon shares), the typed
+functions' prototypes (between the SEGOPS_TYPED_BEGIN/END markers of clients/c/include/segops.h) and
+their bodies (clients/c/src/typed.c). A module of scripts/gen_optable.py, which gives it the table
+(as proto/optable.json holds it) and writes or checks the files with every other restatement of the
+table: nothing here spells an op, a pass or an argument.
 
   python3 scripts/gen_optable.py --write    # after a table change
 """

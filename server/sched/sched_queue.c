@@ -20,7 +20,7 @@
 /* Only requests of at most this many rows join a batch. Batching concatenates every input and
  * splits every output on the host, and the joined block is ordinary memory (no direct DMA from a
  * registered region): that pays where a call's fixed costs (launch, synchronisation, hand-off)
- * dominate, and costs more than it saves once a request's own copies do. Measured on the H200,
+ * dominate, and costs more than it saves once a request's own copies do. Measured on an sm_90 GPU,
  * 16 workers over shared memory (bench/worker/worker_bench.py --backend cuda --workers 16
  * --transport shm, --max-batch-elements 256k against 0): at 2^17 rows batching took sum's steps/s from
  * 1722 to 918 and mul's from 752 to 327 (pairs of requests joined up to the 256k-row cap); at 2^14
@@ -61,7 +61,7 @@ struct segops_sched {
 
 /* A call this small costs less to compute than to hand to a worker and back (a wake-up and a
  * resume, tens of microseconds), so it runs on the submitting thread when a device is free.
- * Measured on one H200 (bench/worker/worker_bench.py, CUDA backend, shared memory) against never
+ * Measured on one sm_90 GPU (bench/worker/worker_bench.py, CUDA backend, shared memory) against never
  * inlining: one worker's step 1.1-2x faster at 2^10-2^14 rows; a bound of 2^22 did no better. */
 #define INLINE_MAX_WORK ((int64_t)1 << 15)
 
