@@ -443,7 +443,7 @@ def main():
     g.add_argument("--segopsd", help="start this segopsd (port 0, plus a unix socket when it has one)")
     g.add_argument("--url", help="use a running daemon")
     ap.add_argument("--backend", default="cpu", choices=("auto", "cpu", "cuda"))
-    ap.add_argument("--transport", default="native", help="native, unix, http, local, a comma list, or all")
+    ap.add_argument("--transport", default="native", help="native, unix, http, local, a comma list, all, or none (no daemon: --alternatives alone)")
     ap.add_argument("--ops", default=",".join(o.replace("segmented_", "") for o in OPS))
     ap.add_argument("--sizes", default="10,14,17,20", help="log2 N, comma-separated")
     ap.add_argument("--workers", type=int, default=os.cpu_count())
@@ -477,7 +477,9 @@ def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the daemon and workers too
     if a.smoke:
         a.window, a.warmup = 0.2, 0.05
-    transports = TRANSPORTS if a.transport == "all" else tuple(a.transport.split(","))
+    # "none": no segopsd rows, no daemon started (the alternatives alone, e.g. under NVIDIA MPS, which
+    # a daemon started in the same run would join)
+    transports = TRANSPORTS if a.transport == "all" else () if a.transport == "none" else tuple(a.transport.split(","))
     transports = tuple(dict.fromkeys("native" if t == "shm" else t for t in transports))  # shm: the old name
     for t in transports:
         if t not in TRANSPORTS:
@@ -510,7 +512,7 @@ def main():
     daemon_pid = None  # its CPU time is read from /proc when this bench started it
     url = a.url
     backend = a.backend
-    if a.segopsd:
+    if a.segopsd and transports:
         sock = None
         if "unix" in transports:
             if supports_unix(a.segopsd):
@@ -531,11 +533,13 @@ def main():
         except TypeError:  # a client without transports
             if t == "http":
                 usable.append(t)
-    transports = tuple(usable)
-    if not transports:
+    if transports and not usable:
         raise SystemExit("worker_bench: no usable transport")
-    info = segops.Client(url).info()
-    backend = info.get("backend", backend)
+    transports = tuple(usable)
+    if transports:
+        backend = segops.Client(url).info().get("backend", backend)
+    elif not alts:
+        raise SystemExit("worker_bench: --transport none measures only --alternatives; give some")
     cores = os.cpu_count()
     print(f"worker_bench: daemon {url} backend {backend}; {cores} cores here; W = {w}; "
           f"window {a.window} s after {a.warmup} s warm-up; ops {len(ops)} x sizes {len(sizes)} x transports {len(transports)}; "
@@ -564,6 +568,10 @@ def main():
                     alt[m] = sum(r["steps"] for r in altw) / lwin
                     print(f"  {op:<20} 2^{lg:<2} {m:<8} {w}w {fmt_rate(alt[m]):>8} steps/s "
                           f"(local {fmt_rate(local_sps)})", flush=True)
+                if not transports:  # the alternatives alone: their steps/s beside the plain step's
+                    rows.append({"op": op, "log2n": lg, "n": n, "transport": "none", "workers": w,
+                                 "local_ms": local_ms, "local_sps": local_sps,
+                                 **{f"{m}_sps": v for m, v in alt.items()}})
                 for tr in transports:
                     rem1, rwin = run1(pool, tr, op, n, a.warmup, a.window, a.min_steps)
                     remw, remm = pool.run(w, tr, op, n, a.warmup, rwin, daemon_pid)
