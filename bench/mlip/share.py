@@ -22,15 +22,27 @@ except ImportError as e:  # CTest reads 77 as skipped
 SEGMENT_WORK = ("index_add", "gather", "scatter", "index_select")
 
 
-def segment_share(step, steps=3):
-    """The share of step()'s CPU time (self time of every operator) spent in segment work."""
+def segment_share(step, steps=3, names=SEGMENT_WORK):
+    """The share of step()'s CPU time (self time of every operator) spent in segment work (README's
+    recipe, the same lines)."""
     step()  # warm up
     with profile() as prof:
         for _ in range(steps):
             step()
     ev = prof.key_averages()
-    seg = sum(e.self_cpu_time_total for e in ev if any(k in e.key for k in SEGMENT_WORK))
+    seg = sum(e.self_cpu_time_total for e in ev if any(k in e.key for k in names))
     return seg / sum(e.self_cpu_time_total for e in ev)
+
+
+def readme_recipe(path):
+    """The Python block of README.md that defines segment_share (its `# not run:` line dropped)."""
+    text = open(path, encoding="utf-8").read()
+    for block in text.split("```python\n")[1:]:
+        code = block.split("```", 1)[0]
+        if "def segment_share(" in code:
+            lines = code.splitlines()
+            return "\n".join(lines[1:] if lines[0].startswith("# not run:") else lines) + "\n"
+    raise SystemExit(f"share.py: no block defining segment_share in {path}")
 
 
 def main():
@@ -38,6 +50,8 @@ def main():
     ap.add_argument("--atoms", default="1000", help="atoms per batch, comma list")
     ap.add_argument("--features", default="32", help="F, comma list")
     ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--from-readme", metavar="README", default=None,
+                    help="run README's recipe itself (at most 10 lines) on the shipped step, as my_step")
     a = ap.parse_args()
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import mp_model as mm
@@ -48,6 +62,13 @@ def main():
             b = mm.make_batch(atoms)
             torch.manual_seed(0)
             step = mm.make_step(mm.Potential(f), b, mm.PlainWork())
+            if a.from_readme:
+                recipe = readme_recipe(a.from_readme)
+                if len(recipe.splitlines()) > 10:
+                    raise SystemExit(f"share.py: README's recipe has {len(recipe.splitlines())} lines (at most 10)")
+                print(f"README's recipe on the shipped step ({b['batch'].shape[0]} atoms, F = {f}):", flush=True)
+                exec(compile(recipe, a.from_readme, "exec"), {"my_step": step})  # noqa: S102
+                continue
             share = segment_share(step, a.steps)
             print(f"message-passing step, {b['batch'].shape[0]} atoms, {b['snd'].shape[0]} edges, F = {f}: "
                   f"segment work {share:.1%} of the step's CPU time")
