@@ -280,18 +280,20 @@ step_stepcost() {
 step_mlip() {
   build 300 segopsd || { fail "mlip: build (build.log)" && return; }
   [ $BUILD_ONLY = 1 ] && return
-  local w
+  local w sizes spec
   w=$(nproc)
   say "mlip: $w workers on all $w cores, segopsd unpinned ($(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1))"
-  PYTHONUNBUFFERED=1 timeout 200 "$PY" bench/mlip/mp_step.py --segopsd "$B/server/segopsd" --backend cuda \
-    --workers "$w" --atoms 1000,16000 --features 32 --transport native,local,http --window 4 --min-steps 3 \
-    --json "$WORK/mlip_f32.json" "$@" >"$WORK/mlip_f32.log" 2>&1 || fail "mlip: F = 32 rc=$? (mlip_f32.log)"
-  grep -E "^mp_step|^\|" "$WORK/mlip_f32.log" | tee -a "$SUMMARY"
-  pack
-  PYTHONUNBUFFERED=1 timeout 120 "$PY" bench/mlip/mp_step.py --segopsd "$B/server/segopsd" --backend cuda \
-    --workers "$w" --atoms 1000 --features 128 --transport native,local,http --window 4 --min-steps 3 \
-    --json "$WORK/mlip_f128.json" "$@" >"$WORK/mlip_f128.log" 2>&1 || fail "mlip: F = 128 rc=$? (mlip_f128.log)"
-  grep -E "^\|" "$WORK/mlip_f128.log" | tee -a "$SUMMARY"
+  # ~1,000 atoms F = 32 on every transport first, then ~16,000 atoms and F = 128 over the native channel
+  for spec in "1000 32 native,local,http 120" "16000 32 native 150" "1000 128 native 90"; do
+    set -- $spec "${@}"
+    sizes="a$1_f$2"
+    PYTHONUNBUFFERED=1 timeout "$4" "$PY" bench/mlip/mp_step.py --segopsd "$B/server/segopsd" --backend cuda \
+      --workers "$w" --atoms "$1" --features "$2" --transport "$3" --window 2 --min-steps 3 \
+      --json "$WORK/mlip_$sizes.json" "${@:5}" >"$WORK/mlip_$sizes.log" 2>&1 || fail "mlip: $1 atoms F = $2 rc=$? (mlip_$sizes.log)"
+    grep -E "^mp_step|^\| [0-9]" "$WORK/mlip_$sizes.log" | tee -a "$SUMMARY"
+    shift 4
+    pack
+  done
 }
 
 # MPS: its control daemon serves every CUDA context made while it runs, so it starts after segopsd's

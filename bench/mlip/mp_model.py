@@ -75,10 +75,15 @@ class SegopsWork(PlainWork):
         import segops.torch as st
 
         self.st, self.c, self.features = st, client, features
-        # idx as a user keeps them for segops: int32, made once per batch
-        self.snd32, self.rcv32, self.batch32 = (idx[k].to(torch.int32) for k in ("snd", "rcv", "batch"))
+        # idx as a user keeps them for segops: int32, made once per batch in the client's memory
+        # (segops.torch.empty), which the native channel hands over without a copy on every call
+        self.snd32, self.rcv32, self.batch32 = (self._pooled(idx[k]) for k in ("snd", "rcv", "batch"))
         self.n = idx["batch"].shape[0]
         self.name = "segops" if features else "segops (energies only)"
+
+    def _pooled(self, t):
+        out = self.st.empty(t.shape, dtype=torch.int32, client=self.c)
+        return out.copy_(t)
 
     def gather_mul(self, m, h, snd):
         if not self.features:
