@@ -123,9 +123,9 @@ def worker_main(rank, conn, url, cpus):
         msg = conn.recv()
         if msg is None:
             break
-        mode, atoms, f, warm_steps = msg
+        mode, atoms, f, warm_steps, check = msg
         try:
-            step, err, label = _setup(mode, atoms, f, url, clients, feats, rank == 0)
+            step, err, label = _setup(mode, atoms, f, url, clients, feats, check and rank == 0)
             t = time.perf_counter()
             for _ in range(warm_steps):
                 step()
@@ -176,12 +176,12 @@ class Pool:
             self.conns.append(a)
             self.procs.append(p)
 
-    def run(self, k, mode, atoms, f, window, warmup, min_steps):
+    def run(self, k, mode, atoms, f, window, warmup, min_steps, check=True):
         """k workers at once over a common window (at least min_steps of the slowest worker's
         warm-up step): their results and the window."""
         conns = self.conns[:k]
         for c in conns:
-            c.send((mode, atoms, f, 1))
+            c.send((mode, atoms, f, 1, check))
         ready = []
         for c in conns:
             tag, v = c.recv()
@@ -216,6 +216,63 @@ class Pool:
 # ---------------------------------------------------------------- the run
 
 
+def measure_round(pool, a, w, atoms, f, transports, ceiling, check):
+    """One round of a cell: plain torch, the replayed step (one worker), then each transport; ratios
+    against this round's plain steps/s (rounds alternate the sides, so the load of a shared machine
+    moves both)."""
+    ready, res, win = pool.run(w, "plain", atoms, f, a.window, a.warmup, a.min_steps, False)
+    plain_sps = sum(r["steps"] for r in res) / win
+    plain_cpu = statistics.median(r["cpu_step_s"] for r in res) * 1e3
+    row = {"atoms": atoms, "f": f, "workers": w, "plain_sps": plain_sps, "plain_cpu_ms": plain_cpu,
+           "plain_ms": statistics.median(res[0]["lat"] or [float("nan")]) * 1e3, "transports": {}}
+    print(f"  {atoms:>6} atoms F={f:<3} plain        {fmt(plain_sps):>8} steps/s  ({row['plain_ms']:.1f} ms/step)",
+          flush=True)
+    if ceiling and not a.no_ceiling:
+        ready, res, win = pool.run(1, "fake", atoms, f, a.window, a.warmup, a.min_steps, False)
+        row["fake_cpu_ms"] = res[0]["cpu_step_s"] * 1e3
+        # the replayed step against the plain step's CPU, both on one worker
+        _, res1, _ = pool.run(1, "plain", atoms, f, a.window, a.warmup, a.min_steps, False)
+        row["plain1_cpu_ms"] = res1[0]["cpu_step_s"] * 1e3
+        print(f"  {atoms:>6} atoms F={f:<3} replayed     {row['fake_cpu_ms']:.1f} ms CPU/step (plain "
+              f"{row['plain1_cpu_ms']:.1f}): ceiling {row['plain1_cpu_ms'] / row['fake_cpu_ms']:.2f}, wrapper "
+              f"{row['fake_cpu_ms'] - row['plain1_cpu_ms']:+.1f} ms", flush=True)
+    for t in transports:
+        ready, res, win = pool.run(w, t, atoms, f, a.window, a.warmup, a.min_steps, check)
+        sps = sum(r["steps"] for r in res) / win
+        cell = {"sps": sps, "ratio": sps / plain_sps, "ms": statistics.median(res[0]["lat"] or [float("nan")]) * 1e3,
+                "client_cpu_ms": statistics.median(r["cpu_step_s"] for r in res) * 1e3,
+                "check": ready[0]["check"], "label": ready[0]["label"]}
+        row["transports"][t] = cell
+        err = "" if cell["check"] is None else f", grad err {cell['check']:.1e}"
+        print(f"  {atoms:>6} atoms F={f:<3} {t:<6} {fmt(sps):>8} steps/s  ratio {cell['ratio']:.2f}  "
+              f"({cell['ms']:.1f} ms/step, {cell['label']}{err})", flush=True)
+        if check and not (cell["check"] is not None and cell["check"] <= GRAD_TOL):
+            raise SystemExit(f"mp_step: {t} {atoms} atoms F={f}: the gradients differ from plain torch's "
+                             f"(max relative error {cell['check']})")
+    return row
+
+
+def combine(rounds):
+    """One row from a cell's rounds: medians, and each ratio's range over the rounds."""
+    med = statistics.median
+    row = {k: rounds[0][k] for k in ("atoms", "f", "workers")}
+    row["rounds"] = rounds
+    for k in ("plain_sps", "plain_cpu_ms", "plain_ms", "fake_cpu_ms", "plain1_cpu_ms"):
+        if k in rounds[0]:
+            row[k] = med(r[k] for r in rounds)
+    if "fake_cpu_ms" in row:
+        cei = [r["plain1_cpu_ms"] / r["fake_cpu_ms"] for r in rounds]
+        row["ceiling"], row["wrapper_ms"] = med(cei), med(r["fake_cpu_ms"] - r["plain1_cpu_ms"] for r in rounds)
+    row["transports"] = {}
+    for t in rounds[0]["transports"]:
+        cells = [r["transports"][t] for r in rounds]
+        ratios = [c["ratio"] for c in cells]
+        row["transports"][t] = {"sps": med(c["sps"] for c in cells), "ratio": med(ratios), "min": min(ratios),
+                                "max": max(ratios), "label": cells[0]["label"], "check": cells[0]["check"],
+                                "client_cpu_ms": med(c["client_cpu_ms"] for c in cells)}
+    return row
+
+
 def fmt(v):
     return f"{v:,.0f}" if v >= 100 else f"{v:.2f}" if v < 10 else f"{v:.1f}"
 
@@ -237,6 +294,8 @@ def main():
     ap.add_argument("--window", type=float, default=3.0, help="seconds measured per cell (at least --min-steps steps)")
     ap.add_argument("--warmup", type=float, default=0.5)
     ap.add_argument("--min-steps", type=float, default=4)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="measure each cell this many times, plain and segops alternating; medians and ranges")
     ap.add_argument("--no-ceiling", action="store_true", help="skip the replayed step")
     ap.add_argument("--json", default=None)
     ap.add_argument("--smoke", action="store_true", help="a tiny batch and short windows (CTest)")
@@ -284,34 +343,9 @@ def main():
     try:
         for atoms in atoms_list:
             for f in feats_list:
-                ready, res, win = pool.run(w, "plain", atoms, f, a.window, a.warmup, a.min_steps)
-                plain_sps = sum(r["steps"] for r in res) / win
-                plain_ms = statistics.median(res[0]["lat"]) * 1e3
-                plain_cpu = statistics.median(r["cpu_step_s"] for r in res) * 1e3
-                row = {"atoms": atoms, "f": f, "workers": w, "plain_sps": plain_sps, "plain_ms": plain_ms,
-                       "plain_cpu_ms": plain_cpu, "transports": {}}
-                print(f"  {atoms:>6} atoms F={f:<3} plain        {fmt(plain_sps):>8} steps/s  "
-                      f"({plain_ms:.1f} ms/step)", flush=True)
-                if not a.no_ceiling and "native" in feats:
-                    ready, res, win = pool.run(1, "fake", atoms, f, a.window, a.warmup, a.min_steps)
-                    row["fake_cpu_ms"] = res[0]["cpu_step_s"] * 1e3
-                    row["fake_label"] = ready[0]["label"]
-                    print(f"  {atoms:>6} atoms F={f:<3} replayed     {row['fake_cpu_ms']:.1f} ms CPU/step "
-                          f"(plain {plain_cpu:.1f}): ceiling {plain_cpu / row['fake_cpu_ms']:.2f}, "
-                          f"wrapper {row['fake_cpu_ms'] - plain_cpu:+.1f} ms", flush=True)
-                for t in transports:
-                    ready, res, win = pool.run(w, t, atoms, f, a.window, a.warmup, a.min_steps)
-                    sps = sum(r["steps"] for r in res) / win
-                    cell = {"sps": sps, "ratio": sps / plain_sps, "ms": statistics.median(res[0]["lat"]) * 1e3,
-                            "client_cpu_ms": statistics.median(r["cpu_step_s"] for r in res) * 1e3,
-                            "check": ready[0]["check"], "label": ready[0]["label"]}
-                    row["transports"][t] = cell
-                    print(f"  {atoms:>6} atoms F={f:<3} {t:<6} {fmt(sps):>8} steps/s  ratio {cell['ratio']:.2f}  "
-                          f"({cell['ms']:.1f} ms/step, {cell['label']}, grad err {cell['check']:.1e})", flush=True)
-                    if cell["check"] is None or not cell["check"] <= GRAD_TOL:
-                        raise SystemExit(f"mp_step: {t} {atoms} atoms F={f}: the gradients differ from plain "
-                                         f"torch's by {cell['check']:.2e}")
-                rows.append(row)
+                rounds = [measure_round(pool, a, w, atoms, f, transports, "native" in feats, r == 0)
+                          for r in range(a.rounds)]
+                rows.append(combine(rounds))
     finally:
         pool.close()
         if daemon is not None:
@@ -333,17 +367,19 @@ def main():
 def report(rows, transports, w):
     head = ("| atoms | F | plain steps/s | " + " | ".join(f"{t} steps/s (**ratio**)" for t in transports)
             + " | ceiling (replayed) | wrapper ms/step | what segops runs |")
-    lines = [f"\n### message-passing step, W = {w}: steps/s over plain torch\n", head,
+    lines = [f"\n### message-passing step, W = {w}: steps/s over plain torch (median of the rounds, and their "
+             "range)\n", head,
              "|---|---|---|" + "---|" * len(transports) + "---|---|---|"]
     for r in rows:
         cells = []
         labels = set()
         for t in transports:
             c = r["transports"][t]
-            cells.append(f"{fmt(c['sps'])} (**{c['ratio']:.2f}**)")
+            spread = f" {c['min']:.2f}-{c['max']:.2f}" if c["max"] > c["min"] else ""
+            cells.append(f"{fmt(c['sps'])} (**{c['ratio']:.2f}**{spread})")
             labels.add(c["label"])
-        ceil = f"{r['plain_cpu_ms'] / r['fake_cpu_ms']:.2f}" if "fake_cpu_ms" in r else "-"
-        wrap = f"{r['fake_cpu_ms'] - r['plain_cpu_ms']:+.1f}" if "fake_cpu_ms" in r else "-"
+        ceil = f"{r['ceiling']:.2f}" if "ceiling" in r else "-"
+        wrap = f"{r['wrapper_ms']:+.1f}" if "wrapper_ms" in r else "-"
         lines.append(f"| {r['atoms']:,} | {r['f']} | {fmt(r['plain_sps'])} | " + " | ".join(cells)
                      + f" | {ceil} | {wrap} | {', '.join(sorted(labels))} |")
     return "\n".join(lines)
