@@ -45,7 +45,8 @@ def _paths():
 
 def features_supported(client):
     """Whether the client's daemon (or its local backend) takes (N, *F) arrays: a tiny (4,2)
-    segmented_sum and segmented_mul; False when it refuses them as invalid arguments."""
+    segmented_sum and segmented_mul; False when it refuses them as invalid arguments, or when this
+    client cannot carry them (a client older than the daemon: its protocol error, said here)."""
     import numpy as np
 
     import segops
@@ -56,6 +57,9 @@ def features_supported(client):
         got = client.segmented_sum(x, idx, 2)
         client.segmented_mul(x, np.ones((2, 2), np.float32), idx, 2)
     except segops.InvalidArgument:
+        return False
+    except segops.ProtocolError as e:
+        print(f"mp_step: this client cannot carry (N, *F) arrays to that daemon: {e}")
         return False
     return tuple(np.shape(got)) == (2, 2)
 
