@@ -21,6 +21,14 @@
 #   worker [ARG...]       bench/worker/worker_bench.py against segopsd --backend cuda (ARGs replace the
 #                         defaults: --transport all --window 0.8 --warmup 0.3)
 #   service [ARG...]      bench/http/run.sh --backend cuda, then bench/http/many_clients.sh
+#   mlip [ARG...]         bench/mlip/mp_step.py, the message-passing training step through segopsd --backend
+#                         cuda against plain torch, nproc workers, transports native, local, http: ~1,000
+#                         and ~16,000 atoms at F = 32, then ~1,000 atoms at F = 128 (ARGs are added to both)
+#   mps [ARG...]          the anchor a user would try instead: the worker step's ops offloaded by nproc
+#                         workers, each in its own CUDA context, under NVIDIA MPS (nvidia-cuda-mps-control
+#                         -d, started here and quit before the next step; no segopsd runs meanwhile), then
+#                         bench/worker/vs_mps.py against the worker step's JSON (run `worker` first; ARGs
+#                         replace --window 0.5 --warmup 0.2 --sizes 10,14,17)
 #   stepcost [ARG...]     bench/client/step_cost.py: one worker's CPU per step, four ways (ARGs: ops, e.g.
 #                         "sum rms_norm matvec"; sizes by SIZES="10 14")
 # Options: --out DIR (default $OUT, else bench/out/gpu): summary.txt and gpu-logs.tgz, rewritten after
@@ -30,7 +38,7 @@
 # Exit status: 0 when every step passed, 1 when one failed, 2 for bad arguments.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-STEPS="suite sanitize kernels compare worker service stepcost"
+STEPS="suite sanitize kernels compare worker service stepcost mlip mps"
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 die() {
   echo "gpu.sh: $*" >&2
@@ -267,6 +275,48 @@ step_stepcost() {
     done
   done
   grep -E "CPU per step|per step:" "$WORK/stepcost.log" | tee -a "$SUMMARY"
+}
+
+step_mlip() {
+  build 300 segopsd || { fail "mlip: build (build.log)" && return; }
+  [ $BUILD_ONLY = 1 ] && return
+  local w sizes spec
+  w=$(nproc)
+  say "mlip: $w workers on all $w cores, segopsd unpinned ($(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1))"
+  # ~1,000 atoms F = 32 on every transport first, then ~16,000 atoms and F = 128 over the native channel
+  for spec in "1000 32 native,local,http 120" "16000 32 native 150" "1000 128 native 90"; do
+    set -- $spec "${@}"
+    sizes="a$1_f$2"
+    PYTHONUNBUFFERED=1 timeout "$4" "$PY" bench/mlip/mp_step.py --segopsd "$B/server/segopsd" --backend cuda \
+      --workers "$w" --atoms "$1" --features "$2" --transport "$3" --window 2 --min-steps 3 \
+      --json "$WORK/mlip_$sizes.json" "${@:5}" >"$WORK/mlip_$sizes.log" 2>&1 || fail "mlip: $1 atoms F = $2 rc=$? (mlip_$sizes.log)"
+    grep -E "^mp_step|^\| [0-9]" "$WORK/mlip_$sizes.log" | tee -a "$SUMMARY"
+    shift 4
+    pack
+  done
+}
+
+# MPS: its control daemon serves every CUDA context made while it runs, so it starts after segopsd's
+# rows (worker) and quits before anything else; its pipes and logs stay in the work folder.
+step_mps() {
+  [ $BUILD_ONLY = 1 ] && { command -v nvidia-cuda-mps-control >/dev/null || say "mps: no nvidia-cuda-mps-control here"; return; }
+  [ -f "$WORK/worker.json" ] || { fail "mps: no worker.json (run the worker step first, with --alternatives offload)" && return; }
+  local args=("$@") rc
+  [ ${#args[@]} -gt 0 ] || args=(--window 0.5 --warmup 0.2 --sizes 10,14,17)
+  export CUDA_MPS_PIPE_DIRECTORY=$WORK/mps-pipe CUDA_MPS_LOG_DIRECTORY=$WORK/mps-log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  nvidia-cuda-mps-control -d || { fail "mps: nvidia-cuda-mps-control -d failed" && return; }
+  say "mps: control daemon started; $(nproc) workers offloading, each its own context"
+  PYTHONUNBUFFERED=1 timeout 300 "$PY" bench/worker/worker_bench.py --segopsd "$B/server/segopsd" --backend cuda \
+    --workers "$(nproc)" --transport none --alternatives offload --json "$WORK/worker_mps.json" "${args[@]}" \
+    >"$WORK/worker_mps.log" 2>&1
+  rc=$?
+  echo quit | nvidia-cuda-mps-control
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+  [ $rc = 0 ] || { fail "mps: worker_bench rc=$rc (worker_mps.log)" && return; }
+  "$PY" bench/worker/vs_mps.py "$WORK/worker.json" "$WORK/worker_mps.json" >"$WORK/vs_mps.txt" 2>&1 ||
+    fail "mps: vs_mps.py (vs_mps.txt)"
+  tee -a "$SUMMARY" <"$WORK/vs_mps.txt"
 }
 
 cd "$ROOT" || exit 2

@@ -155,6 +155,11 @@ def on_gpu(mode, inputs, idx_t):
     return inputs, idx_t.cuda()
 
 
+# The remote step's idx, made once as a batch index is, in the client's memory (segops.torch.empty)
+# unless --idx-copied: then in torch's, copied into the client's memory on every call.
+IDX_IN_CLIENT_MEMORY = os.environ.get("SEGOPS_BENCH_IDX_COPIED") != "1"
+
+
 def step_fn(mode, op, idx_t, idx_np, s, clients, url, idx_dtype="int32"):
     if mode in (PLAIN, "gpu"):  # for gpu, idx_t and the inputs are on the GPU already
         return lambda inputs: local_op(op, inputs, idx_t, s)
@@ -170,6 +175,8 @@ def step_fn(mode, op, idx_t, idx_np, s, clients, url, idx_dtype="int32"):
     f = getattr(st, op)
     # made once, as a torch user's batch index is; int64 is torch's default index dtype
     idx_remote = torch.from_numpy(idx_np if idx_dtype == "int32" else idx_np.astype("int64"))
+    if IDX_IN_CLIENT_MEMORY:  # in the client's memory (segops.torch.empty): sent without a copy
+        idx_remote = st.empty(idx_remote.shape, dtype=idx_remote.dtype, client=c).copy_(idx_remote)
     return lambda inputs: f(*inputs, idx_remote, s, client=c)
 
 
@@ -443,7 +450,7 @@ def main():
     g.add_argument("--segopsd", help="start this segopsd (port 0, plus a unix socket when it has one)")
     g.add_argument("--url", help="use a running daemon")
     ap.add_argument("--backend", default="cpu", choices=("auto", "cpu", "cuda"))
-    ap.add_argument("--transport", default="native", help="native, unix, http, local, a comma list, or all")
+    ap.add_argument("--transport", default="native", help="native, unix, http, local, a comma list, all, or none (no daemon: --alternatives alone)")
     ap.add_argument("--ops", default=",".join(o.replace("segmented_", "") for o in OPS))
     ap.add_argument("--sizes", default="10,14,17,20", help="log2 N, comma-separated")
     ap.add_argument("--workers", type=int, default=os.cpu_count())
@@ -454,6 +461,8 @@ def main():
     ap.add_argument("--json", default=None, help="write the measurements here")
     ap.add_argument("--idx-dtype", default="int32", choices=("int32", "int64"),
                     help="dtype of the idx tensor the remote step sends (torch's default is int64)")
+    ap.add_argument("--idx-copied", action="store_true",
+                    help="the remote step's idx in torch's memory (copied on every call), not segops.torch.empty's")
     ap.add_argument("--daemon-arg", action="append", default=[], metavar="FLAG=VALUE",
                     help="one more segopsd flag for the daemon this bench starts (repeatable), "
                     "e.g. --daemon-arg=--worker-spin-us=0")
@@ -477,7 +486,9 @@ def main():
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the daemon and workers too
     if a.smoke:
         a.window, a.warmup = 0.2, 0.05
-    transports = TRANSPORTS if a.transport == "all" else tuple(a.transport.split(","))
+    # "none": no segopsd rows, no daemon started (the alternatives alone, e.g. under NVIDIA MPS, which
+    # a daemon started in the same run would join)
+    transports = TRANSPORTS if a.transport == "all" else () if a.transport == "none" else tuple(a.transport.split(","))
     transports = tuple(dict.fromkeys("native" if t == "shm" else t for t in transports))  # shm: the old name
     for t in transports:
         if t not in TRANSPORTS:
@@ -510,7 +521,7 @@ def main():
     daemon_pid = None  # its CPU time is read from /proc when this bench started it
     url = a.url
     backend = a.backend
-    if a.segopsd:
+    if a.segopsd and transports:
         sock = None
         if "unix" in transports:
             if supports_unix(a.segopsd):
@@ -531,18 +542,22 @@ def main():
         except TypeError:  # a client without transports
             if t == "http":
                 usable.append(t)
-    transports = tuple(usable)
-    if not transports:
+    if transports and not usable:
         raise SystemExit("worker_bench: no usable transport")
-    info = segops.Client(url).info()
-    backend = info.get("backend", backend)
+    transports = tuple(usable)
+    if transports:
+        backend = segops.Client(url).info().get("backend", backend)
+    elif not alts:
+        raise SystemExit("worker_bench: --transport none measures only --alternatives; give some")
     cores = os.cpu_count()
     print(f"worker_bench: daemon {url} backend {backend}; {cores} cores here; W = {w}; "
           f"window {a.window} s after {a.warmup} s warm-up; ops {len(ops)} x sizes {len(sizes)} x transports {len(transports)}; "
-          f"remote idx {a.idx_dtype}")
+          f"remote idx {a.idx_dtype} in {'torch' if a.idx_copied else 'the client'}'s memory")
     # The workers are spawned (a fresh interpreter each) and start with this environment; this
     # process only reads it at its own start, and the daemon was started before.
     os.environ.update(wenv)
+    if a.idx_copied:  # read by the spawned workers at import
+        os.environ["SEGOPS_BENCH_IDX_COPIED"] = "1"
     pool = Pool(w, url, a.idx_dtype, parse_cpus(a.worker_cpus) if a.worker_cpus else None)
     if wenv:
         print("worker_bench: every worker process runs with " + " ".join(f"{k}={v}" for k, v in wenv.items()))
@@ -564,6 +579,10 @@ def main():
                     alt[m] = sum(r["steps"] for r in altw) / lwin
                     print(f"  {op:<20} 2^{lg:<2} {m:<8} {w}w {fmt_rate(alt[m]):>8} steps/s "
                           f"(local {fmt_rate(local_sps)})", flush=True)
+                if not transports:  # the alternatives alone: their steps/s beside the plain step's
+                    rows.append({"op": op, "log2n": lg, "n": n, "transport": "none", "workers": w,
+                                 "local_ms": local_ms, "local_sps": local_sps,
+                                 **{f"{m}_sps": v for m, v in alt.items()}})
                 for tr in transports:
                     rem1, rwin = run1(pool, tr, op, n, a.warmup, a.window, a.min_steps)
                     remw, remm = pool.run(w, tr, op, n, a.warmup, rwin, daemon_pid)
@@ -620,7 +639,7 @@ def main():
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"backend": backend, "workers": w, "cores": cores, "window_s": a.window,
-                       "warmup_s": a.warmup, "idx_dtype": a.idx_dtype, "worker_env": wenv, "daemon_env": denv,
+                       "warmup_s": a.warmup, "idx_dtype": a.idx_dtype, "idx_copied": a.idx_copied, "worker_env": wenv, "daemon_env": denv,
                        "daemon_args": a.daemon_arg, "rows": rows}, f, indent=1)
         print(f"\nworker_bench: wrote {a.json}")
 

@@ -253,7 +253,35 @@ def _grad_needed(inputs):
     return False
 
 
+# The torch.func transforms around a call (falsy: none); where torch cannot say, every call takes
+# the checked way.
+_interpreters = getattr(getattr(torch._C, "_functorch", None), "get_interpreter_stack", None) or (lambda: True)
+
+
 def _apply(op, inputs, idx, num_segments, client):
+    # The common call first (plain eager autograd on CPU tensors, an int num_segments, no transform,
+    # no forward-mode AD, not compiling): the checks below, each answered with the least work.
+    if (
+        num_segments.__class__ is int
+        and not torch.compiler.is_compiling()
+        and not _interpreters()
+        and (_fwd_ad is None or _fwd_ad._current_level < 0)
+        and _plain(inputs, idx)
+    ):
+        key = "" if client is None else client if client.__class__ is Client else _eager_key(client)
+        if torch.is_grad_enabled():
+            for t in inputs:
+                if t.requires_grad:
+                    return _torch_eager.forward(op, *inputs, idx, num_segments, key)
+        return _torch_ops.IMPLS[(op, "forward")](*inputs, idx, num_segments, key)
+    return _apply_checked(op, inputs, idx, num_segments, client)
+
+
+def _eager_key(client):
+    return client if isinstance(client, Client) or hasattr(client, "call") else _client_key(client)
+
+
+def _apply_checked(op, inputs, idx, num_segments, client):
     names = _table.OPS[op][0]
     if not _plain(inputs, idx):
         try:
@@ -277,8 +305,7 @@ def _apply(op, inputs, idx, num_segments, client):
         return _torch_ops.OPS[(op, "forward")](*inputs, idx, s, _client_key(client))
     # Plain eager autograd: the same bodies and plumbing, without the custom op's dispatch; the call
     # carries the Client itself (custom ops and compiled graphs carry a string key).
-    key = "" if client is None else client if isinstance(client, Client) or hasattr(client, "call") else \
-        _client_key(client)
+    key = "" if client is None else _eager_key(client)
     if not _grad_needed(inputs):  # nothing to differentiate: the body alone
         return _torch_ops.IMPLS[(op, "forward")](*inputs, idx, s, key)
     return _torch_eager.forward(op, *inputs, idx, s, key)
