@@ -148,6 +148,7 @@ static void all_down(tl_daemon d[3]) {
   segops_options o;
   segops_options_init(&o);
   o.timeout_s = 1.0;
+  o.wait_s = 10; /* a client that never reached them waits as one that did (a restart) */
   char urls[600];
   snprintf(urls, sizeof urls, "%s,%s,%s", d[0].url, d[1].url, d[2].url);
   segops_error e;
