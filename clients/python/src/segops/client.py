@@ -120,8 +120,10 @@ class Client(FunctionMethods):
         if _ext.native is not None:
             env = os.environ.get("SEGOPS_CLIENT_SPIN_US")
             self.spin_us = _http._spin_us(spin_us) if spin_us is not None or (env and env.strip()) else DEFAULT_SPIN_US
+            # (libsegops reads $SEGOPS_WAIT_S itself: wait goes over only when given)
+            more = {} if wait is None else {"wait": wait_s}
             self._nc = _ext.native.Client(self.url, token, float(timeout), transport, int(self.spin_us),
-                                          _threads(threads), wait_s)
+                                          _threads(threads), **more)
             self._run = self._nc.run  # what the function methods call: straight into C
             return
         if transport in ("native", "local") or "local" in urls:
