@@ -153,18 +153,22 @@ void segops_metrics_executing_add(int delta) { atomic_fetch_add_explicit(&M.exec
 
 void segops_metrics_native_channels(int delta) { atomic_fetch_add_explicit(&M.native_channels, delta, RLX); }
 
+/* A native call costs the channel's thread three atomics here besides native_calls (on the path of
+ * the client's next call): its start, and its duration's bucket and sum. Its line in
+ * segops_requests_total, its histogram's count and the calls in flight are derived from
+ * native_calls when /metrics is rendered (native_requests, native_finished). */
 void segops_metrics_native_start(void) { atomic_fetch_add_explicit(&M.inflight[TR_NATIVE], 1, RLX); }
 
 void segops_metrics_native_call(int fn, int status, double seconds) {
   int f = fn >= 0 && fn < SEGOPS_OP_COUNT * SEGOPS_PASS_COUNT ? fn : SEGOPS_OP_COUNT * SEGOPS_PASS_COUNT;
   int s = status <= 0 && status > -N_NATIVE_STATUS ? -status : -SEGOPS_E_INTERNAL;
   atomic_fetch_add_explicit(&M.native_calls[f][s], 1, RLX);
-  atomic_fetch_add_explicit(&M.inflight[TR_NATIVE], -1, RLX);
   if (f == SEGOPS_OP_COUNT * SEGOPS_PASS_COUNT) return; /* no function: in native_calls_total only */
-  int op = f / SEGOPS_PASS_COUNT, pass = f % SEGOPS_PASS_COUNT;
-  size_t st = status_slot(status == SEGOPS_OK ? 200 : segops_err_http_status(status));
-  atomic_fetch_add_explicit(&M.op_req[TR_NATIVE][op][pass][st], 1, RLX);
-  observe(TR_NATIVE, SEGOPS_HIST_TOTAL, op, pass, seconds);
+  hist *h = &M.h[TR_NATIVE][SEGOPS_HIST_TOTAL][f / SEGOPS_PASS_COUNT][f % SEGOPS_PASS_COUNT];
+  size_t b = 0;
+  while (b < N_BUCKETS && seconds > BUCKETS[b]) b++;
+  atomic_fetch_add_explicit(&h->bucket[b], 1, RLX);
+  atomic_fetch_add_explicit(&h->sum_ns, (uint64_t)(seconds > 0 ? seconds * 1e9 : 0), RLX);
 }
 
 void segops_metrics_native_bytes(int64_t mapped_delta, int64_t pinned_delta) {
@@ -205,6 +209,25 @@ static void put(sbuf *b, const char *fmt, ...) {
 
 static uint64_t ld(atomic_uint_fast64_t *a) { return atomic_load_explicit(a, RLX); }
 
+/* Native calls of function f answered with the HTTP status STATUSES[slot] (the status its error
+ * has over HTTP; 200 for ok). */
+static uint64_t native_requests(int f, size_t slot) {
+  uint64_t v = 0;
+  for (int k = 0; k < N_NATIVE_STATUS; k++) {
+    int code = -k;
+    if (status_slot(code == SEGOPS_OK ? 200 : segops_err_http_status(code)) == slot) v += ld(&M.native_calls[f][k]);
+  }
+  return v;
+}
+
+/* Native calls answered, every function and status. */
+static uint64_t native_finished(void) {
+  uint64_t v = 0;
+  for (int f = 0; f <= SEGOPS_OP_COUNT * SEGOPS_PASS_COUNT; f++)
+    for (int k = 0; k < N_NATIVE_STATUS; k++) v += ld(&M.native_calls[f][k]);
+  return v;
+}
+
 static void put_size_hist(sbuf *b, const char *name, const char *help, size_hist *h) {
   put(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
   uint64_t cum = 0;
@@ -227,6 +250,8 @@ static void put_latency(sbuf *b, int which) {
       for (int p = 0; p < SEGOPS_PASS_COUNT; p++) {
         hist *h = &M.h[t][which][o][p];
         uint64_t count = ld(&h->count);
+        if (t == TR_NATIVE) /* native_call keeps no count: the buckets' */
+          for (size_t k = 0; k <= N_BUCKETS; k++) count += ld(&h->bucket[k]);
         if (!count) continue;
         const char *on = segops_op_name(o), *pn = segops_pass_name(p), *tn = TR_NAMES[t];
         uint64_t cum = 0;
@@ -290,7 +315,7 @@ static void put_requests(sbuf *b) {
     for (int o = 0; o < SEGOPS_OP_COUNT; o++)
       for (int p = 0; p < SEGOPS_PASS_COUNT; p++)
         for (size_t s = 0; s < N_STATUS; s++) {
-          uint64_t v = ld(&M.op_req[t][o][p][s]);
+          uint64_t v = t == TR_NATIVE ? native_requests(o * SEGOPS_PASS_COUNT + p, s) : ld(&M.op_req[t][o][p][s]);
           /* Zero series for 200 are always shown so every function appears; others when seen. */
           if (!v && STATUSES[s] != 200) continue;
           if (STATUSES[s])
@@ -343,7 +368,7 @@ static void put_load(sbuf *b, int64_t queue_depth) {
       "route; native: native channel calls).\n# TYPE segops_in_flight_requests gauge\n");
   for (int t = 0; t < N_TR; t++)
     put(b, "segops_in_flight_requests{transport=\"%s\"} %lld\n", TR_NAMES[t],
-        (long long)atomic_load_explicit(&M.inflight[t], RLX));
+        (long long)atomic_load_explicit(&M.inflight[t], RLX) - (t == TR_NATIVE ? (long long)native_finished() : 0));
   put_gauge(b, "segops_queued_requests", "Op requests waiting for a backend worker.", (long long)queue_depth);
   put_gauge(b, "segops_executing_requests", "Op requests in a backend call now.",
             (long long)atomic_load_explicit(&M.executing, RLX));
