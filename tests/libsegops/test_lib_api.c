@@ -339,7 +339,7 @@ static void nobody_there(void) {
   first_contact_fails("http://127.0.0.1:1", "connection refused", NULL, 0);
   first_contact_fails("http://segops-test.invalid:8080", "does not resolve", "segops-test.invalid", 0);
   first_contact_fails("unix:///nonexistent/segops.sock", "does not exist", "/nonexistent/segops.sock", 0);
-  first_contact_fails("http://127.0.0.1:1", "connection refused", NULL, 2.5);
+  first_contact_fails("http://127.0.0.1:1", "connection refused", NULL, 2.0);
 
   tl_daemon d;
   const char *args[] = {"--backend", "cpu", "--threads", "1", NULL};
