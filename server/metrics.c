@@ -66,12 +66,17 @@ typedef struct {
   atomic_uint_fast64_t count, sum;
 } size_hist;
 
+/* Op requests count in the same families whatever carried them, by a transport label: HTTP
+ * (TCP or a unix socket) or the native channel. */
+enum { TR_HTTP, TR_NATIVE, N_TR };
+static const char *const TR_NAMES[N_TR] = {"http", "native"};
+
 static struct {
-  atomic_uint_fast64_t op_req[SEGOPS_OP_COUNT][SEGOPS_PASS_COUNT][N_STATUS];
+  atomic_uint_fast64_t op_req[N_TR][SEGOPS_OP_COUNT][SEGOPS_PASS_COUNT][N_STATUS];
   atomic_uint_fast64_t route_req[SEGOPS_ROUTE_COUNT][N_STATUS];
   size_hist req_size, resp_size;
-  atomic_int_fast64_t inflight, executing;
-  hist h[SEGOPS_HIST_COUNT][SEGOPS_OP_COUNT][SEGOPS_PASS_COUNT];
+  atomic_int_fast64_t inflight[N_TR], executing;
+  hist h[N_TR][SEGOPS_HIST_COUNT][SEGOPS_OP_COUNT][SEGOPS_PASS_COUNT];
   atomic_uint_fast64_t rejected[N_REJECT];
   atomic_uint_fast64_t batch_bucket[N_BATCH + 1];
   atomic_uint_fast64_t batch_count, batch_sum, batch_elements;
@@ -101,7 +106,7 @@ static void observe_size(size_hist *h, uint64_t bytes) {
 void segops_metrics_request(segops_route route, int op, int pass, int status, uint64_t bytes_in, uint64_t bytes_out) {
   size_t s = status_slot(status);
   if (route == SEGOPS_ROUTE_OP && is_fn(op, pass)) {
-    atomic_fetch_add_explicit(&M.op_req[op][pass][s], 1, RLX);
+    atomic_fetch_add_explicit(&M.op_req[TR_HTTP][op][pass][s], 1, RLX);
     observe_size(&M.req_size, bytes_in);
     observe_size(&M.resp_size, bytes_out);
   } else if ((unsigned)route < SEGOPS_ROUTE_COUNT) {
@@ -114,15 +119,19 @@ void segops_metrics_rejected(int err) {
     if (REJECT[k].err == err) atomic_fetch_add_explicit(&M.rejected[k], 1, RLX);
 }
 
-void segops_metrics_observe(segops_hist which, int op, int pass, double seconds) {
-  if ((unsigned)which >= SEGOPS_HIST_COUNT || !is_fn(op, pass)) return;
-  hist *h = &M.h[which][op][pass];
+static void observe(int tr, segops_hist which, int op, int pass, double seconds) {
+  hist *h = &M.h[tr][which][op][pass];
   if (seconds < 0) seconds = 0;
   size_t b = 0;
   while (b < N_BUCKETS && seconds > BUCKETS[b]) b++;
   atomic_fetch_add_explicit(&h->bucket[b], 1, RLX);
   atomic_fetch_add_explicit(&h->count, 1, RLX);
   atomic_fetch_add_explicit(&h->sum_ns, (uint64_t)(seconds * 1e9), RLX);
+}
+
+void segops_metrics_observe(segops_hist which, int op, int pass, double seconds) {
+  if ((unsigned)which >= SEGOPS_HIST_COUNT || !is_fn(op, pass)) return;
+  observe(TR_HTTP, which, op, pass, seconds);
 }
 
 void segops_metrics_batch(int requests, int64_t elements) {
@@ -139,15 +148,27 @@ void segops_metrics_backend_busy(int device, double seconds) {
     atomic_fetch_add_explicit(&M.busy_ns[device], (uint64_t)(seconds * 1e9), RLX);
 }
 
-void segops_metrics_inflight_add(int delta) { atomic_fetch_add_explicit(&M.inflight, delta, RLX); }
+void segops_metrics_inflight_add(int delta) { atomic_fetch_add_explicit(&M.inflight[TR_HTTP], delta, RLX); }
 void segops_metrics_executing_add(int delta) { atomic_fetch_add_explicit(&M.executing, delta, RLX); }
 
 void segops_metrics_native_channels(int delta) { atomic_fetch_add_explicit(&M.native_channels, delta, RLX); }
 
-void segops_metrics_native_call(int fn, int status) {
+/* A native call costs the channel's thread three atomics here besides native_calls (on the path of
+ * the client's next call): its start, and its duration's bucket and sum. Its line in
+ * segops_requests_total, its histogram's count and the calls in flight are derived from
+ * native_calls when /metrics is rendered (native_requests, native_finished). */
+void segops_metrics_native_start(void) { atomic_fetch_add_explicit(&M.inflight[TR_NATIVE], 1, RLX); }
+
+void segops_metrics_native_call(int fn, int status, double seconds) {
   int f = fn >= 0 && fn < SEGOPS_OP_COUNT * SEGOPS_PASS_COUNT ? fn : SEGOPS_OP_COUNT * SEGOPS_PASS_COUNT;
   int s = status <= 0 && status > -N_NATIVE_STATUS ? -status : -SEGOPS_E_INTERNAL;
   atomic_fetch_add_explicit(&M.native_calls[f][s], 1, RLX);
+  if (f == SEGOPS_OP_COUNT * SEGOPS_PASS_COUNT) return; /* no function: in native_calls_total only */
+  hist *h = &M.h[TR_NATIVE][SEGOPS_HIST_TOTAL][f / SEGOPS_PASS_COUNT][f % SEGOPS_PASS_COUNT];
+  size_t b = 0;
+  while (b < N_BUCKETS && seconds > BUCKETS[b]) b++;
+  atomic_fetch_add_explicit(&h->bucket[b], 1, RLX);
+  atomic_fetch_add_explicit(&h->sum_ns, (uint64_t)(seconds > 0 ? seconds * 1e9 : 0), RLX);
 }
 
 void segops_metrics_native_bytes(int64_t mapped_delta, int64_t pinned_delta) {
@@ -188,6 +209,25 @@ static void put(sbuf *b, const char *fmt, ...) {
 
 static uint64_t ld(atomic_uint_fast64_t *a) { return atomic_load_explicit(a, RLX); }
 
+/* Native calls of function f answered with the HTTP status STATUSES[slot] (the status its error
+ * has over HTTP; 200 for ok). */
+static uint64_t native_requests(int f, size_t slot) {
+  uint64_t v = 0;
+  for (int k = 0; k < N_NATIVE_STATUS; k++) {
+    int code = -k;
+    if (status_slot(code == SEGOPS_OK ? 200 : segops_err_http_status(code)) == slot) v += ld(&M.native_calls[f][k]);
+  }
+  return v;
+}
+
+/* Native calls answered, every function and status. */
+static uint64_t native_finished(void) {
+  uint64_t v = 0;
+  for (int f = 0; f <= SEGOPS_OP_COUNT * SEGOPS_PASS_COUNT; f++)
+    for (int k = 0; k < N_NATIVE_STATUS; k++) v += ld(&M.native_calls[f][k]);
+  return v;
+}
+
 static void put_size_hist(sbuf *b, const char *name, const char *help, size_hist *h) {
   put(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
   uint64_t cum = 0;
@@ -205,26 +245,31 @@ static void put_latency(sbuf *b, int which) {
   const char *n = HIST_NAMES[which];
   put(b, "# HELP segops_%s_duration_seconds %s.\n# TYPE segops_%s_duration_seconds histogram\n", n, HIST_HELP[which],
       n);
-  for (int o = 0; o < SEGOPS_OP_COUNT; o++)
-    for (int p = 0; p < SEGOPS_PASS_COUNT; p++) {
-      hist *h = &M.h[which][o][p];
-      uint64_t count = ld(&h->count);
-      if (!count) continue;
-      const char *on = segops_op_name(o), *pn = segops_pass_name(p);
-      uint64_t cum = 0;
-      for (size_t k = 0; k <= N_BUCKETS; k++) {
-        cum += ld(&h->bucket[k]);
-        char le[32];
-        if (k < N_BUCKETS)
-          snprintf(le, sizeof le, "%g", BUCKETS[k]);
-        else
-          snprintf(le, sizeof le, "+Inf");
-        put(b, "segops_%s_duration_seconds_bucket{op=\"%s\",pass=\"%s\",le=\"%s\"} %llu\n", n, on, pn, le,
-            (unsigned long long)cum);
+  for (int t = 0; t < N_TR; t++)
+    for (int o = 0; o < SEGOPS_OP_COUNT; o++)
+      for (int p = 0; p < SEGOPS_PASS_COUNT; p++) {
+        hist *h = &M.h[t][which][o][p];
+        uint64_t count = ld(&h->count);
+        if (t == TR_NATIVE) /* native_call keeps no count: the buckets' */
+          for (size_t k = 0; k <= N_BUCKETS; k++) count += ld(&h->bucket[k]);
+        if (!count) continue;
+        const char *on = segops_op_name(o), *pn = segops_pass_name(p), *tn = TR_NAMES[t];
+        uint64_t cum = 0;
+        for (size_t k = 0; k <= N_BUCKETS; k++) {
+          cum += ld(&h->bucket[k]);
+          char le[32];
+          if (k < N_BUCKETS)
+            snprintf(le, sizeof le, "%g", BUCKETS[k]);
+          else
+            snprintf(le, sizeof le, "+Inf");
+          put(b, "segops_%s_duration_seconds_bucket{op=\"%s\",pass=\"%s\",transport=\"%s\",le=\"%s\"} %llu\n", n, on,
+              pn, tn, le, (unsigned long long)cum);
+        }
+        put(b, "segops_%s_duration_seconds_sum{op=\"%s\",pass=\"%s\",transport=\"%s\"} %.9f\n", n, on, pn, tn,
+            (double)ld(&h->sum_ns) / 1e9);
+        put(b, "segops_%s_duration_seconds_count{op=\"%s\",pass=\"%s\",transport=\"%s\"} %llu\n", n, on, pn, tn,
+            (unsigned long long)count);
       }
-      put(b, "segops_%s_duration_seconds_sum{op=\"%s\",pass=\"%s\"} %.9f\n", n, on, pn, (double)ld(&h->sum_ns) / 1e9);
-      put(b, "segops_%s_duration_seconds_count{op=\"%s\",pass=\"%s\"} %llu\n", n, on, pn, (unsigned long long)count);
-    }
 }
 
 static void put_gauge(sbuf *b, const char *name, const char *help, long long v) {
@@ -262,21 +307,24 @@ static void put_native(sbuf *b) {
 }
 
 static void put_requests(sbuf *b) {
-  put(b, "# HELP segops_requests_total Op requests answered, by op, pass and HTTP status.\n");
+  put(b,
+      "# HELP segops_requests_total Op requests answered, by op, pass, HTTP status (a native call's: the status its "
+      "error has over HTTP) and transport (http, native).\n");
   put(b, "# TYPE segops_requests_total counter\n");
-  for (int o = 0; o < SEGOPS_OP_COUNT; o++)
-    for (int p = 0; p < SEGOPS_PASS_COUNT; p++)
-      for (size_t s = 0; s < N_STATUS; s++) {
-        uint64_t v = ld(&M.op_req[o][p][s]);
-        /* Zero series for 200 are always shown so every function appears; others when seen. */
-        if (!v && STATUSES[s] != 200) continue;
-        if (STATUSES[s])
-          put(b, "segops_requests_total{op=\"%s\",pass=\"%s\",status=\"%d\"} %llu\n", segops_op_name(o),
-              segops_pass_name(p), STATUSES[s], (unsigned long long)v);
-        else
-          put(b, "segops_requests_total{op=\"%s\",pass=\"%s\",status=\"other\"} %llu\n", segops_op_name(o),
-              segops_pass_name(p), (unsigned long long)v);
-      }
+  for (int t = 0; t < N_TR; t++)
+    for (int o = 0; o < SEGOPS_OP_COUNT; o++)
+      for (int p = 0; p < SEGOPS_PASS_COUNT; p++)
+        for (size_t s = 0; s < N_STATUS; s++) {
+          uint64_t v = t == TR_NATIVE ? native_requests(o * SEGOPS_PASS_COUNT + p, s) : ld(&M.op_req[t][o][p][s]);
+          /* Zero series for 200 are always shown so every function appears; others when seen. */
+          if (!v && STATUSES[s] != 200) continue;
+          if (STATUSES[s])
+            put(b, "segops_requests_total{op=\"%s\",pass=\"%s\",status=\"%d\",transport=\"%s\"} %llu\n",
+                segops_op_name(o), segops_pass_name(p), STATUSES[s], TR_NAMES[t], (unsigned long long)v);
+          else
+            put(b, "segops_requests_total{op=\"%s\",pass=\"%s\",status=\"other\",transport=\"%s\"} %llu\n",
+                segops_op_name(o), segops_pass_name(p), TR_NAMES[t], (unsigned long long)v);
+        }
   put(b, "# HELP segops_http_requests_total Requests to other routes, by route and HTTP status.\n");
   put(b, "# TYPE segops_http_requests_total counter\n");
   for (int r = 1; r < SEGOPS_ROUTE_COUNT; r++)
@@ -315,8 +363,12 @@ static void put_batches(sbuf *b) {
 }
 
 static void put_load(sbuf *b, int64_t queue_depth) {
-  put_gauge(b, "segops_in_flight_requests", "HTTP requests received and not yet answered (every route).",
-            (long long)atomic_load_explicit(&M.inflight, RLX));
+  put(b,
+      "# HELP segops_in_flight_requests Requests received and not yet answered, by transport (http: every HTTP "
+      "route; native: native channel calls).\n# TYPE segops_in_flight_requests gauge\n");
+  for (int t = 0; t < N_TR; t++)
+    put(b, "segops_in_flight_requests{transport=\"%s\"} %lld\n", TR_NAMES[t],
+        (long long)atomic_load_explicit(&M.inflight[t], RLX) - (t == TR_NATIVE ? (long long)native_finished() : 0));
   put_gauge(b, "segops_queued_requests", "Op requests waiting for a backend worker.", (long long)queue_depth);
   put_gauge(b, "segops_executing_requests", "Op requests in a backend call now.",
             (long long)atomic_load_explicit(&M.executing, RLX));

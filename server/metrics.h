@@ -47,7 +47,10 @@ void segops_metrics_executing_add(int delta);
  * call answered, by function (SEGOPS_FN_*, -1 when the request named none) and status (SEGOPS_OK
  * or a SEGOPS_E_* code); bytes of client memory mapped and pinned (deltas). */
 void segops_metrics_native_channels(int delta);
-void segops_metrics_native_call(int fn, int status);
+/* A native call began (in flight), and ended with status after seconds: it counts in the native
+ * families and, with transport="native", in the request families HTTP's calls count in. */
+void segops_metrics_native_start(void);
+void segops_metrics_native_call(int fn, int status, double seconds);
 void segops_metrics_native_bytes(int64_t mapped_delta, int64_t pinned_delta);
 
 /* Renders everything into a malloc'd NUL-terminated buffer (caller frees); NULL on OOM.

@@ -64,7 +64,7 @@ static void finish(native_call *c, int status, const char *msg) {
   }
   uint32_t old = __atomic_exchange_n(&s->state, SEGOPS_SLOT_DONE, __ATOMIC_SEQ_CST);
   if (old & SEGOPS_SLOT_WAITING) segops_native_futex_wake(&s->state, 1);
-  segops_metrics_native_call(c->chk.fn, status);
+  segops_metrics_native_call(c->chk.fn, status, segops_now() - c->t0);
   segops_prepared_free(&c->prep);
   atomic_store_explicit(&ch->busy[c->slot], 0, memory_order_release);
 }
@@ -143,6 +143,7 @@ void segops_native_call_start(native_channel *ch, uint32_t k, bool may_inline) {
   c->seq = __atomic_load_n(&s->seq, __ATOMIC_RELAXED);
   memcpy(&c->req, (const void *)&s->req, sizeof c->req);
   c->t0 = segops_now();
+  segops_metrics_native_start();
   char err[512];
   int rc = prepare_call(ch, c, err, sizeof err);
   if (rc) {

@@ -139,7 +139,7 @@ def test_413_chunked_over_the_cap(daemon_factory):
     assert st == 200
     # Counted when decided, before the answer is written; the wait only covers a scrape racing
     # the daemon's own thread, and the count must still be exactly one.
-    want = b'segops_requests_total{op="segmented_sum",pass="forward",status="413"} 1\n'
+    want = b'segops_requests_total{op="segmented_sum",pass="forward",status="413",transport="http"} 1\n'
     deadline = time.monotonic() + 5
     while True:
         _, _, m = request(d.url, "GET", "/metrics")

@@ -1,13 +1,16 @@
 """test_install.py: libsegops as an installed product. `cmake --install` of this build into a
 temporary prefix; examples/c built out of tree against it twice, once through find_package(segops)
-and once through pkg-config (the .pc file found where it was installed), each program run against
-the real segopsd; and the installed tree holds the headers (segops.h and the segops_types.h it includes), the library with its soname link, the
+and once through pkg-config (the .pc file found where it was installed), and once with the C
+README's one-line pkg-config command (no LD_LIBRARY_PATH: its rpath finds the library), each program
+run against the real segopsd; and the installed tree holds the headers (segops.h and the
+segops_types.h it includes), the library with its soname link, the
 pkg-config file and the CMake package.
 
 usage: test_install.py BUILD_DIR SOURCE_DIR SEGOPSD [C_FLAGS]   (exit 77 without cmake or pkg-config)"""
 
 import os
 import shutil
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -58,13 +61,27 @@ def main(build, source, segopsd, flags=""):
                  *opts, *extra], env=env)
             run(["cmake", "--build", out, "-j2"], env=env)
             exes[mode] = [find(out, "md_loop"), find(out, "pair_segops")]
+        # The C README's one-line link command, as written there (md.c: the md_loop example), from
+        # this prefix the dynamic loader does not search: the program it makes must start and run.
+        readme = open(os.path.join(source, "clients", "c", "README.md")).read()
+        line = next(l for l in readme.splitlines() if l.startswith("cc md.c "))
+        cmd = line.replace("md.c", shlex.quote(os.path.join(source, "examples", "c", "md_loop", "md_loop.c")), 1)
+        cmd = cmd.replace("-o md", "-o " + shlex.quote(os.path.join(tmp, "md")), 1)
+        if flags:
+            cmd += " " + flags
+        r = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, timeout=300,
+                           env={k: v for k, v in env.items() if k != "LD_LIBRARY_PATH"})
+        assert r.returncode == 0, f"the README's link line failed: {cmd}\n{r.stdout}{r.stderr}"
+        exes["readme"] = [os.path.join(tmp, "md")]
         d = Daemon(segopsd, ["--backend", "cpu", "--threads", "1"])
         try:
             for mode, progs in exes.items():
                 for prog in progs:
                     linked = run(["ldd", prog]) if shutil.which("ldd") else prefix
                     assert prefix in linked, f"{prog} does not use the installed libsegops:\n{linked}"
-                    text = run([prog], env=dict(os.environ, SEGOPS_URL=d.url))
+                    run_env = dict(os.environ, SEGOPS_URL=d.url)
+                    run_env.pop("LD_LIBRARY_PATH", None)
+                    text = run([prog], env=run_env)
                     print(f"{mode} {os.path.basename(prog)}: {text.strip().splitlines()[-1]}")
         finally:
             status = d.stop()

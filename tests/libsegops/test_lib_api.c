@@ -299,21 +299,73 @@ static void transports(void) {
   rmdir(dir);
 }
 
-/* No daemon: the call keeps trying until its timeout, then names the daemon and the time spent. */
-static void nobody_there(void) {
+/* A client that never reached a daemon (a forgotten daemon, a typo): with the default 60 s timeout
+ * the call fails within about a second (2 s here: a loaded CI machine), naming the URL, why, and
+ * how to start one. */
+static void first_contact_fails(const char *url, const char *why, const char *why2, double wait_s) {
   segops_client *c = NULL;
   segops_options o;
   segops_options_init(&o);
-  o.timeout_s = 0.8;
+  o.wait_s = wait_s;
   segops_error e;
-  TL_CHECK(segops_open(&c, "http://127.0.0.1:1", &o, &e) == 0, "open: %s", e.message);
+  TL_CHECK(segops_open(&c, url, &o, &e) == 0, "open %s: %s", url, e.message);
   double t0 = now_s();
   int rc = sum_call(c, &e);
   double took = now_s() - t0;
-  TL_CHECK(rc == SEGOPS_E_CONNECTION && strstr(e.message, "http://127.0.0.1:1") &&
-               strstr(e.message, "no daemon took the call"),
-           "no daemon: %d '%s'", rc, e.message);
-  TL_CHECK(took > 0.5 && took < 2.5, "no daemon: gave up after %.2f s with a 0.8 s timeout", took);
+  TL_CHECK(rc == SEGOPS_E_CONNECTION && strstr(e.message, url) && strstr(e.message, why) &&
+               (!why2 || strstr(e.message, why2)) && strstr(e.message, "segopsd") &&
+               strstr(e.message, "SEGOPS_WAIT_S") && strstr(e.message, "no segops daemon answered"),
+           "%s: %d '%s' (wants '%s')", url, rc, e.message, why);
+  if (wait_s > 0)
+    TL_CHECK(took > wait_s - 0.3 && took < wait_s + 1.5, "%s: gave up after %.2f s, told to wait %.2g s", url, took,
+             wait_s);
+  else
+    TL_CHECK(took < 2.0, "%s: gave up after %.2f s (never reached a daemon: about 1 s)", url, took);
+  segops_close(c);
+}
+
+static int log_lines;
+static char log_last[1024];
+static void on_log(void *user, int level, const char *message) {
+  (void)user;
+  log_lines++;
+  TL_CHECK(level == SEGOPS_LOG_LEVEL_WARNING, "log level %d", level);
+  snprintf(log_last, sizeof log_last, "%s", message);
+}
+
+/* No daemon: first contact fails fast; wait_s waits; a daemon the client reached is waited for until
+ * the timeout, said once on the log after a second, then the error names it and the time spent. */
+static void nobody_there(void) {
+  first_contact_fails("http://127.0.0.1:1", "connection refused", NULL, 0);
+  first_contact_fails("http://segops-test.invalid:8080", "does not resolve", "segops-test.invalid", 0);
+  first_contact_fails("unix:///nonexistent/segops.sock", "does not exist", "/nonexistent/segops.sock", 0);
+  first_contact_fails("http://127.0.0.1:1", "connection refused", NULL, 2.0);
+
+  tl_daemon d;
+  const char *args[] = {"--backend", "cpu", "--threads", "1", NULL};
+  if (!tl_daemon_start(&d, "127.0.0.1:0", args)) {
+    TL_CHECK(0, "segopsd did not start");
+    return;
+  }
+  segops_client *c = NULL;
+  segops_options o;
+  segops_options_init(&o);
+  o.timeout_s = 2.5;
+  o.transport = "http";
+  o.log = on_log;
+  segops_error e;
+  TL_CHECK(segops_open(&c, d.url, &o, &e) == 0, "open: %s", e.message);
+  TL_CHECK(sum_call(c, &e) == 0, "reached: %s", e.message);
+  TL_CHECK(log_lines == 0, "a call that did not wait logged '%s'", log_last);
+  TL_CHECK(tl_daemon_stop(&d), "segopsd did not exit 0");
+  double t0 = now_s();
+  int rc = sum_call(c, &e);
+  double took = now_s() - t0;
+  TL_CHECK(rc == SEGOPS_E_CONNECTION && strstr(e.message, d.url) && strstr(e.message, "no daemon took the call"),
+           "gone: %d '%s'", rc, e.message);
+  TL_CHECK(took > 2.0 && took < 4.5, "gone: gave up after %.2f s with a 2.5 s timeout", took);
+  TL_CHECK(log_lines == 1 && strstr(log_last, "waiting for") && strstr(log_last, d.url) && strstr(log_last, "until"),
+           "waiting: %d lines, the last '%s'", log_lines, log_last);
   segops_close(c);
 }
 

@@ -479,6 +479,20 @@ static void case_info_metrics(void) {
            "5 calls ok");
   NH_CHECK(metric("segops_native_calls_total{op=\"segmented_sum\",pass=\"forward\",status=\"invalid_argument\"} ") == 1,
            "1 call refused");
+  /* The request families count native calls too, by a transport label (HTTP's status of the code). */
+  NH_CHECK(
+      metric("segops_requests_total{op=\"segmented_sum\",pass=\"forward\",status=\"200\",transport=\"native\"} ") == 5,
+      "5 native calls in segops_requests_total");
+  NH_CHECK(
+      metric("segops_requests_total{op=\"segmented_sum\",pass=\"forward\",status=\"400\",transport=\"native\"} ") == 1,
+      "1 refused native call in segops_requests_total");
+  NH_CHECK(
+      metric("segops_request_duration_seconds_count{op=\"segmented_sum\",pass=\"forward\",transport=\"native\"} ") == 6,
+      "6 native calls in segops_request_duration_seconds");
+  NH_CHECK(
+      metric("segops_requests_total{op=\"segmented_sum\",pass=\"forward\",status=\"200\",transport=\"http\"} ") == 0,
+      "no HTTP op calls");
+  NH_CHECK(metric("segops_in_flight_requests{transport=\"native\"} ") == 0, "no native call in flight after them");
   t->vt->close(t);
   long open = 1, mapped = 1; /* the daemon sees the close at once; the bound is for a machine that stalls */
   for (double until = segops_client_now() + 10; (open || mapped) && segops_client_now() < until; nh_sleep(0.005)) {

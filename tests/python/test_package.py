@@ -8,6 +8,7 @@ shipped; health() and ready() both return segops.Status (ready() says no while d
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -84,6 +85,18 @@ def test_cli_bench(server_url):
     m = re.search(r"latency ms: p50 ([\d.]+)\s+p90 ([\d.]+)\s+p99 ([\d.]+)", r.stdout)
     assert m and 0 < float(m.group(1)) <= float(m.group(2)) <= float(m.group(3)), r.stdout
     assert re.search(r"\d+ calls/s", r.stdout)
+    used = segops.Client(server_url).transport_used
+    assert f"(transport {used}, one thread)" in r.stdout, r.stdout  # what the calls went over
+
+
+def test_cli_into_a_closed_pipe(server_url):
+    # `segops info | head -1`: the reader stops early; no BrokenPipeError traceback
+    env = dict(os.environ)
+    env.pop("SEGOPS_URL", None)
+    # (`true` reads nothing and is gone long before the client has its answer to write)
+    r = subprocess.run(f"{shlex.quote(sys.executable)} -m segops info --url {shlex.quote(server_url)} | true",
+                       shell=True, capture_output=True, text=True, env=env, timeout=120)
+    assert "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr, r.stderr
 
 
 def test_cli_errors():

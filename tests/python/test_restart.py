@@ -292,7 +292,7 @@ def test_hostile_answer_shapes_are_protocol_errors(out):
 
 def test_every_daemon_down_names_each_failure():
     a, b = f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"
-    c = segops.Client([a, b], timeout=2)
+    c = segops.Client([a, b], timeout=2, wait=10)  # told to wait: first contact waits as a restart does
     t0 = time.monotonic()
     with pytest.raises(segops.SegopsConnectionError) as ei:
         c.segmented_sum(X, IDX, 3)
@@ -301,4 +301,74 @@ def test_every_daemon_down_names_each_failure():
     spent = "no daemon took the call in" if NATIVE else "no daemon answered in"
     assert a in msg and b in msg and spent in msg, msg
     assert 1.5 <= el < 5, el
+    c.close()
+
+
+# ---- first contact: a client that never reached a daemon fails within about a second
+
+FAST = 2.0  # about 1 s, with room for a loaded 2-core CI machine
+
+
+@pytest.mark.parametrize("url,why", [
+    ("http://127.0.0.1:{port}", "connection refused"),
+    ("http://segops-test.invalid:8080", "does not resolve"),  # the reserved TLD: no DNS server is asked
+    ("unix:///nonexistent/segops.sock", "/nonexistent/segops.sock does not exist"),
+])
+def test_first_contact_fails_fast_naming_the_url_and_why(url, why):
+    url = url.format(port=free_port())
+    c = segops.Client(url)  # the default 60 s timeout
+    t0 = time.monotonic()
+    with pytest.raises(segops.SegopsConnectionError) as ei:
+        c.segmented_sum(X, IDX, 3)
+    took = time.monotonic() - t0
+    msg = ei.value.message
+    assert took < FAST, (took, msg)
+    assert url in msg and why in msg and "no segops daemon answered" in msg, msg
+    assert "segopsd" in msg and "SEGOPS_WAIT_S" in msg, msg  # how to start one, how to wait for one
+    c.close()
+
+
+def test_first_contact_names_every_url():
+    a, b = f"http://127.0.0.1:{free_port()}", "http://segops-test.invalid:1"
+    t0 = time.monotonic()
+    with pytest.raises(segops.SegopsConnectionError) as ei:
+        segops.Client(f"{a},{b}").segmented_sum(X, IDX, 3)
+    assert time.monotonic() - t0 < FAST
+    msg = ei.value.message
+    assert f"{a}: " in msg and "connection refused" in msg and f"{b}: " in msg and "does not resolve" in msg, msg
+
+
+def test_wait_restores_the_long_wait_on_first_contact(monkeypatch):
+    url = f"http://127.0.0.1:{free_port()}"
+    for client in (lambda: segops.Client(url, wait=2.0),
+                   lambda: (monkeypatch.setenv("SEGOPS_WAIT_S", "2.0"), segops.Client(url))[1]):
+        c = client()
+        t0 = time.monotonic()
+        with pytest.raises(segops.SegopsConnectionError):
+            c.segmented_sum(X, IDX, 3)
+        assert 1.7 < time.monotonic() - t0 < 4.0  # told to wait 2 s, not the default 1
+        c.close()
+    monkeypatch.setenv("SEGOPS_WAIT_S", "soon")
+    with pytest.raises(ValueError, match="SEGOPS_WAIT_S"):
+        segops.Client(url)
+
+
+def test_a_daemon_it_reached_is_waited_for_and_said_once(run, caplog):
+    listen = f"127.0.0.1:{free_port()}"
+    d = run(listen)
+    c = segops.Client(d.url, transport="http", timeout=30)
+    np.testing.assert_array_equal(c.segmented_sum(X, IDX, 3), WANT)
+    assert d.stop() == 0
+    back = []
+    t = threading.Timer(2.0, lambda: back.append(run(listen)))
+    t.start()
+    caplog.set_level("INFO", logger="segops")
+    t0 = time.monotonic()
+    try:
+        np.testing.assert_array_equal(c.segmented_sum(X, IDX, 3), WANT)  # waited for the restart
+    finally:
+        t.join()
+    assert time.monotonic() - t0 > 1.5
+    said = [r.getMessage() for r in caplog.records if r.name == "segops"]
+    assert len(said) == 1 and "waiting for" in said[0] and d.url in said[0] and "until" in said[0], said
     c.close()

@@ -5,6 +5,8 @@ refuses; the pure-Python client's polling for its answers (spin_us)."""
 import os
 import tempfile
 
+import time
+
 import numpy as np
 import pytest
 
@@ -82,12 +84,13 @@ def test_auto_without_unix_listener_uses_tcp(server_url):
 def test_unix_url_to_a_non_socket_is_a_connection_error(tmp_path):
     f = tmp_path / "not-a-socket.sock"
     f.write_text("")
-    # (refused, as by a restarting daemon: waited out within the call's timeout, then named)
-    with segops.Client("unix://" + str(f), timeout=1.0) as c:
+    # (refused: a client that never reached a daemon gives up within about a second, naming it)
+    with segops.Client("unix://" + str(f), timeout=30) as c:
+        t0 = time.monotonic()
         with pytest.raises(segops.SegopsConnectionError) as ei:
             c.segmented_sum(*_sum_args(), 3)
-        spent = "no daemon took the call in" if NATIVE else "no daemon answered in"
-        assert spent in ei.value.message and str(f) in ei.value.message
+        assert time.monotonic() - t0 < 2.0
+        assert "no segops daemon answered in" in ei.value.message and str(f) in ei.value.message
 
 
 def test_bad_transport_and_url():

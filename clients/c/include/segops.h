@@ -110,6 +110,12 @@ typedef struct {
 
 typedef struct segops_client segops_client;
 
+/* A message the library has for a person (a call waiting for a daemon that went away): level is
+ * SEGOPS_LOG_LEVEL_INFO or SEGOPS_LOG_LEVEL_WARNING (Python's logging levels), message one line. Called from
+ * the calling thread, without the library's locks held. The library never writes to stderr itself. */
+typedef void (*segops_log_fn)(void *user, int level, const char *message);
+enum { SEGOPS_LOG_LEVEL_INFO = 20, SEGOPS_LOG_LEVEL_WARNING = 30 };
+
 typedef struct {
   const char *token;     /* bearer token; NULL: $SEGOPS_TOKEN, when set */
   double timeout_s;      /* each call's whole deadline, failover and reconnects included; <= 0: 60 */
@@ -117,6 +123,12 @@ typedef struct {
   int spin_us;           /* native: how long a caller polls for its answer before it sleeps; < 0: the
                             default ($SEGOPS_CLIENT_SPIN_US, else the library's) */
   int threads;           /* local: CPU backend threads; <= 0: online CPUs */
+  double wait_s;         /* first contact: while the client has never reached any of its daemons, a call
+                            gives up on them after this many seconds (then it fails naming every URL and
+                            why); <= 0: $SEGOPS_WAIT_S, else 1. A daemon it has reached is waited for
+                            until timeout_s (a restart). Set it for a client started beside its daemon. */
+  segops_log_fn log;     /* messages for a person; NULL: none */
+  void *log_user;        /* log's first argument */
 } segops_options;
 
 /* Fills o with the defaults above. */
@@ -129,7 +141,9 @@ SEGOPS_API void segops_options_init(segops_options *o);
  * daemon is on this host (its /v1/info names the channel's socket and the socket answers), else
  * HTTP over the daemon's unix socket when it has one here, else HTTP over the URL. "local" runs
  * the CPU backend in this process: the same functions and bits, no daemon. No connection is made
- * here: the first call makes it (so a client may be opened before its daemon starts).
+ * here: the first call makes it (so a client may be opened before its daemon starts; its calls
+ * wait for it for wait_s, and a client that never reached a daemon fails within about a second:
+ * a URL nothing listens on, a socket that does not exist, a host name that does not resolve).
  * Returns SEGOPS_OK with *out set (free with segops_close), or an error (bad URL, option). */
 SEGOPS_API int segops_open(segops_client **out, const char *url, const segops_options *opts, segops_error *err);
 

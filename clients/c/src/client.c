@@ -189,6 +189,25 @@ static int parse_spin(int given, int *spin_us, segops_error *e) {
   return SEGOPS_OK;
 }
 
+/* First contact's wait: given, else $SEGOPS_WAIT_S, else FIRST_CONTACT_S. */
+static int parse_wait(double given, double *wait_s, segops_error *e) {
+  *wait_s = FIRST_CONTACT_S;
+  if (given > 0) {
+    *wait_s = given;
+    return SEGOPS_OK;
+  }
+  const char *v = getenv("SEGOPS_WAIT_S");
+  if (!v || !*v) return SEGOPS_OK;
+  char *end = NULL;
+  errno = 0;
+  double d = strtod(v, &end);
+  if (errno || end == v || *end || !(d >= 0 && d <= 1e6))
+    return segops_client_err(e, SEGOPS_E_INVALID_ARGUMENT,
+                             "SEGOPS_WAIT_S must be a number of seconds from 0 to 1000000, not '%.32s'", v);
+  if (d > 0) *wait_s = d;
+  return SEGOPS_OK;
+}
+
 /* ---- open and close ---- */
 
 static void endpoint_free(segops_endpoint *ep) {
@@ -257,7 +276,10 @@ static int client_options(segops_client *c, const segops_options *opts, segops_e
   if (!opts) opts = &def;
   int rc = parse_want(opts->transport, &c->want, e);
   if (!rc) rc = parse_spin(opts->spin_us, &c->spin_us, e);
+  if (!rc) rc = parse_wait(opts->wait_s, &c->wait_s, e);
   if (rc) return rc;
+  c->log = opts->log;
+  c->log_user = opts->log_user;
   const char *token = opts->token ? opts->token : getenv("SEGOPS_TOKEN");
   if (token && *token && !(c->token = strdup(token))) return segops_client_err(e, SEGOPS_E_NOMEM, "out of memory");
   c->timeout_s = opts->timeout_s > 0 ? opts->timeout_s : DEFAULT_TIMEOUT_S;
@@ -274,6 +296,8 @@ int segops_open(segops_client **out, const char *url, const segops_options *opts
   cond_init_monotonic(&c->cv);
   atomic_init(&c->used, "");
   atomic_init(&c->fork_gen, atomic_load(&fork_gen));
+  atomic_init(&c->reached, false);
+  atomic_init(&c->said_waiting, false);
   if (!url || !*url) url = getenv("SEGOPS_URL");
   if (!url || !*url) url = DEFAULT_URL;
   int rc = client_options(c, opts, err);

@@ -14,6 +14,9 @@
 #include "segops.h"
 #include "transport.h"
 
+/* How long a client that has never reached a daemon tries before it fails (segops_options.wait_s). */
+#define FIRST_CONTACT_S 1.0
+
 /* The transport choice of segops_options.transport. */
 typedef enum {
   SEGOPS_WANT_AUTO,
@@ -59,6 +62,11 @@ struct segops_client {
   segops_want want;
   char *token; /* owned; NULL: none */
   double timeout_s;
+  double wait_s; /* first contact's wait (segops_options.wait_s, resolved) */
+  segops_log_fn log;
+  void *log_user;
+  atomic_bool reached;      /* a daemon answered once: from then on, calls wait for one (a restart) */
+  atomic_bool said_waiting; /* the "waiting for" message of this outage was logged */
   int spin_us, threads;
   segops_mem *mem;                /* shared memory for the native channel (a forked child allocates in pools of its own:
                                      mem.c); NULL where memfds cannot be made */

@@ -6,7 +6,12 @@
  * a back-off (at least its Retry-After; doubling with each failure in a row) and must answer /readyz
  * before it gets work again. When every daemon rests, the call waits for the first to come back, until its
  * timeout (the whole deadline, failover included); then it fails naming every daemon's last
- * failure and the time spent. */
+ * failure and the time spent, and after a second of waiting it tells the client's log once.
+ *
+ * That wait is for daemons the client has reached (a restart). A client that has never reached
+ * any (first contact: a forgotten daemon, a typo in the URL) gives up after wait_s (1 s unless told
+ * otherwise), a name that does not resolve at once (unless told to wait longer), and says every
+ * URL, why, and how to start a daemon; a connection, name resolution included, must be made within that time too. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +19,9 @@
 #include <time.h>
 
 #include "client.h"
+
+_Thread_local double segops_connect_by;
+_Thread_local bool segops_no_such_host;
 
 #define BACKOFF_MIN_S 0.25
 #define BACKOFF_MAX_S 30.0
@@ -41,7 +49,9 @@ static void sleep_s(double s) {
 
 typedef struct {
   double deadline, t0;
+  double give_up; /* deadline, or before it the end of first contact's wait (not reached yet) */
   uint64_t tried; /* bit i: endpoint i failed this call */
+  uint64_t gone;  /* bit i: endpoint i's name does not resolve (first contact: not tried again) */
   bool last_try;  /* the final attempt, just before the deadline, ignores rests */
   int last_code;
 } call_state;
@@ -49,7 +59,8 @@ typedef struct {
 /* Whether endpoint i may take this attempt: not resting (unless this is the last try), and in the
  * first round not one this call already tried. */
 static bool candidate(const segops_client *c, const call_state *cs, int i, double now, bool fresh_only) {
-  return (c->eps[i].resting_until <= now || cs->last_try) && !(fresh_only && ((cs->tried >> i) & 1u));
+  return (c->eps[i].resting_until <= now || cs->last_try) && !(fresh_only && ((cs->tried >> i) & 1u)) &&
+         !((cs->gone >> i) & 1u);
 }
 
 /* The healthy endpoint with the fewest calls in flight (ties in turn), preferring those this call
@@ -74,15 +85,21 @@ static segops_endpoint *pick(segops_client *c, call_state *cs, double now, doubl
         return &c->eps[i];
       }
   }
-  double earliest = c->eps[0].resting_until;
-  for (int i = 1; i < c->n_eps; i++)
-    if (c->eps[i].resting_until < earliest) earliest = c->eps[i].resting_until;
+  double earliest = -1;
+  for (int i = 0; i < c->n_eps; i++)
+    if (!((cs->gone >> i) & 1u) && (earliest < 0 || c->eps[i].resting_until < earliest))
+      earliest = c->eps[i].resting_until;
+  if (earliest < 0) { /* every name fails to resolve */
+    *wait = -1;
+    return NULL;
+  }
   /* Keep trying until the timeout: the last attempt goes out shortly before the deadline. */
-  double reserve = c->timeout_s / 10 < 0.25 ? c->timeout_s / 10 : 0.25;
-  if (earliest < cs->deadline - reserve) {
+  double span = cs->give_up - cs->t0;
+  double reserve = span / 10 < 0.25 ? span / 10 : 0.25;
+  if (earliest < cs->give_up - reserve) {
     *wait = earliest - now;
-  } else if (!cs->last_try && now < cs->deadline) {
-    *wait = cs->deadline - reserve - now;
+  } else if (!cs->last_try && now < cs->give_up) {
+    *wait = cs->give_up - reserve - now;
     cs->last_try = true;
   } else {
     *wait = -1;
@@ -169,8 +186,8 @@ static int rejoin_ok(segops_endpoint *ep, double deadline, segops_error *e) {
   return segops_http_ready(ep->http->t, deadline, e);
 }
 
-static int attempt(segops_client *c, segops_endpoint *ep, int failures, segops_attempt_fn fn, void *arg,
-                   double deadline, segops_error *e) {
+static int attempt_on(segops_client *c, segops_endpoint *ep, int failures, segops_attempt_fn fn, void *arg,
+                      double deadline, segops_error *e) {
   if (failures) {
     int rc = rejoin_ok(ep, deadline, e);
     if (rc) return rc;
@@ -180,6 +197,18 @@ static int attempt(segops_client *c, segops_endpoint *ep, int failures, segops_a
   int rc = fn(ep, h->t, arg, deadline, e);
   if (rc == SEGOPS_OK) atomic_store(&c->used, h->t->vt->name);
   release(c, h);
+  return rc;
+}
+
+/* One attempt; connect_by: 0, or the time by which first contact's connection must be made. */
+static int attempt(segops_client *c, segops_endpoint *ep, int failures, segops_attempt_fn fn, void *arg,
+                   double deadline, double connect_by, segops_error *e) {
+  segops_connect_by = connect_by;
+  segops_no_such_host = false;
+  int rc = attempt_on(c, ep, failures, fn, arg, deadline, e);
+  segops_connect_by = 0;
+  /* Any answer (a result, a refusal, a 503 while it starts) means a daemon is there. */
+  if (rc != SEGOPS_E_CONNECTION && !ep->local) atomic_store(&c->reached, true);
   return rc;
 }
 
@@ -201,6 +230,52 @@ static int fail_all(segops_client *c, call_state *cs, const char *what, segops_e
   return segops_client_err(e, cs->last_code, "%s", msg);
 }
 
+/* A client that never reached a daemon gives up: every URL and why, and what to do. */
+static int fail_first_contact(segops_client *c, call_state *cs, const char *what, segops_error *e) {
+  if (!e) return cs->last_code;
+  char msg[sizeof e->message];
+  size_t o = (size_t)snprintf(msg, sizeof msg,
+                              "%s: no segops daemon answered in %.2g s (this client has not reached one yet):", what,
+                              segops_client_now() - cs->t0);
+  pthread_mutex_lock(&c->mu);
+  for (int i = 0; i < c->n_eps && o < sizeof msg; i++) {
+    const segops_endpoint *ep = &c->eps[i];
+    const char *m = ep->last.message;
+    if (!strncmp(m, "segops: ", 8)) m += 8;
+    if (!strncmp(m, "GET ", 4) || !strncmp(m, "POST ", 5)) { /* the URL is named already: its reason */
+      const char *why = strstr(m, ": ");
+      if (why) m = why + 2;
+    }
+    o += (size_t)snprintf(msg + o, sizeof msg - o, "%s %s: %s", i ? ";" : "", ep->url, ep->failures ? m : "not tried");
+  }
+  pthread_mutex_unlock(&c->mu);
+  if (o < sizeof msg)
+    snprintf(msg + o, sizeof msg - o,
+             ". Start one (segopsd --listen HOST:PORT; scripts/run.sh in a source tree) or point SEGOPS_URL at "
+             "one; to wait for a daemon that is starting, set SEGOPS_WAIT_S (or the client's wait option) to the "
+             "seconds to wait");
+  return segops_client_err(e, SEGOPS_E_CONNECTION, "%s", msg);
+}
+
+/* Once per outage, after a second of waiting: what the call waits for, and until when. */
+static void say_waiting(segops_client *c, const call_state *cs, segops_endpoint *ep) {
+  if (!c->log || atomic_exchange(&c->said_waiting, true)) return;
+  char last[300] = "", until[32] = "?";
+  pthread_mutex_lock(&c->mu);
+  const char *m = ep->last.message;
+  snprintf(last, sizeof last, "%.299s", strncmp(m, "segops: ", 8) ? m : m + 8);
+  pthread_mutex_unlock(&c->mu);
+  struct timespec wall;
+  clock_gettime(CLOCK_REALTIME, &wall);
+  time_t at = wall.tv_sec + (time_t)(cs->deadline - segops_client_now() + 0.5);
+  struct tm tm;
+  if (localtime_r(&at, &tm)) strftime(until, sizeof until, "%H:%M:%S", &tm);
+  char msg[700];
+  snprintf(msg, sizeof msg, "segops: waiting for %s%s until %s (the call's timeout of %.3g s): %s",
+           c->n_eps > 1 ? "a daemon of " : "", c->n_eps > 1 ? "the client's list" : ep->url, until, c->timeout_s, last);
+  c->log(c->log_user, SEGOPS_LOG_LEVEL_WARNING, msg);
+}
+
 /* The deadline of one attempt: an equal share of what is left among the daemons this call has not
  * tried yet (all of it for the last one), so that one that answers slowly, or trickles its answer,
  * leaves time for the others. */
@@ -213,21 +288,34 @@ static double attempt_deadline(const segops_client *c, const call_state *cs, dou
 int segops_endpoints_run(segops_client *c, segops_attempt_fn fn, void *arg, const char *what, segops_error *e) {
   call_state cs = {.t0 = segops_client_now(), .last_code = SEGOPS_E_CONNECTION};
   cs.deadline = cs.t0 + c->timeout_s;
+  double contact_by = cs.t0 + c->wait_s < cs.deadline ? cs.t0 + c->wait_s : cs.deadline;
   segops_error local_err;
-  if (!e) e = &local_err; /* failover reads the error */
+  if (!e) e = &local_err;         /* failover reads the error */
+  segops_endpoint *waited = NULL; /* the daemon that failed last */
   for (;;) {
+    bool first = !atomic_load(&c->reached);
+    if (!first && cs.give_up < cs.deadline) cs.last_try = false; /* reached meanwhile: the whole timeout */
+    cs.give_up = first ? contact_by : cs.deadline;
     double now = segops_client_now(), wait = 0;
     pthread_mutex_lock(&c->mu);
     segops_endpoint *ep = pick(c, &cs, now, &wait);
     int failures = ep ? ep->failures : 0;
     pthread_mutex_unlock(&c->mu);
     if (!ep) {
-      if (wait < 0) return fail_all(c, &cs, what, e);
+      if (wait < 0)
+        return first && contact_by < cs.deadline ? fail_first_contact(c, &cs, what, e) : fail_all(c, &cs, what, e);
+      if (!first && waited && c->log && !atomic_load(&c->said_waiting)) { /* say it after 1 s, not later */
+        if (now - cs.t0 >= 1.0)
+          say_waiting(c, &cs, waited);
+        else if (wait > cs.t0 + 1.0 - now)
+          wait = cs.t0 + 1.0 - now;
+      }
       sleep_s(wait > 0 ? wait : 0.001);
       continue;
     }
     double until = attempt_deadline(c, &cs, now);
-    int rc = attempt(c, ep, failures, fn, arg, until, e);
+    int rc = attempt(c, ep, failures, fn, arg, until, first ? contact_by : 0, e);
+    if (rc == SEGOPS_OK && atomic_load(&c->said_waiting)) atomic_store(&c->said_waiting, false);
     /* An attempt that used up its share moves on, as a daemon that went away does. */
     bool retry = rc != SEGOPS_OK && (segops_retryable(rc) || (rc == SEGOPS_E_TIMEOUT && until < cs.deadline));
     pthread_mutex_lock(&c->mu);
@@ -239,6 +327,12 @@ int segops_endpoints_run(segops_client *c, segops_attempt_fn fn, void *arg, cons
     if (!retry) return rc;
     cs.tried |= 1ull << (ep - c->eps);
     cs.last_code = rc;
+    waited = ep;
+    first = !atomic_load(&c->reached);
+    /* A typo does not get better; a client told to wait may be waiting for its daemon's DNS name. */
+    if (first && segops_no_such_host && c->wait_s <= FIRST_CONTACT_S) cs.gone |= 1ull << (ep - c->eps);
+    if (first && contact_by < cs.deadline && (segops_client_now() >= contact_by || cs.last_try))
+      return fail_first_contact(c, &cs, what, e);
     if (segops_client_now() >= cs.deadline || cs.last_try) return fail_all(c, &cs, what, e);
   }
 }

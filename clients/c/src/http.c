@@ -5,11 +5,13 @@
  * answer does not hold a call past it), and answers are bounded while they arrive: a body longer
  * than the call's answer can be, or an error body past 64 KiB, ends the exchange. */
 #include <curl/curl.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "http_body.h"
 
@@ -35,6 +37,7 @@ typedef struct {
   char *shown;     /* the URL as given, for messages */
   char *base_url;  /* "http://host:port/prefix" (or "http://localhost" over a unix socket) */
   char *unix_path; /* NULL over TCP */
+  char *host;      /* the URL's host (TCP), for messages */
   bool tls;
   char *fn_url[SEGOPS_FN_COUNT], *info_url, *ready_url;
   struct curl_slist *post_hdrs, *get_hdrs;
@@ -170,11 +173,54 @@ static size_t on_body(char *p, size_t size, size_t n, void *arg) {
   return len;
 }
 
+/* Why no connection was made, in words a person acts on: the socket path that does not exist, the
+ * address nothing listens on, the host name that does not resolve. */
+static int connect_error(CURLcode rc, http_t *ht, hconn *hc, const char *where, segops_error *e) {
+  long oserr = 0;
+  curl_easy_getinfo(hc->h, CURLINFO_OS_ERRNO, &oserr);
+  if (ht->unix_path) {
+    struct stat st;
+    if (stat(ht->unix_path, &st) != 0)
+      return segops_client_err(e, SEGOPS_E_CONNECTION, "%s: no such socket: %s does not exist", where, ht->unix_path);
+    if (!S_ISSOCK(st.st_mode))
+      return segops_client_err(e, SEGOPS_E_CONNECTION, "%s: %s is not a socket", where, ht->unix_path);
+    if (oserr == ECONNREFUSED)
+      return segops_client_err(e, SEGOPS_E_CONNECTION, "%s: connection refused: nothing listens on %s", where,
+                               ht->unix_path);
+    return segops_client_err(e, SEGOPS_E_CONNECTION, "%s: cannot connect to %s: %s", where, ht->unix_path,
+                             oserr ? strerror((int)oserr) : curl_easy_strerror(rc));
+  }
+  if (rc == CURLE_COULDNT_RESOLVE_HOST) {
+    segops_no_such_host = true;
+    return segops_client_err(e, SEGOPS_E_CONNECTION, "%s: no such host: '%s' does not resolve", where,
+                             ht->host ? ht->host : "?");
+  }
+  if (oserr == ECONNREFUSED) {
+    char *ip = NULL;
+    long port = 0;
+    curl_easy_getinfo(hc->h, CURLINFO_PRIMARY_IP, &ip);
+    curl_easy_getinfo(hc->h, CURLINFO_PRIMARY_PORT, &port);
+    if (ip && *ip && port > 0)
+      return segops_client_err(e, SEGOPS_E_CONNECTION, "%s: connection refused: nothing listens on %s port %ld", where,
+                               ip, port);
+    return segops_client_err(e, SEGOPS_E_CONNECTION, "%s: connection refused: nothing listens there", where);
+  }
+  const char *detail = hc->errbuf[0] ? hc->errbuf : curl_easy_strerror(rc);
+  return segops_client_err(e, SEGOPS_E_CONNECTION, "%s: %s", where, detail);
+}
+
 /* A failed exchange as a segops error. */
-static int transfer_error(CURLcode rc, hconn *hc, const char *where, double timeout_s, segops_error *e) {
+static int transfer_error(CURLcode rc, http_t *ht, hconn *hc, const char *where, double timeout_s, bool connect_bound,
+                          segops_error *e) {
   const char *detail = hc->errbuf[0] ? hc->errbuf : curl_easy_strerror(rc);
   switch (rc) {
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_CONNECT:
+      return connect_error(rc, ht, hc, where, e);
     case CURLE_OPERATION_TIMEDOUT:
+      /* The connection's own bound (first contact) passed, not the call's: nobody answered. */
+      if (connect_bound)
+        return segops_client_err(e, SEGOPS_E_CONNECTION, "%s: no connection in %.3g s (%s)", where, timeout_s, detail);
       return segops_client_err(e, SEGOPS_E_TIMEOUT, "%s: no answer within the call's timeout (%.3g s left): %s", where,
                                timeout_s, detail);
     case CURLE_WRITE_ERROR:
@@ -209,7 +255,13 @@ static int exchange(http_t *ht, hconn *hc, const char *url, const char *body, si
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, ht->get_hdrs);
   }
   curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, ms);
-  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, ms);
+  long cms = ms;
+  if (segops_connect_by > 0) { /* first contact: a connection (DNS included) by then, or none */
+    double cleft = segops_connect_by - segops_client_now();
+    cms = cleft <= 0 ? 1 : (long)(cleft * 1000) + 1;
+    if (cms > ms) cms = ms;
+  }
+  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, cms);
   hc->errbuf[0] = 0;
   hc->resp.len = 0;
   hc->cap_ok = cap_ok;
@@ -217,12 +269,23 @@ static int exchange(http_t *ht, hconn *hc, const char *url, const char *body, si
   hc->is_msgpack = false;
   hc->retry_after = 0;
   CURLcode rc = curl_easy_perform(h);
-  if (rc != CURLE_OK) return transfer_error(rc, hc, where, left, e);
+  if (rc != CURLE_OK) {
+    bool connect_bound = rc == CURLE_OPERATION_TIMEDOUT && cms < ms && segops_client_now() < deadline - 0.002;
+    return transfer_error(rc, ht, hc, where, connect_bound ? (double)cms / 1000 : left, connect_bound, e);
+  }
   curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
   return SEGOPS_OK;
 }
 
 /* ---- the transport ---- */
+
+/* A 401 says how a token is passed, whatever the daemon's own words. */
+static void token_hint(long status, segops_error *e) {
+  if (status != 401 || !e || strstr(e->message, "SEGOPS_TOKEN")) return;
+  size_t n = strlen(e->message);
+  snprintf(e->message + n, sizeof e->message - n,
+           " (pass the daemon's token: $SEGOPS_TOKEN, or the client's token option)");
+}
 
 static int http_call(segops_transport *t, const segops_tcall *tc, double deadline, segops_error *e) {
   http_t *ht = (http_t *)t;
@@ -235,9 +298,10 @@ static int http_call(segops_transport *t, const segops_tcall *tc, double deadlin
   if (!rc)
     rc = exchange(ht, hc, ht->fn_url[tc->fn], hc->req.p, hc->req.len, segops_body_answer_cap(tc), deadline, where,
                   &status, e);
-  if (!rc && status != 200)
+  if (!rc && status != 200) {
     rc = segops_body_error((int)status, hc->resp.p, hc->resp.len, hc->retry_after, where, e);
-  else if (!rc && !hc->is_msgpack)
+    token_hint(status, e);
+  } else if (!rc && !hc->is_msgpack)
     rc = segops_client_err(e, SEGOPS_E_PROTOCOL, "%s: the answer is not application/msgpack", where);
   else if (!rc)
     rc = segops_body_decode_answer(tc, (const uint8_t *)hc->resp.p, hc->resp.len, where, e);
@@ -255,6 +319,7 @@ static int http_get(http_t *ht, const char *url, size_t cap, double deadline, ch
   int rc = exchange(ht, hc, url, NULL, 0, cap, deadline, where, &status, e);
   if (!rc && status != 200) {
     rc = segops_body_error((int)status, hc->resp.p, hc->resp.len, hc->retry_after, where, e);
+    token_hint(status, e);
   } else if (!rc && text) {
     *text = malloc(hc->resp.len + 1);
     if (!*text) rc = segops_client_err(e, SEGOPS_E_NOMEM, "%s: out of memory", where);
@@ -289,6 +354,7 @@ static void http_free(http_t *ht, bool close_handles) {
   free(ht->shown);
   free(ht->base_url);
   free(ht->unix_path);
+  free(ht->host);
   curl_slist_free_all(ht->post_hdrs);
   curl_slist_free_all(ht->get_hdrs);
   pthread_mutex_destroy(&ht->mu);
@@ -344,6 +410,7 @@ static int parse_url(http_t *ht, const char *url, segops_error *e) {
   char *host = NULL;
   bool ok = u && curl_url_set(u, CURLUPART_URL, ht->base_url, 0) == CURLUE_OK &&
             curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK && host && *host;
+  if (ok) ht->host = strdup(host);
   curl_free(host);
   curl_url_cleanup(u);
   if (!ok) return segops_client_err(e, SEGOPS_E_INVALID_ARGUMENT, "\"%.200s\" is not a URL of a host", url);

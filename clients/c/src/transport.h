@@ -90,6 +90,13 @@ int segops_http_ready(segops_transport *t, double deadline, segops_error *e);
 /* The CPU backend in this process (local.c). */
 segops_transport *segops_local_open(int threads, segops_error *e);
 
+/* The attempt under way on this thread (endpoints.c sets segops_connect_by before it and reads
+ * segops_no_such_host after it): a connection, name resolution included, must be made by
+ * segops_connect_by (0: by the call's deadline), else it is a CONNECTION error; http.c sets
+ * segops_no_such_host when the URL's host name does not resolve. */
+extern _Thread_local double segops_connect_by;
+extern _Thread_local bool segops_no_such_host;
+
 /* Monotonic clock in seconds. */
 double segops_client_now(void);
 

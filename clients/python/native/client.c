@@ -34,14 +34,29 @@ static sx_core *use(sx_client *self) {
 
 /* ---- construction ---------------------------------------------------------------------------- */
 
+/* libsegops' messages for a person go to the `segops` logger (the library never writes to stderr). */
+static void log_to_python(void *user, int level, const char *message) {
+  (void)user;
+  if (!Py_IsInitialized()) return;
+  PyGILState_STATE g = PyGILState_Ensure();
+  PyObject *logging = PyImport_ImportModule("logging");
+  PyObject *logger = logging ? PyObject_CallMethod(logging, "getLogger", "s", "segops") : NULL;
+  PyObject *r = logger ? PyObject_CallMethod(logger, "log", "is", level, message) : NULL;
+  if (!r) PyErr_Clear(); /* a log line that cannot be written is not the call's failure */
+  Py_XDECREF(r);
+  Py_XDECREF(logger);
+  Py_XDECREF(logging);
+  PyGILState_Release(g);
+}
+
 static int client_init(PyObject *op, PyObject *args, PyObject *kw) {
   sx_client *self = (sx_client *)op;
-  static char *names[] = {"url", "token", "timeout", "transport", "spin_us", "threads", NULL};
+  static char *names[] = {"url", "token", "timeout", "transport", "spin_us", "threads", "wait", NULL};
   const char *url = NULL, *token = NULL, *transport = NULL;
-  double timeout = 60.0;
+  double timeout = 60.0, wait = 0;
   int spin_us = -1, threads = 0;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "|zzdzii:Client", names, &url, &token, &timeout, &transport, &spin_us,
-                                   &threads))
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "|zzdziid:Client", names, &url, &token, &timeout, &transport, &spin_us,
+                                   &threads, &wait))
     return -1;
   if (self->core) {
     PyErr_SetString(PyExc_RuntimeError, "segops: Client.__init__ called twice");
@@ -54,6 +69,8 @@ static int client_init(PyObject *op, PyObject *args, PyObject *kw) {
   o.transport = transport;
   o.spin_us = spin_us;
   o.threads = threads;
+  o.wait_s = wait;
+  o.log = log_to_python;
   segops_client *c = NULL;
   segops_error e;
   if (segops_open(&c, url, &o, &e) != SEGOPS_OK) {
@@ -402,7 +419,7 @@ static PyType_Slot client_slots[] = {{Py_tp_init, client_init},
                                      {Py_tp_getset, client_getset},
                                      {Py_tp_doc,
                                       "Client(url=None, token=None, timeout=60.0, transport=None, "
-                                      "spin_us=-1, threads=0): a libsegops client (segops.h)."},
+                                      "spin_us=-1, threads=0, wait=0): a libsegops client (segops.h)."},
                                      {0, NULL}};
 
 PyType_Spec sx_client_spec = {"segops._native.Client", sizeof(sx_client), 0, Py_TPFLAGS_DEFAULT, client_slots};

@@ -11,9 +11,19 @@ function is pure, so sending it again is always safe. A failed endpoint rests fo
 A call's `timeout` bounds it whole: every connect, send and receive gets what is left of it
 (_transport.DeadlineSocket). A client of one daemon waits for it while it restarts (refused
 connections, 503 unavailable), with back-off, within that timeout (wait_for); when the time is up,
-the error names every daemon's last failure and the time spent (gave_up)."""
+the error names every daemon's last failure and the time spent (gave_up).
+
+That wait is for daemons the client has reached before (a restart). A client that has never reached
+any (first contact: a forgotten daemon, a typo in the URL) gives up after `wait` seconds (1 unless
+Client(wait=...) or $SEGOPS_WAIT_S says otherwise; a connection, name resolution included, must be
+made within it too), and at once on a host name that does not resolve (unless told to wait
+longer); its error names every URL,
+why, and how to start a daemon (first_contact_error). A call that waits for a daemon it reached
+before says so once on the `segops` logger after a second."""
 
 import itertools
+import logging
+import os
 import threading
 import time
 
@@ -25,6 +35,97 @@ _local = threading.local()  # this thread's call: its deadline, and whether an e
 def current_deadline():
     """The deadline (time.monotonic()) of the call this thread is in, or None."""
     return getattr(_local, "deadline", None)
+
+
+def current_connect_by():
+    """First contact: the time (time.monotonic()) by which this thread's connection must be made,
+    name resolution included, or None."""
+    return getattr(_local, "connect_by", None)
+
+
+FIRST_CONTACT_S = 1.0  # how long a client that has never reached a daemon tries, unless told to wait
+log = logging.getLogger("segops")
+
+
+def wait_seconds(wait=None):
+    """First contact's wait: `wait` when given, else $SEGOPS_WAIT_S, else FIRST_CONTACT_S."""
+    src = "wait"
+    if wait is None:
+        wait, src = os.environ.get("SEGOPS_WAIT_S"), "SEGOPS_WAIT_S"
+        if wait is None or not wait.strip():
+            return FIRST_CONTACT_S
+    try:
+        w = float(wait)
+    except (TypeError, ValueError):
+        w = None
+    if w is None or not 0 <= w <= 1e6:
+        raise ValueError(f"segops: {src} must be a number of seconds from 0 to 1000000, not {wait!r}")
+    return w if w > 0 else FIRST_CONTACT_S
+
+
+class Contact:
+    """Whether a client has reached a daemon yet (then its calls wait for one that went away), how
+    long first contact waits, and whether this outage's "waiting for" was logged."""
+
+    __slots__ = ("wait", "reached", "said")
+
+    def __init__(self, wait=None):
+        self.wait = wait_seconds(wait)
+        self.reached = False
+        self.said = False
+
+    def answered(self):
+        self.reached = True
+        self.said = False
+
+    def heard(self, err):
+        """err came from a call: anything but no connection means a daemon is there."""
+        if not isinstance(err, SegopsConnectionError):
+            self.reached = True
+
+    def say_waiting(self, what, deadline, err):
+        if self.said:
+            return
+        self.said = True
+        until = time.strftime("%H:%M:%S", time.localtime(time.time() + deadline - time.monotonic()))
+        log.warning("segops: waiting for %s until %s: %s", what, until, _reason(err))
+
+
+def _reason(err):
+    """An error's message without the request it was about (its URL is named beside it)."""
+    m = err.message if isinstance(err, SegopsError) else str(err)
+    if m.startswith("segops: "):
+        m = m[len("segops: "):]
+    if m.startswith(("GET ", "POST ")) and ": " in m:
+        m = m.split(": ", 1)[1]
+    return m
+
+
+def first_contact_error(failures, elapsed):
+    """The error of a client that never reached a daemon: every URL ([(url, error)]) and why, and
+    what to do."""
+    seen = "; ".join(f"{url}: {_reason(e) if e is not None else 'not tried'}" for url, e in failures)
+    return SegopsConnectionError(
+        0, "connection_error",
+        f"segops: no segops daemon answered in {elapsed:.2g} s (this client has not reached one yet): {seen}. "
+        "Start one (segopsd --listen HOST:PORT; scripts/run.sh in a source tree) or point SEGOPS_URL at one; to "
+        "wait for a daemon that is starting, set SEGOPS_WAIT_S (or Client(wait=...)) to the seconds to wait")
+
+
+class connect_scope:
+    """Within it, this thread's connections are made by `connect_by` (None: by the deadline)."""
+
+    __slots__ = ("connect_by", "prev")
+
+    def __init__(self, connect_by):
+        self.connect_by = connect_by
+
+    def __enter__(self):
+        self.prev = getattr(_local, "connect_by", None)
+        _local.connect_by = self.connect_by
+
+    def __exit__(self, *exc):
+        _local.connect_by = self.prev
 
 
 class call_scope:
@@ -69,25 +170,45 @@ def gave_up(failures, elapsed, timeout, latest=None):
         return SegopsConnectionError(0, "connection_error", msg)
 
 
-def wait_for(url, timeout, fn):
+def wait_for(url, timeout, fn, contact=None):
     """fn() for a client of one daemon: again, with back-off, while the daemon is unreachable or
-    draining, until the call's deadline; inside an endpoint set's attempt, once."""
+    draining, until the call's deadline (first contact: until contact.wait); inside an endpoint
+    set's attempt, once."""
     t0 = time.monotonic()
     with call_scope(t0 + timeout) as deadline:
         if getattr(_local, "single", False):
             return fn()
+        if contact is None:
+            contact = Contact()
         pause = 0.05
         while True:
+            first = not contact.reached
+            contact_by = min(t0 + contact.wait, deadline)
             try:
-                return fn()
+                with connect_scope(contact_by if first else None):
+                    result = fn()
+                contact.answered()
+                return result
             except SegopsError as e:
-                if not waitable(e):
-                    raise
+                contact.heard(e)
                 now = time.monotonic()
+                if not contact.reached and isinstance(e, SegopsConnectionError):
+                    # first contact: a name that does not resolve is not waited for unless told to
+                    if now >= contact_by or (not waitable(e) and contact.wait <= FIRST_CONTACT_S):
+                        if contact_by < deadline:
+                            raise first_contact_error([(url, e)], now - t0) from e
+                        raise gave_up([(url, e)], now - t0, timeout) from e
+                elif not waitable(e):
+                    raise
                 if now >= deadline:
                     raise gave_up([(url, e)], now - t0, timeout) from e
+                if contact.reached and now - t0 >= 1.0:
+                    contact.say_waiting(url, deadline, e)
                 rest = max(pause, min(e.retry_after or 0.0, 1.0))
-                time.sleep(min(rest, deadline - now))
+                end = contact_by if not contact.reached else deadline
+                if contact.reached and not contact.said:
+                    end = min(end, max(t0 + 1.0, now + 0.001))
+                time.sleep(max(min(rest, end - now), 0.001))
                 pause = min(pause * 2, 1.0)
 
 BACKOFF_MIN = 0.25  # seconds an endpoint rests after its first failure in a row
@@ -136,9 +257,10 @@ class EndpointSet:
     """Spreads calls over clients (one per daemon). budget: seconds a call may spend moving
     between endpoints and waiting for one to come back before its last error is raised."""
 
-    def __init__(self, clients, *, budget=60.0):
+    def __init__(self, clients, *, budget=60.0, contact=None):
         self.endpoints = [Endpoint(c) for c in clients]
         self.budget = budget
+        self.contact = contact if contact is not None else Contact()
         self._lock = threading.Lock()
         self._turn = itertools.count()
         self.moves = 0  # calls sent again to another endpoint (for tests and logs)
@@ -163,13 +285,17 @@ class EndpointSet:
             raise err
         return last
 
-    def _pick(self, tried, now):
-        """The endpoint for the next attempt (in_flight taken), or (None, seconds to wait)."""
+    def _pick(self, tried, now, gone=()):
+        """The endpoint for the next attempt (in_flight taken), or (None, seconds to wait; None:
+        none is left)."""
         with self._lock:
-            usable = [e for e in self.endpoints if e.resting_until <= now]
+            alive = [e for e in self.endpoints if e not in gone]
+            if not alive:
+                return None, None
+            usable = [e for e in alive if e.resting_until <= now]
             fresh = [e for e in usable if e not in tried] or usable
             if not fresh:
-                return None, min(e.resting_until for e in self.endpoints) - now
+                return None, min(e.resting_until for e in alive) - now
             least = min(e.in_flight for e in fresh)
             ties = [e for e in fresh if e.in_flight == least]
             ep = ties[next(self._turn) % len(ties)]
@@ -217,40 +343,61 @@ class EndpointSet:
         if outer is not None:
             deadline = min(deadline, outer)
         tried = set()
+        gone = set()  # first contact: endpoints whose host name does not resolve
         last = {}  # url -> the last error of this call there
         latest = None
+        contact = self.contact
+        contact_by = min(t0 + contact.wait, deadline)
         while True:
             now = time.monotonic()
-            ep, wait = self._pick(tried, now)
+            first = not contact.reached
+            give_up = contact_by if first else deadline
+            ep, wait = self._pick(tried, now, gone)
             if ep is None:
-                if now + wait > deadline:
+                if wait is None or now + wait > give_up:
+                    if first and contact_by < deadline:
+                        raise self._first_contact(last, now - t0)
                     raise self._gave_up(last, now - t0, latest)
-                time.sleep(max(wait, 0.001))
+                if not first and latest is not None and now - t0 >= 1.0:
+                    contact.say_waiting("a daemon of " + ",".join(e.url for e in self.endpoints), deadline, latest)
+                time.sleep(max(min(wait, give_up - now), 0.001))
                 continue
             try:
-                with call_scope(self._share(tried, now, deadline), single=True):
+                with call_scope(self._share(tried, now, deadline), single=True), \
+                        connect_scope(contact_by if first else None):
                     if ep.failures and not self._rejoin_ok(ep):
                         last[ep.url] = ep.last_error
                         tried.add(ep)
+                        contact.heard(ep.last_error)
                         continue
                     result = fn(ep.client)
             except SegopsError as e:
+                contact.heard(e)
                 if not retryable(e):
                     raise
                 self._failed(ep, e)
                 last[ep.url] = latest = e
                 tried.add(ep)
+                if not contact.reached and isinstance(e, SegopsConnectionError) and not e.unreachable and \
+                        contact.wait <= FIRST_CONTACT_S:
+                    gone.add(ep)  # a name that does not resolve does not get better (unless told to wait)
                 with self._lock:
                     self.moves += 1
+                if not contact.reached and contact_by < deadline and time.monotonic() >= contact_by:
+                    raise self._first_contact(last, time.monotonic() - t0) from e
                 if time.monotonic() >= deadline:
                     raise self._gave_up(last, time.monotonic() - t0, e) from e
                 continue
             finally:
                 with self._lock:
                     ep.in_flight -= 1
+            contact.answered()
             if ep.failures:
                 self._healthy(ep)
             return result
+
+    def _first_contact(self, last, elapsed):
+        return first_contact_error([(ep.url, last.get(ep.url) or ep.last_error) for ep in self.endpoints], elapsed)
 
     def _gave_up(self, last, elapsed, latest):
         failures = [(ep.url, last.get(ep.url) or ep.last_error) for ep in self.endpoints]

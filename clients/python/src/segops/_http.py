@@ -91,6 +91,7 @@ class HTTPClient:
         max_idle: int = 64,
         transport: str = "auto",
         spin_us: Optional[float] = None,
+        wait: Optional[float] = None,
     ) -> None:
         if transport not in _transport.TRANSPORTS:
             raise ValueError(f"segops: transport must be one of {', '.join(_transport.TRANSPORTS)}, not {transport!r}")
@@ -98,12 +99,13 @@ class HTTPClient:
         self._endpoints = None
         self._want = transport
         self._used = None  # the transport in use, once resolved (first call)
+        self._contact = _endpoints.Contact(wait)  # first contact (_endpoints.py)
         if len(urls) > 1:
             clients = [
                 HTTPClient(u, token=token, timeout=timeout, max_idle=max_idle, transport=transport, spin_us=spin_us)
                 for u in urls
             ]
-            self._endpoints = _endpoints.EndpointSet(clients, budget=timeout)
+            self._endpoints = _endpoints.EndpointSet(clients, budget=timeout, contact=self._contact)
             self.url, self.timeout = ",".join(c.url for c in clients), timeout
             return
         url = urls[0]
@@ -388,7 +390,8 @@ class HTTPClient:
         included); outputs: names to compute and return (default all). {output name: ndarray}."""
         if self._endpoints is not None:
             return self._endpoints.run(lambda c: c.call(op, pass_, args, outputs=outputs))
-        return _endpoints.wait_for(self.url, self.timeout, lambda: self._call_once(op, pass_, args, outputs))
+        return _endpoints.wait_for(self.url, self.timeout, lambda: self._call_once(op, pass_, args, outputs),
+                                  self._contact)
 
     def _call_once(self, op, pass_, args, outputs):
         if self._used is None:
@@ -401,7 +404,8 @@ class HTTPClient:
         if self._endpoints is not None:
             return self._endpoints.run(lambda c: c.info())
         return _endpoints.wait_for(self.url, self.timeout, lambda: self._roundtrip("GET", "/v1/info",
-                                                                                   read=self._read_json))
+                                                                                   read=self._read_json),
+                                   self._contact)
 
     def health(self) -> Status:
         """GET /healthz: Status(ok=True, status="ok", http_status=200) while the daemon is alive.

@@ -7,9 +7,13 @@ extension, segops.Client's transports are libsegops': the native channel first.)
 """
 
 import http.client
+import ipaddress
 import os
 import socket
+import threading
 import time
+
+from . import _endpoints
 
 TRANSPORTS = ("auto", "unix", "http")
 
@@ -59,13 +63,52 @@ def _deadline_socket(sock, deadline):
 
 
 def connect_timeout(conn):
-    """The connection's timeout for connect(): its own, at most what is left of its deadline."""
+    """The connection's timeout for connect(): its own, at most what is left of its deadline (and
+    of first contact's wait)."""
     d = getattr(conn, "deadline", None)
     t = conn.timeout
-    if d is not None:
-        left = max(d - time.monotonic(), 0.001)
-        t = left if t is None else min(t, left)
+    for bound in (d, _endpoints.current_connect_by()):
+        if bound is not None:
+            left = max(bound - time.monotonic(), 0.001)
+            t = left if t is None else min(t, left)
     return t
+
+
+def _resolves(host, port, timeout):
+    """Raises socket.gaierror when host does not resolve, ConnectionAbortedError when it takes longer
+    than timeout (getaddrinfo itself has no timeout: it runs in a thread that is left behind)."""
+    try:
+        ipaddress.ip_address(host)
+        return
+    except ValueError:
+        pass
+    out = {}
+
+    def run():
+        try:
+            socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except OSError as e:
+            out["e"] = e
+
+    t = threading.Thread(target=run, name="segops-resolve", daemon=True)
+    t.start()
+    t.join(timeout)
+    if t.is_alive():
+        raise ConnectionAbortedError(f"no connection in {timeout:.2g} s: resolving {host!r} took longer")
+    e = out.get("e")
+    if isinstance(e, socket.gaierror):
+        raise socket.gaierror(f"no such host: {host!r} does not resolve ({e.strerror})")
+    if e is not None:
+        raise e
+
+
+def _connect_error(e, where, timeout):
+    """A failed connect() as an error that says why in a person's words (same exception type)."""
+    if isinstance(e, ConnectionRefusedError):
+        return ConnectionRefusedError(f"connection refused: nothing listens on {where}")
+    if isinstance(e, socket.timeout):
+        return ConnectionAbortedError(f"no connection to {where} in {timeout:.2g} s")
+    return e
 
 
 class _BodyMixin:
@@ -399,7 +442,19 @@ def request_head(method, target, host_header, headers):
 
 class HTTPConnection(_BodyMixin, http.client.HTTPConnection):
     def connect(self):
-        self.sock = socket.create_connection((self.host, self.port), connect_timeout(self), self.source_address)
+        timeout = connect_timeout(self)
+        if _endpoints.current_connect_by() is not None:  # first contact: name resolution bounded too
+            _resolves(self.host, self.port, timeout)
+            timeout = connect_timeout(self)
+        try:
+            self.sock = socket.create_connection((self.host, self.port), timeout, self.source_address)
+        except socket.gaierror as e:
+            raise socket.gaierror(f"no such host: {self.host!r} does not resolve ({e.strerror})") from None
+        except (ConnectionRefusedError, socket.timeout) as e:
+            err = _connect_error(e, f"{self.host}:{self.port}", timeout)
+            if err is e:
+                raise
+            raise err from None
         # A large body goes out in several sends: without this, Nagle's algorithm and the
         # server's delayed ACK can stall a request by tens of milliseconds.
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -422,10 +477,17 @@ class UnixHTTPConnection(_BodyMixin, http.client.HTTPConnection):
 
     def connect(self):
         s = DeadlineSocket(socket.AF_UNIX, socket.SOCK_STREAM)
+        timeout = connect_timeout(self)
         try:
-            s.settimeout(connect_timeout(self))
+            s.settimeout(timeout)
             s.connect(self.unix_path)
             s.settimeout(self.timeout)
+        except FileNotFoundError as e:
+            s.close()
+            raise FileNotFoundError(f"no such socket: {self.unix_path} does not exist") from None
+        except (ConnectionRefusedError, socket.timeout) as e:
+            s.close()
+            raise _connect_error(e, self.unix_path, timeout) from None
         except BaseException:
             s.close()
             raise

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from typing import Sequence
@@ -65,7 +66,11 @@ def _cmd_bench(c: Client, ns) -> int:
     wall = time.perf_counter() - t_all
     ms = np.array(times) * 1e3
     p50, p90, p99 = np.percentile(ms, [50, 90, 99])
-    print(f"{c.url} {ns.op} forward, N={ns.elements} S={ns.segments} float64, {ns.n} calls on one connection:")
+    used = c.transport_used  # what the calls went over: the native channel, a socket, in-process
+    how = {"native": "over the native channel", "local": "in this process (local)",
+           "unix": "on one unix-socket connection", "http": "on one HTTP connection"}.get(used, f"over {used}")
+    print(f"{c.url} {ns.op} forward, N={ns.elements} S={ns.segments} float64, {ns.n} calls {how} "
+          f"(transport {used}, one thread):")
     print(f"  latency ms: p50 {p50:.3f}  p90 {p90:.3f}  p99 {p99:.3f}  min {ms.min():.3f}  max {ms.max():.3f}")
     print(f"  {ns.n / wall:.0f} calls/s")
     return 0
@@ -99,6 +104,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with Client(ns.url, timeout=ns.timeout) as c:
             return cmd(c, ns)
+    except BrokenPipeError:  # `segops info | head`: the reader has what it wanted
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so that the exit's flush of stdout fails no more
+        return 141  # as a command killed by SIGPIPE
     except (SegopsConnectionError, SegopsTimeout) as e:
         print(f"segops {ns.cmd}: {e}", file=sys.stderr)
         return 2

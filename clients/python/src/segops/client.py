@@ -87,6 +87,10 @@ class Client(FunctionMethods):
     spin_us: how long a call to this host polls for its answer before sleeping (0 to 100000;
     default $SEGOPS_CLIENT_SPIN_US, else 50 with the extension, 0 without).
     threads: CPU backend threads of "local" (default: the CPUs this process may run on).
+    wait: seconds a client that has never reached any of its daemons waits for one (default
+    $SEGOPS_WAIT_S, else 1: a forgotten daemon or a typo in the URL fails at once, naming every URL
+    and why); set it for a client started beside its daemon. A daemon the client has reached is
+    waited for (a restart) within `timeout`, said once on the `segops` logger after a second.
     max_idle: idle keep-alive connections kept by the pure-Python client.
 
     Safe to share between threads, and a forked child makes its own connections. Methods take numpy
@@ -103,8 +107,10 @@ class Client(FunctionMethods):
         transport: str = "auto",
         spin_us: Optional[float] = None,
         threads: Optional[int] = None,
+        wait: Optional[float] = None,
     ) -> None:
         self._nc = self._py = self._probes = None
+        wait_s = _endpoints.wait_seconds(wait)  # checked here, on either path
         transport = _transport(transport)
         urls = [_normal_url(u) for u in _endpoints.split_urls(url or os.environ.get("SEGOPS_URL") or DEFAULT_URL)]
         self.url = ",".join(urls)
@@ -114,15 +120,17 @@ class Client(FunctionMethods):
         if _ext.native is not None:
             env = os.environ.get("SEGOPS_CLIENT_SPIN_US")
             self.spin_us = _http._spin_us(spin_us) if spin_us is not None or (env and env.strip()) else DEFAULT_SPIN_US
+            # (libsegops reads $SEGOPS_WAIT_S itself: wait goes over only when given)
+            more = {} if wait is None else {"wait": wait_s}
             self._nc = _ext.native.Client(self.url, token, float(timeout), transport, int(self.spin_us),
-                                          _threads(threads))
+                                          _threads(threads), **more)
             self._run = self._nc.run  # what the function methods call: straight into C
             return
         if transport in ("native", "local") or "local" in urls:
             raise ValueError(f"segops: {'transport ' + repr(transport) if transport in ('native', 'local') else 'local'}"
                              f" needs segops' C extension, which is not available: {_ext.why_not}")
         self._py = _http.HTTPClient(urls, token=token, timeout=timeout, max_idle=max_idle, transport=transport,
-                                    spin_us=spin_us)
+                                    spin_us=spin_us, wait=wait_s)
         self.spin_us = self._py.spin_us if self._py._endpoints is None else _http._spin_us(spin_us)
         self._run = self._py_run
 

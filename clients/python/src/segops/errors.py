@@ -11,7 +11,10 @@ class SegopsError(Exception):
     code_name = None  # wire code a subclass stands for
 
     def __init__(self, status, code, message, *, retry_after=None):
-        super().__init__(f"{code} ({status}): {message}" if status else f"{code}: {message}")
+        # The status is shown when a daemon answered with it: a refusal of the client's own
+        # (its message starts with "segops: ") sent nothing.
+        sent = status and not str(message).startswith("segops: ")
+        super().__init__(f"{code} ({status}): {message}" if sent else f"{code}: {message}")
         self.status = status
         self.code = code
         self.message = message
@@ -133,4 +136,6 @@ def error_for(status, code, message, retry_after=None):
     if not code:
         code = _BY_STATUS.get(status, "http_%d" % status)
     cls = _BY_CODE.get(code, SegopsError)
+    if cls is Unauthenticated and "SEGOPS_TOKEN" not in message:
+        message = f"{message} (pass the daemon's token: $SEGOPS_TOKEN, or Client(token=...))"
     return cls(status, code, message, retry_after=retry_after)
