@@ -32,6 +32,9 @@ _Static_assert(SEGOPS_PASS_COUNT == 3, "proto/API.md defines three passes");
  *   ELEM3    (N,3) always                           SEG1     (S,) always
  *   MAT      (S,3,3)                                IDX      (N,) int32/int64 */
 typedef enum { SEGOPS_SH_ELEM, SEGOPS_SH_ELEM3, SEGOPS_SH_SEG, SEGOPS_SH_SEG1, SEGOPS_SH_MAT } segops_shape_kind;
+/* Values in one row (one segment) of the widest segment shape, (S,3,3): what a backend reads of
+ * segment s per segment input (tests/core/test_table_capacity.c checks every row's kinds). */
+#define SEGOPS_SEG_ROW_MAX 9
 
 /* How an input is used by its function:
  *   REQ      read by the formula, must be given
@@ -81,6 +84,25 @@ typedef struct {
   /* Segment values finish hands to post (rms_norm backward 1, double backward 2), else 0. */
   int n_segval;
 } segops_fn_desc;
+
+/* Capacities derived from the rows of ops.def, for whatever sizes per-segment storage at compile
+ * time (the CPU drivers' accumulator and segment-value arrays): SEGOPS_FN_MAX_ACC, the most
+ * accumulators per segment of any row at either width, and SEGOPS_FN_MAX_SEGVAL, the most segment
+ * values finish hands to post. A row that needs more raises them: no layer keeps a fixed limit of
+ * its own. (Each is the size of a union of one char array per row, n + 1 bytes: an integer
+ * constant in C and C++.) */
+#define SEGOPS_FN(o, p, name, vec3, reads, acc1, acc3, nsv) char name[((acc1) > (acc3) ? (acc1) : (acc3)) + 1];
+typedef union {
+#include "ops.def"
+} segops_fn_acc_capacity_;
+#undef SEGOPS_FN
+#define SEGOPS_FN(o, p, name, vec3, reads, acc1, acc3, nsv) char name[(nsv) + 1];
+typedef union {
+#include "ops.def"
+} segops_fn_segval_capacity_;
+#undef SEGOPS_FN
+#define SEGOPS_FN_MAX_ACC ((int)sizeof(segops_fn_acc_capacity_) - 1)
+#define SEGOPS_FN_MAX_SEGVAL ((int)sizeof(segops_fn_segval_capacity_) - 1)
 
 /* Which phases a call runs, derived from its row and the outputs it asks for (bit k of
  * `requested` = output k). Both backends plan from this; a phase with nothing to write is off. */

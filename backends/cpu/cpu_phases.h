@@ -19,9 +19,13 @@
 #include "segops_rowmath.h"
 
 #define SEGOPS_CPU_INLINE static inline __attribute__((always_inline))
-#define SEGOPS_CPU_MAX_ACC 9    /* matvec's 3x3 */
-#define SEGOPS_CPU_MAX_SEGVAL 2 /* rms_norm double backward */
-#define SEGOPS_CPU_MAX_ROW 18   /* segment rows a gather reads: m[s] and gg_m[s] */
+/* Per-segment storage on the stack, sized from the op table (ops.h): the most accumulators and
+ * segment values of any ops.def row (at least one, so no array is empty), and the values of the
+ * segment rows a gather reads (row hooks): at most every input of a function (SEGOPS_MAX_INPUTS)
+ * with a row of the widest segment shape, (S,3,3)'s 9 (SEGOPS_SEG_ROW_MAX, ops.h). */
+#define SEGOPS_CPU_MAX_ACC (SEGOPS_FN_MAX_ACC > 0 ? SEGOPS_FN_MAX_ACC : 1)
+#define SEGOPS_CPU_MAX_SEGVAL (SEGOPS_FN_MAX_SEGVAL > 0 ? SEGOPS_FN_MAX_SEGVAL : 1)
+#define SEGOPS_CPU_MAX_ROW (SEGOPS_MAX_INPUTS * SEGOPS_SEG_ROW_MAX)
 
 /* Four doubles in a vector register (GCC/clang vector extension): one per lane, or one per
  * component of a width-3 row. Plain C arithmetic on them is the same IEEE operation per element
