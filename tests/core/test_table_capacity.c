@@ -36,11 +36,11 @@ _Static_assert(SEGOPS_CPU_MAX_SEGVAL >= NSV, "SEGOPS_CPU_MAX_SEGVAL (cpu_phases.
 /* The row's function: in[0] = x (n x w doubles, integers: every sum is exact in any order);
  * accumulator a of segment s = Σ (a+1) * x[i][a % w]; out[0] = those NACC values per segment;
  * segment value v = acc[v] + v; out[1][i] = the NSV segment values of i's segment (post). */
-static void wide_visit(const segops_cpu_job *J, int64_t i, double *acc, int w) {
+static void wide_visit(const segops_cpu_job *J, int64_t i, double *acc, int64_t w) {
   const double *x = J->in[0];
   for (int a = 0; a < NACC; a++) acc[a] += (a + 1) * x[i * w + a % w];
 }
-static void wide_visit4(const segops_cpu_job *J, int64_t i, segops_v4d *A, int m, int w) {
+static void wide_visit4(const segops_cpu_job *J, int64_t i, segops_v4d *A, int m, int64_t w) {
   const double *x = J->in[0];
   for (int a = 0; a < NACC; a++) {
     segops_v4d v = {0, 0, 0, 0};
@@ -49,13 +49,13 @@ static void wide_visit4(const segops_cpu_job *J, int64_t i, segops_v4d *A, int m
     A[a] += v;
   }
 }
-static void wide_finish(const segops_cpu_job *J, int64_t s, int64_t cnt, const double *acc, double *sv, int w) {
+static void wide_finish(const segops_cpu_job *J, int64_t s, int64_t cnt, const double *acc, double *sv, int64_t w) {
   double *o = J->out[0];
   (void)cnt, (void)w;
   for (int a = 0; a < NACC; a++) o[s * NACC + a] = acc[a];
   for (int v = 0; v < NSV; v++) sv[v] = acc[v] + v;
 }
-static void wide_post(const segops_cpu_job *J, int64_t i, int64_t j, const double *sv, int w) {
+static void wide_post(const segops_cpu_job *J, int64_t i, int64_t j, const double *sv, int64_t w) {
   double *d = J->out[1];
   (void)w;
   for (int64_t p = i; p < j; p++)
@@ -68,9 +68,9 @@ static void wide_post(const segops_cpu_job *J, int64_t i, int64_t j, const doubl
   static void wide_##driver##tag(void *arg, int64_t c) { \
     const segops_cpu_job *J = arg;                       \
     if (J->w == 3)                                       \
-      segops_cpu_##driver(J, HOOKS(v4), c, 3);           \
+      segops_cpu_##driver(J, HOOKS(v4), c, 3, NULL);           \
     else                                                 \
-      segops_cpu_##driver(J, HOOKS(v4), c, 1);           \
+      segops_cpu_##driver(J, HOOKS(v4), c, 1, NULL);           \
   }
 TASK(walk, NULL, _scalar)
 TASK(walk, wide_visit4, _vec)
