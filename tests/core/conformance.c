@@ -322,6 +322,25 @@ static void run_layouts(void) {
         RUN(tu_layout_from_lengths(tname, tails[t], ns[t], NULL), true);
       }
     }
+  { /* Rows of 2^20 values (forward and backward, float32): the general-width code keeps no
+     * per-row or per-column storage on a stack, sorted or not. */
+    const int64_t wide_lens[] = {2, 0, 1};
+    for (int shuffled = 0; shuffled < 2; shuffled++) {
+      L = tu_layout_from_lengths("N=3 S=3, rows of 2^20 values", wide_lens, 3, shuffled ? &rng : NULL);
+      const long before = tu_failures;
+      for (int op = 0; op < SEGOPS_OP_COUNT; op++)
+        for (int pass = 0; pass < 2; pass++)
+          for (int yw = 0; yw <= (op == SEGOPS_OP_MUL); yw++) {
+            const segops_fn_desc *fn = segops_fn((segops_op)op, (segops_pass)pass);
+            if (fn->vec3_only || cuda_refuses(&L, fn, SEGOPS_F32, (int64_t)1 << 20, yw)) continue;
+            variant full = {0, (1u << fn->n_out) - 1, "all inputs, all outputs"};
+            check_case(&L, fn, SEGOPS_F32, (int64_t)1 << 20, yw, &full, &rng);
+          }
+      printf("  %-48s N=%-7lld S=%-6lld %s\n", L.name, (long long)L.n, (long long)L.s,
+             tu_failures == before ? "ok  " : "FAIL");
+      tu_layout_free(&L);
+    }
+  }
   int64_t zeros[5] = {0};
   RUN(tu_layout_from_lengths("N=0 S=5", zeros, 5, NULL), true);
   RUN(tu_layout_from_lengths("N=0 S=0", zeros, 0, NULL), true);
