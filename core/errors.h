@@ -3,9 +3,9 @@
 #ifndef SEGOPS_ERRORS_H
 #define SEGOPS_ERRORS_H
 
-/* The table itself, SEGOPS_ERRNO_MAP, and the SEGOPS_E_* values are in the public header
- * segops.h (clients/c/include), which the daemon and libsegops share. */
-#include "segops.h"
+/* The table itself, SEGOPS_ERRNO_MAP, and the SEGOPS_E_* values are in proto/segops_types.h,
+ * which the daemon and libsegops share. */
+#include "segops_types.h"
 
 /* Wire code string ("invalid_argument", ...) for an error; "internal" for unknown values. */
 const char *segops_err_code(int err);

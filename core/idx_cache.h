@@ -6,6 +6,8 @@
  * hashes the region's bytes (one read) and, when a copy of the same bytes was already validated for the same N and S,
  * uses that copy: no copy, no check, and no later read of the region's idx. The copy is immutable and kept alive by
  * each request that uses it. The hash is keyed (hash.h), so a client cannot make two different idx collide on purpose.
+ * Entries are per client uid: prepare mixes the request's owner into the hash, so one uid's lookup never
+ * hits (and /metrics' hit counter never tells it of) another uid's idx.
  * Process-wide, thread-safe; bounded by bytes and slots (least recently used unused entries evicted).
  * --idx-cache-bytes (segops_idx_cache_settings) sets the cap (0 turns it off); default 256 MiB. */
 #ifndef SEGOPS_IDX_CACHE_H

@@ -24,8 +24,8 @@ typedef enum {
 _Static_assert(SEGOPS_OP_COUNT == 6, "proto/API.md defines six ops");
 _Static_assert(SEGOPS_PASS_COUNT == 3, "proto/API.md defines three passes");
 
-/* segops_dtype (SEGOPS_F32, SEGOPS_F64, SEGOPS_I32, SEGOPS_I64): the public header's, shared with libsegops. */
-#include "segops.h"
+/* segops_dtype (SEGOPS_F32, SEGOPS_F64, SEGOPS_I32, SEGOPS_I64): proto/segops_types.h, shared with libsegops. */
+#include "segops_types.h"
 
 /* Shape kinds of the table. F is the call's feature shape (the trailing shape of its rows, any
  * rank up to SEGOPS_MAX_NDIM - 1, F = () included) and w = prod(F) the width of a row.
@@ -51,7 +51,7 @@ typedef enum {
  *   UNREAD   not read by the formula: may be omitted, validated when given */
 typedef enum { SEGOPS_ARG_REQ, SEGOPS_ARG_COTAN, SEGOPS_ARG_UNREAD } segops_arg_use;
 
-/* SEGOPS_MAX_INPUTS, SEGOPS_MAX_OUTPUTS, SEGOPS_MAX_NDIM: segops.h. */
+/* SEGOPS_MAX_INPUTS, SEGOPS_MAX_OUTPUTS, SEGOPS_MAX_NDIM: segops_types.h. */
 
 typedef struct {
   const char *name;

@@ -367,6 +367,9 @@ static void find_cached_idx(prep *x, const unsigned char *ib, int esize) {
   x->cacheable = x->idx->shared && (size_t)x->n * 4 >= SEGOPS_IDX_CACHE_MIN_BYTES && segops_idx_cache_enabled();
   if (!x->cacheable) return;
   segops_hash_idx(ib, (size_t)x->n * (size_t)esize, x->ih);
+  /* Entries are per owner (the client's uid): another uid's lookup never finds, and so never
+   * learns of, an idx this one sent. The hash is keyed, so mixing the owner in keeps it unforgeable. */
+  x->ih[1] ^= (uint64_t)x->req->owner * 0x9E3779B97F4A7C15ull;
   x->hold = segops_idx_cache_find(x->ih, esize, x->n, x->s, &x->cached, &x->sorted);
   if (x->hold) x->hashed = true;
 }
@@ -477,6 +480,7 @@ static void cache_idx(prep *x) {
     segops_hash_idx_widened(x->copy, x->n, x->ih);
   else
     segops_hash_idx(x->copy, (size_t)x->n * 4, x->ih);
+  x->ih[1] ^= (uint64_t)x->req->owner * 0x9E3779B97F4A7C15ull; /* per owner, as in 7a */
   x->hold = segops_idx_cache_put(x->copy, x->ih, esize, x->n, x->s, x->sorted);
   if (!x->hold) return;
   x->cached = x->copy;

@@ -47,6 +47,7 @@ typedef struct {
   segops_ns_kind ns_kind;
   int64_t ns_value;
   bool ns_overflow;
+  uint32_t owner;     /* the client's uid + 1 (0: unknown): validated-idx cache entries are per owner */
   bool has_dtype;     /* a request-level float dtype was given (JSON's top-level "dtype") */
   segops_dtype dtype; /* that dtype; the call's dtype when no float tensor fixes it (else float64) */
   bool has_outputs;   /* an "outputs" key was given */

@@ -78,7 +78,7 @@ typedef struct {
 
 typedef struct {
   segops_msg_head h;
-  int32_t code; /* SEGOPS_E_* of clients/c/include/segops.h */
+  int32_t code; /* SEGOPS_E_* of segops_types.h */
   uint32_t reserved;
   char name[40];     /* its wire code, NUL-terminated */
   char message[512]; /* why, NUL-terminated */

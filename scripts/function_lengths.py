@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""function_lengths.py: lists the C functions over a line limit in the daemon, the core and the CPU backend.
+"""function_lengths.py: lists the C and CUDA functions over a line limit in the daemon, the core, the backends and
+the clients (libsegops and the Python extension).
 
 A brace-counting scan (comments, strings, character literals and preprocessor lines are blanked
 first): a top-level `{` right after a `)` opens a function, its matching `}` closes it, and its
-length is the lines from the first line of its signature to that `}`. A function may be longer
+length is the lines from the first line of its signature to that `}` (CUDA's __launch_bounds__(...)
+is an attribute, not the function's name). A function may be longer
 when a comment in the three lines above its signature says why, starting with
 `long-function:` (STYLE: functions that read top to bottom; each exception named with its reason).
 
@@ -19,8 +21,9 @@ import pathlib
 import re
 import sys
 
-AREAS = ("server", "core", "backends/cpu")
+AREAS = ("server", "core", "backends/cpu", "backends/cuda", "clients")
 MARK = "long-function:"
+ATTRIBUTES = {"__launch_bounds__", "__attribute__"}  # name( ... ) before a function's name
 
 
 def blank(text):
@@ -70,6 +73,15 @@ def blank(text):
     return "".join(out)
 
 
+def unparen(s):
+    """s without its parenthesised groups."""
+    while True:
+        t = re.sub(r"\([^()]*\)", "", s)
+        if t == s:
+            return s
+        s = t
+
+
 def functions(path):
     """Yields (name, first line, last line, reason or None) for each function defined in path."""
     raw = path.read_text(errors="replace")
@@ -82,12 +94,15 @@ def functions(path):
         if c == "{" and depth == 0:
             head = text[start:i]
             stripped = head.rstrip()
-            m = re.search(r"([A-Za-z_]\w*)\s*\(", head) if stripped.endswith(")") else None
+            m = None
+            for m in re.finditer(r"([A-Za-z_]\w*)\s*\(", head) if stripped.endswith(")") else ():
+                if m.group(1) not in ATTRIBUTES:
+                    break
             depth, j = 1, i + 1
             while j < len(text) and depth:
                 depth += {"{": 1, "}": -1}.get(text[j], 0)
                 j += 1
-            if m and "=" not in head[: m.start()]:
+            if m and "=" not in unparen(head[: m.start()]):  # not an initializer (an attribute's arguments aside)
                 first = text.count("\n", 0, start + len(head) - len(head.lstrip())) + 1
                 last = text.count("\n", 0, j - 1) + 1
                 above = "\n".join(lines[max(0, first - 4) : first - 1] + [lines[first - 1]])
@@ -110,7 +125,7 @@ SAMPLE = """/* a { comment */
 struct s { int a; };
 static const int T[] = {1, 2};
 static int short_one(int a) { return a; }
-static int long_one(int a)
+__global__ void __launch_bounds__(256, A == 2 ? 1 : 2) long_one(int a)
 {
   const char *s = "}}}";
   char c = '{';
@@ -152,7 +167,7 @@ def main():
     found = []
     for area in AREAS:
         for p in sorted((root / area).rglob("*")):
-            if p.suffix in (".c", ".h") and p.is_file():
+            if p.suffix in (".c", ".h", ".cu", ".cuh") and p.is_file():
                 for name, first, last, reason in functions(p):
                     found.append((last - first + 1, str(p.relative_to(root)), first, name, reason))
     found.sort(key=lambda f: (-f[0], f[1], f[2]))

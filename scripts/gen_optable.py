@@ -1,24 +1,32 @@
 #!/usr/bin/env python3
-"""gen_optable.py: writes what restates the op table outside C from the table itself (core/ops.def
-and core/ops.c, printed as JSON by the build's segops_optable_json), or checks that the committed
-files agree with it:
+"""gen_optable.py: the one command that writes every file restating the op table outside C, from the
+table itself (core/ops.def and core/ops.c, rendered by segops_optable_json, core/optable_json.c: the
+same function that renders GET /v1/info's "ops", printed with its internals by the build's
+segops_optable_dump), or checks that the committed files agree with it:
 
-  proto/optable.json                    the table as JSON (read by tests/segref.py, the tests' shape
-                                        tables, and proto/examples/make_examples.py)
-  clients/python/src/segops/_table.py   the client's table (its generated section)
+  proto/optable.json                    the table as JSON (read by tests/segref.py, the tests' op lists
+                                        and shape tables, and proto/examples/make_examples.py)
+  proto/API.md                          the per-function request/response tables (the generated
+                                        section; every function must also have its row in Formulas)
   proto/openapi.yaml                    the op, pass and model-name enums (their generated sections)
   proto/examples/<op>.<pass>.json/.msgpack   one example body per function (make_examples.py)
+  clients/python/src/segops/_table.py   the Python client's table (its generated section)
+  clients/c/include/segops.h, clients/c/src/typed.c   libsegops' function ids and typed functions
+                                        (clients/c/gen_typed.py)
 
---write then runs clients/python/gen_functions.py, which writes the client's typed functions from
-its table (checked by its own CTest, python_functions_current).
+--write then runs clients/python/gen_functions.py, which writes the Python client's typed functions
+from its table (checked by its own CTest, python_functions_current).
 
-  python3 scripts/gen_optable.py [--exe build/core/segops_optable_json] --write   # after a table change
+  python3 scripts/gen_optable.py [--exe build/core/segops_optable_dump] --write   # after a table change
+  cmake --build build --target generate                                          # the same
   python3 scripts/gen_optable.py [--exe ...] --check    # CTest optable_generated_files: exit 1 on a difference
 
 Other generators reuse it: `table = gen_optable.load(exe)` (or json.load of the committed
-proto/optable.json, which this script keeps equal to the C table) gives the parsed table; see
-segops_optable_json (core/optable_json.c) for its fields. Needs numpy and msgpack (the example
-bodies); exits 77 (skipped) without them."""
+proto/optable.json, which this script keeps equal to the C table) gives the parsed table: "ops" and
+"passes" (wire names, in order) and "functions", one per function in ops.def's order: id, op, pass,
+c_name, vec3_only, elem_reads, n_acc, n_segval, inputs [{name, shape, shape_text, use}], outputs
+[{name, shape, shape_text}] (shape: the kind, E E3 G G1 M; shape_text as /v1/info says it). Needs
+numpy and msgpack (the example bodies); exits 77 (skipped) without them."""
 import argparse
 import difflib
 import json
@@ -31,9 +39,28 @@ GEN = "scripts/gen_optable.py"
 
 
 def load(exe=None):
-    """The op table (a dict, as segops_optable_json prints it) from the built dumper."""
-    exe = exe or os.path.join(ROOT, "build", "core", "segops_optable_json")
-    return json.loads(subprocess.run([exe], check=True, capture_output=True, text=True).stdout)
+    """The op table (a dict, as proto/optable.json holds it) from the built dumper."""
+    exe = exe or os.path.join(ROOT, "build", "core", "segops_optable_dump")
+    return from_rendered(json.loads(subprocess.run([exe], check=True, capture_output=True, text=True).stdout))
+
+
+def from_rendered(ops):
+    """proto/optable.json's form of segops_optable_json(internals): the functions as a list in id
+    order, each with every field the renderer gives (a field added there flows through), and its own
+    arguments only (idx and num_segments, the same in every function, carry no kind): shape is the
+    kind, shape_text what /v1/info calls shape."""
+    def arg(a):
+        rest = {k: v for k, v in a.items() if k not in ("name", "kind", "shape", "optional")}
+        return {"name": a["name"], "shape": a["kind"], "shape_text": a["shape"], **rest}
+
+    fns = []
+    for op, by_pass in ops.items():
+        for pas, f in by_pass.items():
+            rest = {k: v for k, v in f.items() if k not in ("id", "c_name", "inputs", "outputs")}
+            fns.append({"id": f["id"], "op": op, "pass": pas, "c_name": f["c_name"], **rest,
+                        "inputs": [arg(i) for i in f["inputs"] if "kind" in i],
+                        "outputs": [arg(o) for o in f["outputs"]]})
+    return {"ops": list(ops), "passes": list(next(iter(ops.values()))), "functions": sorted(fns, key=lambda f: f["id"])}
 
 
 def table_json(table):
@@ -115,6 +142,51 @@ def openapi_sections(table):
     }
 
 
+API_BEGIN = "<!-- BEGIN generated op table: python3 scripts/gen_optable.py --write -->\n"
+API_END = "<!-- END generated op table -->\n"
+API_USE = {"required": "required", "cotangent": "optional: zeros when omitted",
+           "unread": "optional: not read, validated when given"}
+
+
+def api_tables(table):
+    """proto/API.md's generated section: per op, per pass, the request and response table."""
+    fns = {(f["op"], f["pass"]): f for f in table["functions"]}
+    out = [API_BEGIN]
+    for op in table["ops"]:
+        out.append(f"\n### {op}\n")
+        for pas in table["passes"]:
+            fn = fns[(op, pas)]
+            out.append(f"\n`POST /v1/{op}/{pas}`\n\n| | name | shape | dtype | |\n|---|---|---|---|---|\n")
+            out += [f"| in | `{i['name']}` | {i['shape_text']} | float32 or float64 | {API_USE[i['use']]} |\n"
+                    for i in fn["inputs"]]
+            out.append("| in | `idx` | (N,) | int32 or int64 | required |\n")
+            out.append("| in | `num_segments` | integer | | required: S >= 0 |\n")
+            out += [f"| out | `{o['name']}` | {o['shape_text']} | the inputs' | returned unless `outputs` leaves "
+                    "it out |\n" for o in fn["outputs"]]
+    out.append("\n" + API_END)
+    return "".join(out)
+
+
+def api_doc(text, table):
+    """proto/API.md with its generated section from the table (the text between the markers,
+    markers included, whatever their first line said before)."""
+    b = text.find("<!-- BEGIN generated op table")
+    e = text.find(API_END, b)
+    if b < 0 or e < 0:
+        raise SystemExit(f"{GEN}: proto/API.md: the generated op table's markers are not found")
+    return text[:b] + api_tables(table) + text[e + len(API_END):]
+
+
+def missing_formulas(text, table):
+    """The functions without their row "| `op/pass` | ..." in proto/API.md's "## Formulas" section."""
+    sec = text.find("\n## Formulas\n")
+    end = text.find("\n## ", sec + 1)
+    if sec < 0:
+        return ["the section \"## Formulas\""]
+    body = text[sec:end if end >= 0 else len(text)]
+    return [f"{f['op']}/{f['pass']}" for f in table["functions"] if f"\n| `{f['op']}/{f['pass']}` | " not in body]
+
+
 def targets(table):
     """{path relative to the root: the bytes it must hold}."""
     t = {"proto/optable.json": table_json(table).encode()}
@@ -124,6 +196,12 @@ def targets(table):
     for name, body in openapi_sections(table).items():
         text = replace_section(text, name, body)
     t[p] = text.encode()
+    t["proto/API.md"] = api_doc(read("proto/API.md"), table).encode()
+    sys.path.insert(0, os.path.join(ROOT, "clients", "c"))
+    import gen_typed  # noqa: E402 (clients/c: libsegops' function ids and typed functions)
+
+    for rel, text in gen_typed.texts(table).items():
+        t[rel] = text.encode()
     sys.path.insert(0, os.path.join(ROOT, "proto", "examples"))
     import make_examples  # noqa: E402 (proto/examples: the cases, and the bodies' encoding)
 
@@ -139,7 +217,7 @@ def read(rel):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--exe", help="segops_optable_json (default build/core/segops_optable_json)")
+    ap.add_argument("--exe", help="segops_optable_dump (default build/core/segops_optable_dump)")
     mode = ap.add_mutually_exclusive_group(required=True)
     mode.add_argument("--write", action="store_true", help="rewrite the files that differ")
     mode.add_argument("--check", action="store_true", help="exit 1 when a committed file differs")
@@ -176,11 +254,15 @@ def main():
         if name.endswith((".json", ".msgpack")) and rel not in wanted:
             differ.append(rel)
             print(f"an example of no function of the table (remove it): {rel}")
+    missing = missing_formulas(read("proto/API.md"), table)
+    for name in missing:
+        print(f"proto/API.md: the Formulas section has no row for {name} (written by hand, not generated)")
     gen_functions = os.path.join(ROOT, "clients", "python", "gen_functions.py")
     if args.write and os.path.exists(gen_functions):
         subprocess.run([sys.executable, gen_functions], check=True)
     if args.check and differ:
         print(f"{len(differ)} file(s) disagree with core/ops.def and core/ops.c: run python3 {GEN} --write")
+    if missing or (args.check and differ):
         return 1
     print(f"{GEN}: {'wrote ' + str(len(differ)) if args.write else 'checked'} files, the op table's "
           f"{len(table['functions'])} functions")

@@ -505,6 +505,17 @@ static const segops_setting SCHED_ROWS[] = {
      .hi = 1000000,
      .def = "1024",
      .help = "requests waiting for a worker before 503 with Retry-After"},
+    {.name = "max-queue-per-uid",
+     .env = "SEGOPS_MAX_QUEUE_PER_UID",
+     .type = SEGOPS_SET_INT,
+     AT(max_queue_per_uid),
+     .lo = 0,
+     .hi = 1000000,
+     .def = "0",
+     .def_doc = "0 (half of --max-queue)",
+     .help = "requests of one client uid (native channel, unix socket, loopback TCP) waiting for a worker "
+             "before 503; a uid with none waiting is taken even when the queue is full, and waiting requests "
+             "are served round-robin across uids"},
     {.name = "max-batch-elements",
      .env = "SEGOPS_MAX_BATCH_ELEMENTS",
      .type = SEGOPS_SET_INT,
@@ -584,7 +595,7 @@ static const segops_setting NATIVE_ROWS[] = {
      .env = "SEGOPS_NATIVE_SOCKET",
      .type = SEGOPS_SET_STRING,
      .def = "",
-     .def_doc = "/tmp/segopsd-PORT.native.sock (PORT: the first TCP listener's)",
+     .def_doc = "native.sock in a new directory /tmp/segopsd-PORT-XXXXXX (PORT: the first TCP listener's)",
      .metavar = "PATH|off",
      .range_doc = "an absolute path of at most 107 bytes, or off",
      .help = "unix socket of the native same-node channel, where clients on this host hand over their memory as "

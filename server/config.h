@@ -53,6 +53,7 @@ typedef struct {
   int64_t idle_timeout_s;
   double request_timeout_s;
   int64_t max_queue;          /* requests waiting for a worker */
+  int64_t max_queue_per_uid;  /* of them, one client uid's; 0 = half of max_queue */
   int64_t max_batch_elements; /* 0 = no batching; SEGOPS_BATCH_AUTO until the backend is known */
   int64_t max_queue_delay_us; /* how long a worker waits to fill a batch */
   int64_t worker_spin_us;     /* idle workers poll this long before sleeping */

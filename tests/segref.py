@@ -11,6 +11,9 @@ import numpy as np
 
 with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "proto", "optable.json"), encoding="utf-8") as _f:
     OPTABLE = json.load(_f)
+# Every op and pass, in the table's order: what the tests that loop over functions parametrize on.
+OPS = tuple(OPTABLE["ops"])
+PASSES = tuple(OPTABLE["passes"])
 _FORWARD = {fn["op"]: fn for fn in OPTABLE["functions"] if fn["pass"] == OPTABLE["passes"][0]}
 
 # Shape kinds per (op, argument) of the forward (ops.h): E (N,)|(N,3) by layout, E3 (N,3),

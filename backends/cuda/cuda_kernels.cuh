@@ -27,7 +27,7 @@ constexpr int SEGOPS_SEG_THREADS = 256;
 constexpr int SEGOPS_SEG_PER_WARP = 4; /* short segments per warp: one per group of 8 lanes */
 /* Minimum resident blocks of seg_kernel per multiprocessor (launch bounds: the register budget),
  * for ops with at most 3 accumulators and for the others; with the tile role and without it
- * (sorted idx whose longest segment is known to be short). Measured on one H200 (bench_cuda):
+ * (sorted idx whose longest segment is known to be short). Measured on one sm_90 GPU (bench_cuda):
  * with the tile role, more registers keep long chunks fast; without it, more warps. */
 constexpr int SEGOPS_SEG_MINB = 4;
 constexpr int SEGOPS_SEG_MINB_WIDE = 3;
@@ -36,7 +36,7 @@ constexpr int SEGOPS_SEG_MINB_SHORT_WIDE = 4;
 /* The same for the kernel without the tile role that writes a mixed function's element outputs
  * from its walks (IE 2): compiled for 4 blocks (up to 64 registers) instead of 8 (32), mul
  * backward seg32 ran 1.32x (2^20) and 1.36x (2^25) faster in float64, 1.04x in float32
- * (one H200, bench_cuda --log2n 20|25, two builds). The split's segment launch (IE 1, past 2^22)
+ * (one sm_90 GPU, bench_cuda --log2n 20|25, two builds). The split's segment launch (IE 1, past 2^22)
  * keeps SEGOPS_SEG_MINB_SHORT: there 4 lost (powerlaw 0.92-0.95x). */
 constexpr int SEGOPS_SEG_MINB_IE = 4;
 constexpr unsigned SEGOPS_FULL_MASK = 0xffffffffu;
@@ -45,7 +45,7 @@ constexpr unsigned SEGOPS_FULL_MASK = 0xffffffffu;
  * keep 2 and the compiler's unrolling). Neither changes an addition's order, so neither changes a
  * bit. Combining 16 rows at a time was level at 2^25 and slower at 2^12 and 2^17 (single rows up
  * to 17 %); 8 rows in flight in the walk, 3-7 % slower at 2^12 and 2^17; an L2 prefetch of each
- * long chunk lost by up to 27 % (one H200, bench_cuda). */
+ * long chunk lost by up to 27 % (one sm_90 GPU, bench_cuda). */
 constexpr int SEGOPS_CHUNK_ROWS = 4;
 constexpr int SEGOPS_COMBINE_ROWS = 4;
 
@@ -86,7 +86,7 @@ __device__ __forceinline__ int64_t elem_at(const segops_seg_layout *L, int64_t p
 /* Element values: T = float or double through global addresses, loads on the read-only path
  * (__ldg); gen<T> (the staged gather, which runs the same elem code on rows it copied into shared
  * memory) through generic addresses, global (segment rows) or shared (the staged element rows).
- * Segment rows through __ldg there (a test of __isGlobal per load) measured slower on one H200
+ * Segment rows through __ldg there (a test of __isGlobal per load) measured slower on one sm_90 GPU
  * (bench_cuda). val<T>::type is the stored type, val<T>::ro the load path. */
 template <typename T>
 struct gen {};
@@ -277,7 +277,7 @@ __device__ __forceinline__ void seg_long_chunk(const segops_kargs *a, int64_t s,
   warp_combine<OP>(acc);
   /* IE: the chunk's element outputs in a second walk. Each group of UV rows' outputs right after
    * its visits instead (rows still in L1) measured slower for float32 at 2^20 (mul backward S=1
-   * 22.7 -> 31.2 µs), as the stores hold back the next group's loads (one H200, bench_cuda). */
+   * 22.7 -> 31.2 µs), as the stores hold back the next group's loads (one sm_90 GPU, bench_cuda). */
   elem_inline<IEL, T, W>(a, cb + lane, ce, 32, s);
   if (e - b <= cl) {
     /* The segment is this one chunk (65-256 elements): it finishes in the warp that walked it, with
@@ -353,7 +353,7 @@ __device__ __forceinline__ void gather_rows(const segops_kargs *a, int64_t t, in
  *    the function is one launch. Last, so that the reduction's chain of dependent loads (offsets,
  *    chunk walk, ticket, combine) starts in the first wave instead of after the gather's blocks
  *    were dispatched: with the gather first, at 2^17 the 144 rows took 1.210 ms instead of 1.147,
- *    dot double backward float32 powerlaw 14.8 µs instead of 11.2 (one H200, bench_cuda
+ *    dot double backward float32 powerlaw 14.8 µs instead of 11.2 (one sm_90 GPU, bench_cuda
  *    --log2n 17|12, both orders).
  *  - Warps below a.seg_warps: SEGOPS_SEG_PER_WARP consecutive segments of at most
  *    SEGOPS_CUDA_TILE elements, one per group of 8 lanes, each group on its own (no rounds across
@@ -465,7 +465,7 @@ struct post_elem {
  * stride of W values. The arithmetic is elem's own, so the bits are the same. An elem struct that
  * defines rows_in and rows_out (bit k: in[k] read, out[k] written at element rows; host functions
  * of the call's kargs) runs staged in float64 from SEGOPS_STAGE_MIN_N elements. Measured on one
- * H200 (bench_cuda, two builds), every gather staged against none, 2 rounds: float64 dot
+ * sm_90 GPU (bench_cuda, two builds), every gather staged against none, 2 rounds: float64 dot
  * backward 1.6x at 2^25 and 1.45x at 2^20 and 2^17, dot and mul double backward 1.3x (2^25),
  * mean and sum backward up to 1.4x (2^20); float32, and the gathers that read a matrix or one input
  * row (mul forward and backward, matvec, rms_norm's post), 0.6-0.95x; every gather at 2^12 0.85-0.93x.
@@ -526,7 +526,7 @@ __global__ void __launch_bounds__(SEGOPS_STAGE_ROWS)
  * warp's loads and stores cover 32 consecutive values. The value stored is (T)src, as a row
  * gather's st<T>(ld<T>(...)), so the bits are the same. A gather struct that is such a copy defines
  * copy_src<T>(a), the segment rows' array (its element type: T, or double for mean's quotients);
- * segops_run_gather (cuda_runners.cuh) runs it this way over an unsorted idx. On one H200
+ * segops_run_gather (cuda_runners.cuh) runs it this way over an unsorted idx. On one sm_90 GPU
  * (bench_cuda --layouts 3, two builds): sum backward float64 1.77x at 2^20 and 1.46x at 2^25, the other
  * unsorted rows 1.10-1.23x (mean backward float64 at 2^25 0.96x), 1.01-1.07x at 2^12; over a sorted
  * idx, where a row gather's segment loads hit L1, it lost (float32 0.55-0.67x at 2^25). */

@@ -150,9 +150,9 @@ int64_t segops_cuda_seg_blocks(int64_t n, int64_t s, int sm_count, int long_role
                                int *tiles_per_warp, int64_t *tile_warps) {
   /* Which warp reduces a segment or a chunk changes no bit: only how many warps there are. A
    * chunk of 256 elements spans 4 tiles: 4 tiles per warp give each warp about one chunk when
-   * segments are long; past 2048 tiles per multiprocessor (N = 2^25 on the H200), 32 (one per
+   * segments are long; past 2048 tiles per multiprocessor (N = 2^25 on 132 multiprocessors), 32 (one per
    * lane), which spares most of the warps when segments are short and still leaves ~120 warps
-   * per multiprocessor for the long ones (measured on one H200, bench_cuda --log2n 25). */
+   * per multiprocessor for the long ones (measured on one sm_90 GPU, bench_cuda --log2n 25). */
   *seg_warps = (s + SEGOPS_SEG_PER_WARP - 1) / SEGOPS_SEG_PER_WARP;
   *tiles_per_warp = tiles(n) >= (int64_t)sm_count * 2048 ? 32 : 4;
   *tile_warps = long_role && n > SEGOPS_CUDA_TILE ? (tiles(n) + *tiles_per_warp - 1) / *tiles_per_warp : 0;

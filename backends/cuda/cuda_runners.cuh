@@ -1,7 +1,7 @@
 /* cuda_runners.cuh: the host side of the kernel shapes (cuda_kernels.cuh): which kernel runs a
  * function's reduction, gather and post pass for a job (one launch or several, the tile role, the
  * split, the inline element outputs and post pass), with which grid. The thresholds are constants
- * measured on one H200 with bench_cuda; none changes a bit of any output. */
+ * measured on one sm_90 GPU with bench_cuda; none changes a bit of any output. */
 #ifndef SEGOPS_CUDA_RUNNERS_CUH
 #define SEGOPS_CUDA_RUNNERS_CUH
 
@@ -18,7 +18,7 @@ int64_t segops_cuda_seg_blocks(int64_t n, int64_t s, int sm_count, int long_role
  * launches: the segment role in a kernel compiled without the tile role (LONG = 0: fewer
  * registers, twice the resident warps, which its short, latency-bound walks need), leaving
  * segments longer than a tile alone, then the tile role in a grid of its own (LONG = 1 with no
- * segment-role warps). The same warps' code, so the same bits. On one H200 (bench_cuda
+ * segment-role warps). The same warps' code, so the same bits. On one sm_90 GPU (bench_cuda
  * --log2n 25|20) at 2^25 powerlaw float32 the reductions ran up to 1.44x faster (median 1.12x;
  * seg32 and S=1 level); at 2^20 the second launch cost more than it gained (powerlaw 0.94x, S=1
  * 0.95x); between the two it is not measured. Unsorted idx (through the permutation) stays one
@@ -29,14 +29,14 @@ constexpr int64_t SEGOPS_CUDA_SPLIT_N = (int64_t)1 << 22;
  * function that also reduces runs in the segment kernel's last blocks, and the post pass of short
  * sorted segments inside it (IP). Past it, separate kernels in element order, which the profile
  * at N = 2^25 showed to be faster (ncu, bench_cuda --log2n 25). Unsorted idx as two launches from
- * 2^16 measured level to slower (matvec double backward 0.90x at 2^17; one H200, bench_cuda). */
+ * 2^16 measured level to slower (matvec double backward 0.90x at 2^17; one sm_90 GPU, bench_cuda). */
 constexpr int64_t SEGOPS_CUDA_FUSE_N = (int64_t)1 << 18;
 static inline bool segops_one_launch(const segops_cuda_job *job) { return job->n <= SEGOPS_CUDA_FUSE_N; }
 /* Past SEGOPS_CUDA_FUSE_N, from SEGOPS_CUDA_IE_N elements, a mixed function over a sorted idx whose
  * gather struct says so (walk_inline) writes its per-element outputs from the segment walks
  * (elem_inline, IE) instead of a separate gather that reads the inputs both share a second time.
  * At any N, an op with a post pass over short sorted segments runs it inside the segment kernel
- * (IP) instead of a post gather. Measured on one H200 (bench_cuda --log2n 20|25), sorted layouts,
+ * (IP) instead of a post gather. Measured on one sm_90 GPU (bench_cuda --log2n 20|25), sorted layouts,
  * 2 rounds, bits identical:
  * IE 1.07-1.35x for mul backward (float64 S=1 excepted: 0.85x at 2^25, hence its walk_inline)
  * and 1.13-1.27x for matvec backward over short segments, but 0.4-0.97x for most rows of the
@@ -201,7 +201,7 @@ cudaError_t segops_run_gather(const segops_cuda_job *job, const segops_kargs *a,
  * outputs); past it, over a sorted idx, in one launch where the gather struct says so
  * (walk_inline: IE), else one after the other. The wide reductions (matvec's 9 accumulators)
  * over long segments are fused too: 1.29-1.47x faster on matvec backward and double backward at
- * 2^12 (powerlaw, S=1) and 1.11-1.24x at 2^17 than as two launches, bits unchanged (one H200,
+ * 2^12 (powerlaw, S=1) and 1.11-1.24x at 2^17 than as two launches, bits unchanged (one sm_90 GPU,
  * bench_cuda --log2n 12|17). */
 template <typename T, int W, typename RED, typename ELEM>
 cudaError_t segops_run_mixed(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {

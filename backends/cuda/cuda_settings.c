@@ -15,7 +15,7 @@ segops_cuda_conf_t segops_cuda_conf = {/* the defaults below */
 #define AT(f) .offset = offsetof(segops_cuda_conf_t, f)
 
 static const segops_setting ROWS[] = {
-    /* 4: at 16 workers on one H200, 2 lanes were 46-93 % busy at 2^10-2^14 rows, and 4 lanes gave
+    /* 4: at 16 workers on one sm_90 GPU, 2 lanes were 46-93 % busy at 2^10-2^14 rows, and 4 lanes gave
      * a median 1.45x their steps/s at 2^14 and 1.22x at 2^10, 1.00x at 2^17, 0.89-0.96x at 2^20
      * (bench/worker/worker_bench.py --backend cuda --workers 16 --daemon-env SEGOPS_CUDA_LANES=2|4). */
     {.name = "cuda-lanes",

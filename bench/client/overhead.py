@@ -10,7 +10,7 @@ usage: overhead.py --segopsd PATH [--lib-overhead PATH] [--n 1024] [--calls 1000
                    [--spin-matrix] [--no-pure]
 Prints the median microseconds per call of each way (the median over rounds of each round's median:
 the machine is shared and noisy), what each costs above the empty call and above the C call at the
-same N, and the targets (issue 38: segops.Client <= 15 us, segops.torch <= 30 us above the empty
+same N, and the targets (segops.Client <= 15 us, segops.torch <= 30 us above the empty
 call). --spin-matrix repeats everything for the client's spin (spin_us 50, 0) x the daemon's
 (--native-spin-us 50, 0)."""
 

@@ -11,7 +11,9 @@
  * (0 seg32, 1 powerlaw, 2 S=1, 3 seg32-unsorted), --dtypes float32 and/or float64: for profiling
  * one kernel (ncu) without timing every row; --digest writes a hash of every output of each row's
  * last call, so that two builds can be compared bit for bit; SEGOPS_BENCH_PLAIN_LAUNCH=1 in the
- * environment launches without programmatic dependent launches (the same build, compared). */
+ * environment launches without programmatic dependent launches (the same build, compared).
+ * --xsum runs only the order-free scatter-sum candidate (bench_xsum.cuh) on segmented_sum forward:
+ * its time, bits and error against the production kernel's and a float atomicAdd scatter's. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,8 +105,10 @@ static double median(double *v, int n) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+#include "bench_xsum.cuh"
+
 int main(int argc, char **argv) {
-  int log2n = 25, reps = 20, e2e = 0;
+  int log2n = 25, reps = 20, e2e = 0, xsum = 0;
   int64_t copy_bytes = (int64_t)1 << 30;
   const char *tsv = NULL, *idx_dir = NULL, *only = NULL, *layouts = "0123", *dtypes = "32,64", *digest = NULL;
   for (int i = 1; i < argc; i++) {
@@ -118,6 +122,8 @@ int main(int argc, char **argv) {
       idx_dir = argv[++i];
     else if (!strcmp(argv[i], "--e2e"))
       e2e = 1;
+    else if (!strcmp(argv[i], "--xsum"))
+      xsum = 1;
     else if (!strcmp(argv[i], "--copy-mib") && i + 1 < argc)
       copy_bytes = (int64_t)atoi(argv[++i]) << 20;
     else if (!strcmp(argv[i], "--only") && i + 1 < argc)
@@ -131,7 +137,7 @@ int main(int argc, char **argv) {
     else {
       fprintf(stderr,
               "usage: %s [--log2n K] [--reps R] [--e2e] [--tsv FILE] [--idx-dir DIR] [--copy-mib M]\n"
-              "          [--only SUBSTR] [--layouts 0123] [--dtypes 32,64] [--digest FILE]\n",
+              "          [--only SUBSTR] [--layouts 0123] [--dtypes 32,64] [--digest FILE] [--xsum]\n",
               argv[0]);
       return 2;
     }
@@ -196,6 +202,28 @@ int main(int argc, char **argv) {
   FILE *dg = digest ? fopen(digest, "w") : NULL;
   if (tf) fprintf(tf, "fn\tdtype\tlayout\tn\ts\tbytes\tmedian_ms\tgbps\tcopy_gbps\twarm_ms\twarm_gbps\n");
 
+  if (xsum) {
+    printf(
+        "\nsegmented_sum forward, vec3: the order-free candidate (bench_xsum.cuh) against the production kernel\n"
+        "(warm layout) and a float atomicAdd scatter (not deterministic); same run: 2 runs' bits, the CPU model's\n"
+        "bits, the largest error against production relative to max(|ref|, 1)\n");
+    printf("%-15s %-8s %10s %9s %7s %9s %7s %9s %7s   %-4s %-4s %9s\n", "layout", "dtype", "S", "cand ms", "%copy",
+           "prod ms", "%copy", "atom ms", "%copy", "rep", "cpu", "err");
+    for (int lay = 0; lay < 4; lay++) {
+      if (!strchr(layouts, '0' + lay)) continue;
+      const int64_t s = make_layout(lay, h_idx, n);
+      const int64_t longest = lay != 3 ? segops_cuda_sorted_longest(h_idx, n) : 0;
+      CK(cudaMemcpy(d_idx, h_idx, (size_t)n * 4, cudaMemcpyHostToDevice));
+      if (strstr(dtypes, "32"))
+        xs_row<float>(LAYOUT_NAMES[lay], buf_in32[0], d_idx, h_idx, n, s, lay != 3, longest, prop, sm_major, copy_gbs,
+                      reps, st, e0, e1, tms, (float *)buf_out[0], (float *)buf_out[1], (float *)buf_out[2]);
+      if (strstr(dtypes, "64"))
+        xs_row<double>(LAYOUT_NAMES[lay], buf_in[0], d_idx, h_idx, n, s, lay != 3, longest, prop, sm_major, copy_gbs,
+                       reps, st, e0, e1, tms, buf_out[0], buf_out[1], buf_out[2]);
+    }
+    printf("\ndone\n");
+    return 0;
+  }
   printf("\n%-34s %-8s %-15s %10s %9s %8s %7s %9s %8s %7s\n", "function", "dtype", "layout", "S", "cold ms", "GB/s",
          "%copy", "warm ms", "GB/s", "%copy");
   for (int lay = 0; lay < 4; lay++) {

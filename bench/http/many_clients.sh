@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# many_clients.sh: issue 6's many-client benchmark. Small requests (N=1024 vec3 float32, 32
+# many_clients.sh: the many-client benchmark. Small requests (N=1024 vec3 float32, 32
 # segments) of the forward, backward and double backward of segmented_sum and
 # segmented_rms_norm, from 1, 16, 64 and 256 concurrent keep-alive clients, against two daemons:
 # dynamic batching off (--max-batch-elements 0) and on (defaults, plus --max-queue-delay-us).

@@ -119,7 +119,7 @@ done
 printf '\nLoad generators against the floors (best of %s; the table above keeps the faster per cell):\n\n' "$REPEAT"
 printf '| case | conns | generator | echo req/s | echo body MB/s | sink body MB/s |\n|---|---|---|---|---|---|\n'
 printf '%s' "$gens_table"
-printf '\naims (issue 10): tiny req/s ratio >= 0.5 of the echo, large bytes/s ratio >= 0.8 of the sink. The echo also sends every body back;\n'
+printf '\naims: tiny req/s ratio >= 0.5 of the echo, large bytes/s ratio >= 0.8 of the sink. The echo also sends every body back;\n'
 printf 'the sink (same server, answers "{}") only takes it in, like segopsd, which returns the (S,3) sums.\n'
 printf 'Failed runs or non-200 answers: %s\n' "$errors"
 [ "$errors" -eq 0 ]

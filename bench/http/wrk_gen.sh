@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # wrk_gen.sh: loadgen's command line and one-line output, with wrk sending the bytes (wrk is
-# the reference HTTP load generator; issue 10 asks the benchmark's floor to be at least as fast).
+# the reference HTTP load generator; the benchmark's floor must be at least as fast).
 #   wrk_gen.sh HOST PORT [--fn OP/PASS] [--path P] [--n N] [--vec3] [--segments S]
 #              [--connections C] [--duration SEC] [--warmup SEC] [--token T]
 # The body comes from `loadgen --dump-body` (same bytes as loadgen sends; $LOADGEN, default the

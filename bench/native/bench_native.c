@@ -166,7 +166,7 @@ static pid_t start_daemon(const char *bin, const char *dir, int *port) {
 static row native_call(const char *name, const char *sock, pid_t daemon, int n, int spin_us, int64_t elems) {
   segops_mem *mem = segops_mem_new();
   segops_error e;
-  segops_transport *t = segops_native_open(sock, mem, NULL, spin_us, now() + 10, &e);
+  segops_transport *t = segops_native_open(sock, mem, NULL, spin_us, geteuid(), 0, now() + 10, &e);
   if (!t) {
     fprintf(stderr, "bench_native: %s\n", e.message);
     exit(1);

@@ -41,7 +41,7 @@ def _sources():
     ext = _files("clients/python/native", ("module.c", "client.c", "inputs.c", "outputs.c"))
     lib = _files("clients/c/src")  # libsegops: every file of it
     core = _files("core", ("ops.c", "errors.c", "prepare.c", "backend.c", "hash.c", "idx_cache.c", "hostbuf.c",
-                           "settings.c"))  # core/CMakeLists.txt's segops_core
+                           "settings.c", "optable_json.c"))  # core/CMakeLists.txt's segops_core, segops_optable
     v3_name = "cpu_ops_avx2.c"
     cpu = _files("backends/cpu", skip=(v3_name,))
     x86 = platform.machine().lower() in ("x86_64", "amd64")

@@ -8,6 +8,11 @@
 #include "codec_internal.h"
 #include "errors.h"
 
+/* v1 (msgpack and JSON) names dtypes as the op table does; the native channel names none (its
+ * dtypes are numbers), so its words only ever appear in messages. */
+const segops_wire_words segops_wire_v1 = {segops_dtype_name, "", "dtype"};
+const segops_wire_words segops_wire_native = {segops_dtype_name, "", "dtype"};
+
 segops_codec_limits segops_codec_limits_eff(const segops_codec_limits *lim) {
   segops_codec_limits l = {SEGOPS_CODEC_DEFAULT_DEPTH, SEGOPS_CODEC_DEFAULT_ITEMS};
   if (lim && lim->max_depth > 0) l.max_depth = lim->max_depth;

@@ -8,27 +8,29 @@
 
 #include "codec_internal.h"
 #include "errors.h"
-#include "oip.h"
 
 /* ---- dtype ------------------------------------------------------------------------------- */
 
 /* idx is an integer tensor (and the OIP's num_segments input); every other tensor a float one. */
 static bool integer_arg(const char *an) { return !strcmp(an, "idx") || !strcmp(an, "num_segments"); }
 
-/* A dtype given by name: v1's "float32", ..., or the OIP's "FP32", .... */
+/* A dtype given by name, in the wire's words (v1's "float32", ..., the OIP's "FP32", ...). */
 static int dtype_by_name(const segops_record_ctx *c, const segops_tensor_record *r, const char *an, segops_dtype *dt,
                          char *err, size_t errlen) {
-  if (c->wire != SEGOPS_WIRE_OIP) return segops_codec_dtype(c->op, an, r->dtype_text, r->dtype_len, dt, err, errlen);
-  int d = segops_oip_datatype_parse(r->dtype_text, r->dtype_len);
-  if (d >= 0) {
-    *dt = (segops_dtype)d;
-    return SEGOPS_OK;
+  const segops_wire_words *w = c->wire;
+  for (int d = 0; d < SEGOPS_DTYPE_COUNT; d++) {
+    const char *s = w->dtype_name((segops_dtype)d);
+    if (strlen(s) == r->dtype_len && memcmp(s, r->dtype_text, r->dtype_len) == 0) {
+      *dt = (segops_dtype)d;
+      return SEGOPS_OK;
+    }
   }
   char db[200];
-  return segops_codec_fail(SEGOPS_E_INVALID_ARGUMENT, err, errlen, c->op,
-                           "%s.datatype: unknown datatype '%s' (expected %s)", an,
-                           segops_codec_printable(db, sizeof db, r->dtype_text, r->dtype_len),
-                           integer_arg(an) ? "INT32 or INT64" : "FP32 or FP64");
+  const bool integer = integer_arg(an);
+  return segops_codec_fail(SEGOPS_E_INVALID_ARGUMENT, err, errlen, c->op, "%s%s: unknown %s '%s' (expected %s or %s)",
+                           an, w->field, w->noun, segops_codec_printable(db, sizeof db, r->dtype_text, r->dtype_len),
+                           w->dtype_name(integer ? SEGOPS_I32 : SEGOPS_F32),
+                           w->dtype_name(integer ? SEGOPS_I64 : SEGOPS_F64));
 }
 
 /* Where a number sits, for messages: "x[1][2]" in a bare nested list, "x.data[5]" in a flat one. */
@@ -196,7 +198,7 @@ static int take_shm(const segops_record_ctx *c, const segops_tensor_record *r, c
     return segops_codec_fail(SEGOPS_E_INVALID_ARGUMENT, err, errlen, c->op,
                              "%s: parameters.shared_memory_byte_size must equal the tensor's byte size (%" PRIu64
                              " given; the %s tensor's shape and datatype make %" PRIu64 ")",
-                             an, r->byte_size, segops_oip_datatype(dt), bytes);
+                             an, r->byte_size, c->wire->dtype_name(dt), bytes);
   out->shm_region = r->region;
   out->shm_region_len = r->region_len;
   out->shm_offset = r->offset;
@@ -207,7 +209,7 @@ static int take_shm(const segops_record_ctx *c, const segops_tensor_record *r, c
 
 static int check(const segops_record_ctx *c, const segops_tensor_record *r, const char *an, segops_named_tensor *out,
                  char *err, size_t errlen) {
-  segops_dtype dt;
+  segops_dtype dt = SEGOPS_F64; /* set by check_dtype on success */
   int rc = check_dtype(c, r, an, &dt, err, errlen);
   if (!rc) rc = check_rank(c, r, an, err, errlen);
   if (rc) return rc;

@@ -13,8 +13,18 @@
 #include "codec.h"
 
 /* Whose words a message uses: v1 (msgpack and JSON) names dtypes "float32", ..., the OIP "FP32", ...,
- * and the native channel by number. Nothing else differs between them. */
-typedef enum { SEGOPS_WIRE_V1, SEGOPS_WIRE_OIP, SEGOPS_WIRE_NATIVE } segops_wire;
+ * and the native channel by number. Nothing else differs between them. Each wire brings its own
+ * words, so the record check knows none: v1's and the native channel's are defined beside the
+ * codec's helpers (codec_common.c), the OIP's with its decoder (oip.h: SEGOPS_WIRE_OIP). */
+typedef struct {
+  const char *(*dtype_name)(segops_dtype dt); /* the wire's name of a dtype, for parsing and messages */
+  const char *field;                          /* after an argument's name in a message: "" or ".datatype" */
+  const char *noun;                           /* what the wire calls a dtype: "dtype", "datatype" */
+} segops_wire_words;
+typedef const segops_wire_words *segops_wire;
+extern const segops_wire_words segops_wire_v1, segops_wire_native;
+#define SEGOPS_WIRE_V1 (&segops_wire_v1)
+#define SEGOPS_WIRE_NATIVE (&segops_wire_native)
 
 /* One number of a list as the wire holds it: an integer, a real, or something else (a string, null). */
 typedef enum { SEGOPS_NUM_INT, SEGOPS_NUM_REAL, SEGOPS_NUM_OTHER } segops_num_kind;

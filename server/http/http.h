@@ -1,5 +1,5 @@
 /* http.h: the HTTP front of segopsd on libmicrohttpd: the server object, per-request state,
- * and the helpers shared by the route files (http_*.c). */
+ * and the helpers shared by the route files (http_*.c, oip_routes.c, shm_routes.c). */
 #ifndef SEGOPS_HTTP_H
 #define SEGOPS_HTTP_H
 
@@ -111,8 +111,7 @@ typedef struct {
   segops_decoded dec;   /* owned until the job finished */
   segops_prepared prep; /* owned; out_buf moves to the response on success */
   segops_job job;
-  bool defer_errors; /* set during the first callback when the body is small or absent */
-  bool first_call;   /* during the first callback */
+  bool first_call; /* during the first callback (its errors may be deferred: segops_http_error) */
   struct {
     int err, http_status;
     const char *allow;

@@ -1,12 +1,15 @@
 /* http_info.c: the non-op routes: /healthz, /readyz (and the readiness the v2 routes share), /metrics and /v1/info
- * (whose op table is generated from core/ops.c's table, never written twice). */
+ * (whose op table is segops_optable_json's, the table's one printer). */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "errors.h"
 #include "http.h"
+#include "optable_json.h"
 #include "segops_ring.h"
 
 segops_http_outcome segops_http_healthz(segops_http_req *r) {
@@ -38,37 +41,6 @@ segops_http_outcome segops_http_metrics(segops_http_req *r) {
   return segops_http_send_buffer(r, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
 }
 
-static const char *use_text(segops_arg_use u) {
-  return u == SEGOPS_ARG_REQ ? "required" : u == SEGOPS_ARG_COTAN ? "cotangent" : "unread";
-}
-
-/* The op table as JSON: {op: {pass: {"inputs": [...], "outputs": [...]}}}. */
-static json_t *op_table_json(void) {
-  json_t *ops = json_object();
-  for (int o = 0; o < SEGOPS_OP_COUNT; o++) {
-    json_t *passes = json_object();
-    for (int p = 0; p < SEGOPS_PASS_COUNT; p++) {
-      const segops_fn_desc *fn = segops_fn((segops_op)o, (segops_pass)p);
-      json_t *in = json_array(), *out = json_array();
-      for (int k = 0; k < fn->n_in; k++)
-        json_array_append_new(in, json_pack("{s:s, s:b, s:s, s:s}", "name", fn->in[k].name, "optional",
-                                            fn->in[k].use != SEGOPS_ARG_REQ, "use", use_text(fn->in[k].use), "shape",
-                                            segops_shape_text(fn->in[k].shape, fn->vec3_only ? 3 : 0)));
-      json_array_append_new(
-          in, json_pack("{s:s, s:b, s:s, s:s}", "name", "idx", "optional", 0, "use", "required", "shape", "(N,)"));
-      json_array_append_new(in, json_pack("{s:s, s:b, s:s, s:s}", "name", "num_segments", "optional", 0, "use",
-                                          "required", "shape", "integer"));
-      for (int k = 0; k < fn->n_out; k++)
-        json_array_append_new(out, json_pack("{s:s, s:s}", "name", fn->out[k].name, "shape",
-                                             segops_shape_text(fn->out[k].shape, fn->vec3_only ? 3 : 0)));
-      json_object_set_new(passes, segops_pass_name((segops_pass)p),
-                          json_pack("{s:o, s:o, s:b}", "inputs", in, "outputs", out, "vec3_only", fn->vec3_only));
-    }
-    json_object_set_new(ops, segops_op_name((segops_op)o), passes);
-  }
-  return ops;
-}
-
 /* One setting's value as JSON, by its type: numbers for sizes, counts and seconds ("auto" where the
  * owner decides), true/false for flags, a list of strings for lists, else the text. */
 static json_t *setting_json(const segops_settings_group *g, const segops_setting *s) {
@@ -95,6 +67,17 @@ static json_t *setting_json(const segops_settings_group *g, const segops_setting
 
 /* Every row of the configuration table by option name: what this daemon runs with. Paths on this
  * host (SEGOPS_SET_HOST_ONLY) only for a peer on this host. */
+/* The native channel for same-host peers: its socket, its version, and who serves it (a client
+ * checks that its socket's peer is this uid, and this pid where it shares this pid namespace,
+ * before it sends the token or any memory: proto/native.md, Trust). */
+static json_t *native_json(const segops_server *srv) {
+  json_t *o = json_pack("{s:s, s:i, s:I, s:I}", "socket", srv->native_socket, "version", (int)SEGOPS_NATIVE_VERSION,
+                        "uid", (json_int_t)geteuid(), "pid", (json_int_t)getpid());
+  struct stat st;
+  if (o && stat("/proc/self/ns/pid", &st) == 0) json_object_set_new(o, "pid_ns", json_integer((json_int_t)st.st_ino));
+  return o;
+}
+
 static json_t *settings_json(bool local) {
   json_t *o = json_object();
   for (segops_settings_group *const *g = segops_config_groups(); *g; g++)
@@ -141,6 +124,10 @@ segops_http_outcome segops_http_info(segops_http_req *r) {
       "drain_seconds", c->drain_seconds, "shutdown_timeout_s", c->shutdown_timeout_s);
   if (limits) {
     json_object_set_new(limits, "max_output_bytes", json_integer((json_int_t)c->max_output_bytes));
+    json_object_set_new(
+        limits, "max_queue_per_uid",
+        json_integer((json_int_t)(c->max_queue_per_uid > 0 ? c->max_queue_per_uid
+                                                           : (c->max_queue / 2 > 0 ? c->max_queue / 2 : 1))));
     json_object_set_new(limits, "min_upload_rate", json_integer((json_int_t)c->min_upload_rate));
     json_object_set_new(limits, "max_connections_per_peer", json_integer((json_int_t)c->max_connections_per_peer));
     json_object_set_new(limits, "max_inflight_bytes_per_peer",
@@ -156,16 +143,17 @@ segops_http_outcome segops_http_info(segops_http_req *r) {
   for (int k = 0; k < srv->n_listeners; k++)
     if (same_host || !srv->listeners[k].unix_path[0])
       json_array_append_new(listeners, json_string(srv->listeners[k].url));
-  json_t *shm = json_pack("{s:I, s:I}", "max_shm_bytes", (json_int_t)c->max_shm_bytes, "registered_bytes",
-                          (json_int_t)segops_shm_registered_bytes(srv->shm));
+  json_t *shm =
+      json_pack("{s:I, s:I, s:i, s:i, s:I}", "max_shm_bytes", (json_int_t)c->max_shm_bytes, "max_shm_bytes_per_uid",
+                (json_int_t)(c->max_shm_bytes / 2), "max_regions", SEGOPS_SHM_MAX_REGIONS, "max_regions_per_uid",
+                SEGOPS_SHM_MAX_REGIONS / 2, "registered_bytes", (json_int_t)segops_shm_registered_bytes(srv->shm));
   json_t *root =
       json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:b, s:[s,s,s,s], s:o}", "version", SEGOPS_VERSION, "api", "v1",
                 "backend", be->name ? be->name : "?", "devices", devs, "listeners", listeners, "shm", shm, "limits",
                 limits, "auth", c->token != NULL, "encodings", "application/msgpack", "application/x-msgpack",
-                "application/vnd.msgpack", "application/json", "ops", op_table_json());
+                "application/vnd.msgpack", "application/json", "ops", segops_optable_json(false));
   if (root && srv->native_socket[0] && same_host) /* only such a peer can use it */
-    json_object_set_new(root, "native",
-                        json_pack("{s:s, s:i}", "socket", srv->native_socket, "version", (int)SEGOPS_NATIVE_VERSION));
+    json_object_set_new(root, "native", native_json(srv));
   if (root && be->feature_shapes) json_object_set_new(root, "feature_shapes", json_string(be->feature_shapes));
   if (root) json_object_set_new(root, "settings", settings_json(same_host));
   return segops_http_send_json(r, root);

@@ -203,6 +203,7 @@ segops_http_outcome segops_http_op_complete(segops_http_req *r) {
   if (rc != SEGOPS_OK) return segops_http_error(r, rc, 0, err, NULL, false);
   rc = segops_shm_use_inputs(srv->shm, segops_http_peer_uid(r), &r->dec.req, &r->shm_use, err, sizeof err);
   if (rc != SEGOPS_OK) return segops_http_error(r, rc, 0, err, NULL, false);
+  r->dec.req.owner = segops_http_peer_uid(r) >= 0 ? (uint32_t)segops_http_peer_uid(r) + 1u : 0; /* idx cache */
   rc = segops_prepare(&r->dec.req, &srv->limits, &r->prep, err, sizeof err);
   if (rc != SEGOPS_OK) return segops_http_error(r, rc, 0, err, NULL, false);
   /* Everything else the request will hold, reserved before compute (outputs and answer limits:
@@ -216,6 +217,7 @@ segops_http_outcome segops_http_op_complete(segops_http_req *r) {
   r->job.deadline = r->t_start + srv->cfg->request_timeout_s;
   r->job.done = on_job_done;
   r->job.user = r;
+  r->job.owner = segops_http_peer_uid(r) >= 0 ? (uint32_t)segops_http_peer_uid(r) + 1u : 0; /* its uid's share */
   segops_http_busy(r);
   /* A small call runs right here when a device is free: no hand-off, no suspend/resume. */
   if (segops_sched_run_inline(srv->sched, &r->job)) return segops_http_op_respond(r);
@@ -227,8 +229,10 @@ segops_http_outcome segops_http_op_complete(segops_http_req *r) {
     r->job.status = rc;
     r->job.t_enqueued = r->job.t_started = r->job.t_finished = segops_now();
     snprintf(r->job.err, sizeof r->job.err, "%s",
-             rc == SEGOPS_E_RESOURCE_EXHAUSTED ? "the request queue is full (--max-queue); retry later"
-                                               : "the server is draining");
+             rc != SEGOPS_E_RESOURCE_EXHAUSTED  ? "the server is draining"
+             : segops_sched_owner_full(&r->job) ? "this client's uid has its share of the request queue waiting "
+                                                  "(--max-queue-per-uid); retry later"
+                                                : "the request queue is full (--max-queue); retry later");
     MHD_resume_connection(r->conn); /* answered from the resumed callback like every other job */
   }
   return SEGOPS_HTTP_SUSPENDED;

@@ -277,9 +277,22 @@ static bool answer_on_socket(segops_http_req *r, int status, const char *body, i
   return true;
 }
 
+/* Whether an error is recorded now and answered once the body is dropped (PH_ERROR): only on the
+ * first callback, and only for a small or absent body (a large one, or one of unknown length, is
+ * not read for an error: the answer goes at once), and not when the client waits for 100
+ * Continue (answering now sends no 100). */
+static bool defers_errors(const segops_http_req *r) {
+  struct MHD_Connection *c = r->conn;
+  if (!r->first_call) return false;
+  const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+  return !MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING) &&
+         (!cl || strtoull(cl, NULL, 10) <= 64 * 1024) &&
+         !MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+}
+
 segops_http_outcome segops_http_error(segops_http_req *r, int err, int http_status, const char *message,
                                       const char *allow, bool close) {
-  if (r->defer_errors && !close) {
+  if (!close && defers_errors(r)) {
     r->deferred.err = err;
     r->deferred.http_status = http_status;
     r->deferred.allow = allow;

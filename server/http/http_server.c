@@ -54,15 +54,10 @@ static unsigned method_bit(const char *method) {
 }
 
 /* Decides what a request gets from its headers alone. Errors found here are deferred (see
- * PH_ERROR) unless the body is large or of unknown length: then the answer goes out at once and
- * libmicrohttpd closes the connection instead of reading the body. */
+ * PH_ERROR and segops_http_error) unless the body is large or of unknown length: then the answer
+ * goes out at once and libmicrohttpd closes the connection instead of reading the body. */
 static segops_http_outcome first_call(segops_http_req *r, const char *url, const char *method, const char *version) {
   segops_server *srv = r->srv;
-  const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-  const char *te = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
-  /* Not deferred when the client waits for 100 Continue: answering now sends no 100. */
-  r->defer_errors = !te && (!cl || strtoull(cl, NULL, 10) <= 64 * 1024) &&
-                    !MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
   char msg[256];
   r->rt = segops_http_route_find(url, r, msg, sizeof msg);
   r->route = r->rt ? r->rt->metric : SEGOPS_ROUTE_OTHER;
@@ -113,7 +108,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     segops_metrics_inflight_add(1);
     r->first_call = true;
     segops_http_outcome o = first_call(r, url, method, version);
-    r->defer_errors = r->first_call = false;
+    r->first_call = false;
     /* A body that will be read and dropped (a GET's, or one after a deferred error) is watched
      * like an op's upload: a dead or trickling one does not hold its connection. */
     enum MHD_Result res = advance(r, o);

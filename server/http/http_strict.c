@@ -102,7 +102,6 @@ bool segops_http_strict_head(segops_http_req *r, const char *url, const char *ve
   else if (strstr(url, "%00"))
     msg = "the request path contains an encoded NUL (%00)";
   if (!msg) return false;
-  r->defer_errors = false;
   *ret = segops_http_error(r, err, status, msg, NULL, true);
   return true;
 }

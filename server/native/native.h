@@ -28,15 +28,19 @@ typedef struct {
 } segops_native_deps;
 
 /* The socket path the configuration asks for into path: --native-socket as given, or, when it is
- * empty, /tmp/segopsd-<port>.native.sock from the first TCP listener's bound port (port), else
- * "<first unix listener>.native". "" for off. *derived tells whether it was derived (a derived
- * path that cannot be served is a warning; a configured one an error). */
-void segops_native_socket_path(const segops_config *cfg, int port, char *path, size_t len, bool *derived);
+ * empty, <dir>/native.sock in a directory of its own made now (mkdtemp /tmp/segopsd-<port>-XXXXXX,
+ * mode 0711: only the daemon's user or root can write it; *own_dir set) from the first TCP
+ * listener's bound port (port), else "<first unix listener>.native". "" for off. *derived tells
+ * whether it was derived (a derived path that cannot be served is a warning; a configured one an
+ * error). */
+void segops_native_socket_path(const segops_config *cfg, int port, char *path, size_t len, bool *derived,
+                               bool *own_dir);
 
 /* Serves the channel on a unix socket at path (bound without a window: a stale socket file is
- * replaced, a live one or a non-socket refused, the mode from --socket-mode). NULL after logging
- * an error when it cannot. Owned by the caller: segops_native_stop. */
-segops_native *segops_native_start(const segops_native_deps *d, const char *path);
+ * replaced, a live one or a non-socket refused, the mode from --socket-mode). own_dir: path's
+ * directory was made by segops_native_socket_path and is removed with the socket (also when this
+ * fails). NULL after logging an error when it cannot. Owned by the caller: segops_native_stop. */
+segops_native *segops_native_start(const segops_native_deps *d, const char *path, bool own_dir);
 
 /* The socket's path (static while n lives). */
 const char *segops_native_path(const segops_native *n);

@@ -95,15 +95,41 @@ static void on_done(segops_job *job) {
   pthread_mutex_unlock(&ch->mu);
 }
 
+/* Every page the call reads or writes still has its memory: a client that punched a hole in a
+ * pool after handing it over (or whose page was swapped out) gets its call refused rather than
+ * the daemon faulting in, and paying for, pages in its place. */
+static int check_backed(native_channel *ch, const segops_native_checked *k, char *err, size_t errlen) {
+  const segops_native_range *r[SEGOPS_MAX_INPUTS + 1 + SEGOPS_MAX_OUTPUTS];
+  int n = 0;
+  for (int i = 0; i < SEGOPS_MAX_INPUTS + 1; i++)
+    if (k->in[i].present) r[n++] = &k->in[i];
+  for (int i = 0; i < SEGOPS_MAX_OUTPUTS; i++)
+    if (k->out[i].present) r[n++] = &k->out[i];
+  for (int i = 0; i < n; i++) {
+    uint64_t missing = 0;
+    int b = segops_native_range_backed(ch->views[r[i]->pool].base, r[i]->offset, r[i]->nbytes, &missing);
+    if (b == 0)
+      return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
+                         "%s: pool %" PRIu32 " has no memory at byte %" PRIu64
+                         " (a hole punched after it was handed over, or a page swapped out): the daemon touches only "
+                         "memory its client keeps backed",
+                         segops_op_name((segops_op)(k->fn / SEGOPS_PASS_COUNT)), r[i]->pool, missing);
+  }
+  return SEGOPS_OK;
+}
+
 /* Check, prepare, place the outputs. SEGOPS_OK or an error with its message. */
 static int prepare_call(native_channel *ch, native_call *c, char *err, size_t errlen) {
   const segops_native *n = ch->srv;
   if (!n->d.takes_work(n->d.ctx)) return segops_errf(SEGOPS_E_UNAVAILABLE, err, errlen, DRAINING_MSG);
   int rc = segops_native_check(&c->req, ch->views, ch->npools, &c->chk, err, errlen);
   if (rc) return rc;
+  c->chk.req.owner = (uint32_t)ch->uid + 1u; /* validated-idx cache entries are per uid */
   rc = segops_prepare(&c->chk.req, n->d.limits, &c->prep, err, errlen);
   if (rc) return rc;
-  return segops_native_place_outputs(&c->chk, ch->views, ch->npools, &c->prep, err, errlen);
+  rc = segops_native_place_outputs(&c->chk, ch->views, ch->npools, &c->prep, err, errlen);
+  if (rc) return rc;
+  return check_backed(ch, &c->chk, err, errlen);
 }
 
 void segops_native_call_start(native_channel *ch, uint32_t k, bool may_inline) {
@@ -131,6 +157,7 @@ void segops_native_call_start(native_channel *ch, uint32_t k, bool may_inline) {
   c->job.deadline = c->t0 + timeout;
   c->job.done = on_done;
   c->job.user = c;
+  c->job.owner = (uint32_t)ch->uid + 1u; /* its uid's share of the queue */
   if (may_inline && segops_sched_run_inline(n->d.sched, &c->job)) {
     complete(c);
     return;
@@ -147,6 +174,9 @@ void segops_native_call_start(native_channel *ch, uint32_t k, bool may_inline) {
     finish(c, rc, DRAINING_MSG);
   } else {
     segops_metrics_rejected(rc);
-    finish(c, rc, "segopsd's queue is full (--max-queue); retry shortly");
+    finish(c, rc,
+           segops_sched_owner_full(&c->job)
+               ? "this channel's uid has its share of segopsd's queue waiting (--max-queue-per-uid); retry shortly"
+               : "segopsd's queue is full (--max-queue); retry shortly");
   }
 }

@@ -30,6 +30,8 @@
 /* Wake-ups in a row that find neither a call nor a control message before the channel naps:
  * a legitimate client rings only with one of them, so only a doorbell flood gets here. */
 #define EMPTY_WAKES_MAX 256
+/* How often a spinning channel thread looks at its client's CPU time (wait_doorbell). */
+#define SPIN_PROBE_S 10e-6
 
 int segops_native_futex_wait(uint32_t *word, uint32_t expect, double timeout_s) {
   struct timespec ts = {(time_t)timeout_s, (long)((timeout_s - (double)(time_t)timeout_s) * 1e9)};
@@ -205,8 +207,8 @@ static int take_ring(native_channel *ch, const any_msg *m, ssize_t got, int fd, 
     if (fd >= 0) close(fd);
     return rc;
   }
-  rc =
-      segops_native_mem_open(&ch->ring, fd, 0, (uint64_t)ch->srv->d.cfg->native_max_map_bytes, "the ring", err, errlen);
+  rc = segops_native_mem_open(&ch->ring, fd, 0, (uint64_t)ch->srv->d.cfg->native_max_map_bytes, (int64_t)ch->uid,
+                              "the ring", err, errlen);
   if (rc) return rc;
   uint32_t slots = m->ring.slot_count;
   segops_ring_header h;
@@ -254,10 +256,14 @@ static int handshake(native_channel *ch) {
     }
   }
   if (rc) {
+    unsigned skipped;
     if (rc == SEGOPS_E_NOT_IMPLEMENTED)
       SEGOPS_LOGW("native channel %lu (pid %d): %s", ch->id, (int)ch->pid, err);
+    else if (segops_native_may_warn(ch->uid, &skipped))
+      SEGOPS_LOGW("native channel %lu (pid %d uid %u) refused: %s (%u more of this uid's not logged)", ch->id,
+                  (int)ch->pid, (unsigned)ch->uid, err, skipped);
     else
-      SEGOPS_LOGI("native channel %lu (pid %d) refused: %s", ch->id, (int)ch->pid, err);
+      SEGOPS_LOGD("native channel %lu (pid %d) refused: %s", ch->id, (int)ch->pid, err);
     return rc;
   }
   send_ok(ch, 0);
@@ -301,7 +307,8 @@ static void take_pool(native_channel *ch, const segops_msg_pool *p, ssize_t got,
   }
   segops_native_mem *mem = &ch->pools[ch->npools];
   uint64_t cap = (uint64_t)cfg->native_max_map_bytes;
-  rc = segops_native_mem_open(mem, fd, p->size, cap > ch->mapped ? cap - ch->mapped : 0, what, err, sizeof err);
+  rc = segops_native_mem_open(mem, fd, p->size, cap > ch->mapped ? cap - ch->mapped : 0, (int64_t)ch->uid, what, err,
+                              sizeof err);
   char where[32];
   const char *dup = rc ? NULL : already_here(ch, mem, where, sizeof where);
   if (dup) {
@@ -344,7 +351,12 @@ static int control(native_channel *ch) {
   if (rc == SEGOPS_OK)
     rc = segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, sizeof err,
                      "unexpected message type %" PRIu32 " on an open channel", m.h.type);
-  SEGOPS_LOGI("native channel %lu (pid %d) closed: %s", ch->id, (int)ch->pid, err);
+  unsigned skipped;
+  if (segops_native_may_warn(ch->uid, &skipped))
+    SEGOPS_LOGW("native channel %lu (pid %d uid %u) closed: %s (%u more of this uid's not logged)", ch->id,
+                (int)ch->pid, (unsigned)ch->uid, err, skipped);
+  else
+    SEGOPS_LOGD("native channel %lu (pid %d) closed: %s", ch->id, (int)ch->pid, err);
   segops_native_send_error(ch->sock, rc, err);
   return -1;
 }
@@ -367,14 +379,36 @@ static int scan(native_channel *ch) {
   return n;
 }
 
+/* The client process's CPU time in seconds (its CPU clock, clock_getcpuclockid), or -1. */
+static double client_cpu(const native_channel *ch) {
+  struct timespec ts;
+  if (!ch->has_cpuclk || clock_gettime(ch->cpuclk, &ts) != 0) return -1;
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 /* Waits until the doorbell moves from seen: spinning while the last call is recent (until
- * spin_until), then asleep on the futex. */
+ * spin_until) and its client keeps calling, then asleep on the futex. The spin policy: the daemon
+ * spins for a channel only while the client's CPU time advances at least half as fast as the
+ * clock (it computes, or spins for its answer, and will call again soon); a client that sleeps
+ * between calls gets the daemon asleep too after SPIN_PROBE_S, so a co-tenant pays for the
+ * daemon's spinning with at least as much of its own CPU. */
 static void wait_doorbell(native_channel *ch, uint32_t seen, double spin_until) {
   uint32_t *db = &ch->hdr->doorbell;
   const atomic_bool *stop = &ch->srv->stopping;
+  double t0 = 0, c0 = -1, next_probe = 0;
   for (unsigned i = 0;; i++) {
     if (__atomic_load_n(db, __ATOMIC_ACQUIRE) != seen) return;
-    if ((i & 63u) == 0 && (segops_now() >= spin_until || atomic_load_explicit(stop, memory_order_relaxed))) break;
+    if ((i & 63u) == 0) {
+      double now = segops_now();
+      if (now >= spin_until || atomic_load_explicit(stop, memory_order_relaxed)) break;
+      if (i == 0) {
+        t0 = now, c0 = client_cpu(ch), next_probe = now + SPIN_PROBE_S;
+      } else if (c0 >= 0 && now >= next_probe) {
+        double c = client_cpu(ch);
+        if (c >= 0 && c - c0 < (now - t0) / 2) break; /* the client is not running: sleep */
+        next_probe = now + SPIN_PROBE_S;
+      }
+    }
     cpu_relax();
   }
   /* Dekker with the client: it adds to the doorbell, then reads daemon_sleeps. */
@@ -391,7 +425,7 @@ static void serve(native_channel *ch) {
   unsigned empty = 0;
   while (!atomic_load(&n->stopping)) {
     if (atomic_load(&ch->ring.damaged)) {
-      SEGOPS_LOGI("native channel %lu (pid %d) closed: its ring lost pages under the daemon", ch->id, (int)ch->pid);
+      SEGOPS_LOGD("native channel %lu (pid %d) closed: its ring lost pages under the daemon", ch->id, (int)ch->pid);
       break;
     }
     uint32_t seen = __atomic_load_n(&ch->hdr->doorbell, __ATOMIC_ACQUIRE);

@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "native.h"
 #include "native_check.h"
@@ -49,14 +50,17 @@ struct native_channel {
   atomic_uchar *busy;      /* nslots: the daemon holds the slot's call */
   pthread_mutex_t mu;
   pthread_cond_t idle;
-  int inflight;         /* calls handed to the scheduler and not answered; under mu */
-  bool watched;         /* the accept thread wakes the channel when its client goes (native_server.c) */
+  int inflight;    /* calls handed to the scheduler and not answered; under mu */
+  bool watched;    /* the accept thread wakes the channel when its client goes (native_server.c) */
+  bool has_cpuclk; /* cpuclk is the client process's CPU clock (the spin policy, native_channel.c) */
+  clockid_t cpuclk;
   native_channel *next; /* in the server's list, under its lock */
 };
 
 struct segops_native {
   segops_native_deps d;
   char path[108];
+  bool own_dir;                /* path's directory is the daemon's own (segops_native_socket_path): removed at stop */
   unsigned long long dev, ino; /* the socket file's identity, so stop unlinks only our own */
   int listen_fd;
   int wake[2]; /* a pipe that wakes the accept thread to stop */
@@ -73,6 +77,9 @@ struct segops_native {
 /* native_server.c: the per-user count of open channels; false (nothing taken) when over. */
 bool segops_native_user_take(segops_native *n, uid_t uid, char *err, size_t errlen);
 void segops_native_user_give(segops_native *n, uid_t uid);
+/* native_server.c: whether a warning about uid may be logged now (at most one a second per uid;
+ * *skipped: how many were not since the last one); otherwise log at debug. */
+bool segops_native_may_warn(uid_t uid, unsigned *skipped);
 /* native_server.c: takes a channel's socket out of the accept thread's watch (before it closes).
  * Under n->mu, with the channel out of the server's list. */
 void segops_native_unwatch(segops_native *n, native_channel *ch);

@@ -3,13 +3,13 @@
  * channel whose client went), one thread per channel, and the stop. */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -21,8 +21,10 @@
 
 /* ---- the path ------------------------------------------------------------------------------ */
 
-void segops_native_socket_path(const segops_config *cfg, int port, char *path, size_t len, bool *derived) {
+void segops_native_socket_path(const segops_config *cfg, int port, char *path, size_t len, bool *derived,
+                               bool *own_dir) {
   *derived = false;
+  *own_dir = false;
   path[0] = 0;
   if (!strcmp(cfg->native_socket, "off")) return;
   if (cfg->native_socket[0]) {
@@ -31,7 +33,27 @@ void segops_native_socket_path(const segops_config *cfg, int port, char *path, s
   }
   *derived = true;
   if (port > 0) {
-    snprintf(path, len, "/tmp/segopsd-%d.native.sock", port);
+    /* A directory of its own, which only this daemon's user (or root) can write: nobody else can
+     * bind the path first, nor replace the socket while the daemon restarts, and several daemons
+     * on one port (different addresses) never meet. Others may pass through it (0711) to reach
+     * the socket, whose own mode is --socket-mode. */
+    char dir[96];
+    snprintf(dir, sizeof dir, "/tmp/segopsd-%d-XXXXXX", port);
+    if (!mkdtemp(dir)) {
+      SEGOPS_LOGW("native channel: cannot make a directory for its socket in /tmp: %s", strerror(errno));
+      return;
+    }
+    if (chmod(dir, 0711) != 0) {
+      SEGOPS_LOGW("native channel: cannot open %s to other users: %s", dir, strerror(errno));
+      rmdir(dir);
+      return;
+    }
+    if ((size_t)snprintf(path, len, "%s/native.sock", dir) >= len) {
+      rmdir(dir);
+      path[0] = 0;
+      return;
+    }
+    *own_dir = true;
     return;
   }
   for (int k = 0; k < cfg->n_listen; k++)
@@ -39,6 +61,17 @@ void segops_native_socket_path(const segops_config *cfg, int port, char *path, s
       if ((size_t)snprintf(path, len, "%s.native", cfg->listen[k].path) >= len) path[0] = 0;
       return;
     }
+}
+
+/* The directory segops_native_socket_path made for path, removed (it is empty once the socket
+ * file went). */
+static void remove_own_dir(const char *path) {
+  char dir[108];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (!slash || slash == dir) return;
+  *slash = 0;
+  if (rmdir(dir) != 0) SEGOPS_LOGW("native channel: cannot remove %s: %s", dir, strerror(errno));
 }
 
 const char *segops_native_path(const segops_native *n) { return n->path; }
@@ -95,6 +128,36 @@ void segops_native_user_give(segops_native *n, uid_t uid) {
   pthread_mutex_unlock(&n->mu);
 }
 
+/* ---- rate-limited warnings -------------------------------------------------------------------- */
+
+/* Refusals and broken channels are warned at most once a second per uid (a co-tenant opening
+ * thousands of connections a second must not flood the log); the rest go to debug. */
+#define WARN_SLOTS 64
+static struct {
+  uid_t uid;
+  double at;
+  unsigned skipped;
+} g_warned[WARN_SLOTS];
+static pthread_mutex_t g_warn_mu = PTHREAD_MUTEX_INITIALIZER;
+
+bool segops_native_may_warn(uid_t uid, unsigned *skipped) {
+  double now = segops_now();
+  pthread_mutex_lock(&g_warn_mu);
+  unsigned k = (unsigned)uid % WARN_SLOTS;
+  bool ok = g_warned[k].uid != uid || g_warned[k].at == 0 || now - g_warned[k].at >= 1.0;
+  *skipped = 0;
+  if (ok) {
+    *skipped = g_warned[k].uid == uid ? g_warned[k].skipped : 0;
+    g_warned[k].uid = uid;
+    g_warned[k].at = now;
+    g_warned[k].skipped = 0;
+  } else {
+    g_warned[k].skipped++;
+  }
+  pthread_mutex_unlock(&g_warn_mu);
+  return ok;
+}
+
 /* ---- watching the channels' sockets ----------------------------------------------------------
  * A channel's thread sleeps on its ring's doorbell (a futex), which cannot also wait for its
  * socket; the accept thread epolls every channel's socket for its hang-up and rings that channel's
@@ -131,13 +194,15 @@ static void hung_up(segops_native *n, uint64_t id) {
 
 /* ---- accepting ------------------------------------------------------------------------------- */
 
-/* Answers a connection over the limits with ERROR and closes it. Its HELLO is read first (briefly
- * waited for): closing a socket with a message unread resets the connection, and the client would
- * see that instead of the reason. */
+/* Answers a connection over the limits with ERROR and closes it, never waiting on the peer (a
+ * co-tenant's silent connects must not hold up everyone queued behind them). What the peer sent
+ * already (its HELLO, as a client sends it at once) is read first without waiting: closing a socket
+ * with a message unread resets the connection, and the client would see that instead of the
+ * reason. */
 static void refuse(int s, const char *why) {
-  struct pollfd p = {s, POLLIN, 0};
   char buf[SEGOPS_MSG_MAX];
-  if (poll(&p, 1, 50) > 0) (void)!recv(s, buf, sizeof buf, MSG_DONTWAIT);
+  for (int k = 0; k < 4 && recv(s, buf, sizeof buf, MSG_DONTWAIT) > 0; k++) {
+  }
   segops_native_send_error(s, SEGOPS_E_RESOURCE_EXHAUSTED, why);
   close(s);
 }
@@ -153,7 +218,12 @@ static void accept_one(segops_native *n, int s) {
   }
   char err[256];
   if (!segops_native_user_take(n, cr.uid, err, sizeof err)) {
-    SEGOPS_LOGW("native channel from pid %d uid %u refused: %s", (int)cr.pid, (unsigned)cr.uid, err);
+    unsigned skipped;
+    if (segops_native_may_warn(cr.uid, &skipped))
+      SEGOPS_LOGW("native channel from pid %d uid %u refused: %s (%u more of this uid's not logged)", (int)cr.pid,
+                  (unsigned)cr.uid, err, skipped);
+    else
+      SEGOPS_LOGD("native channel from pid %d uid %u refused: %s", (int)cr.pid, (unsigned)cr.uid, err);
     refuse(s, err);
     return;
   }
@@ -170,6 +240,7 @@ static void accept_one(segops_native *n, int s) {
   ch->gid = cr.gid;
   ch->ring.fd = -1;
   ch->ring.guard = -1;
+  ch->has_cpuclk = cr.pid > 0 && clock_getcpuclockid(cr.pid, &ch->cpuclk) == 0;
   pthread_mutex_init(&ch->mu, NULL);
   pthread_cond_init(&ch->idle, NULL);
   pthread_mutex_lock(&n->mu);
@@ -178,7 +249,7 @@ static void accept_one(segops_native *n, int s) {
   n->channels = ch;
   n->live++;
   pthread_mutex_unlock(&n->mu);
-  SEGOPS_LOGI("native channel %lu from pid %d uid %u gid %u", ch->id, (int)cr.pid, (unsigned)cr.uid, (unsigned)cr.gid);
+  SEGOPS_LOGD("native channel %lu from pid %d uid %u gid %u", ch->id, (int)cr.pid, (unsigned)cr.uid, (unsigned)cr.gid);
   ch->watched = watch(n, ch);
   pthread_attr_t at;
   pthread_attr_init(&at);
@@ -241,9 +312,12 @@ static bool watch_start(segops_native *n) {
          epoll_ctl(n->ep, EPOLL_CTL_ADD, n->wake[0], &w) == 0;
 }
 
-segops_native *segops_native_start(const segops_native_deps *d, const char *path) {
+segops_native *segops_native_start(const segops_native_deps *d, const char *path, bool own_dir) {
   segops_native *n = calloc(1, sizeof *n);
-  if (!n) return NULL;
+  if (!n) {
+    if (own_dir) remove_own_dir(path);
+    return NULL;
+  }
   n->d = *d;
   n->wake[0] = n->wake[1] = -1;
   n->listen_fd = -1;
@@ -251,6 +325,7 @@ segops_native *segops_native_start(const segops_native_deps *d, const char *path
   pthread_mutex_init(&n->mu, NULL);
   pthread_cond_init(&n->gone, NULL);
   snprintf(n->path, sizeof n->path, "%s", path);
+  n->own_dir = own_dir;
   char err[320];
   if (!segops_guard_install()) { /* clients' pages must never take the daemon down */
     SEGOPS_LOGE("native channel: cannot install the SIGBUS guard");
@@ -272,6 +347,7 @@ fail:
     close(n->listen_fd);
     segops_unix_unlink(n->path, n->dev, n->ino);
   }
+  if (own_dir) remove_own_dir(path);
   if (n->wake[0] >= 0) close(n->wake[0]), close(n->wake[1]);
   if (n->ep >= 0) close(n->ep);
   pthread_cond_destroy(&n->gone);
@@ -287,6 +363,7 @@ void segops_native_stop(segops_native *n) {
   pthread_join(n->accept_thread, NULL);
   close(n->listen_fd);
   segops_unix_unlink(n->path, n->dev, n->ino);
+  if (n->own_dir) remove_own_dir(n->path);
   /* Every channel's thread is woken: the doorbell (a sleeping one), the socket's reading end (one in
    * its handshake). It answers nothing new, waits for its calls in flight and frees itself, closing
    * its socket last: only reading is shut here, so a client sees its channel end only once no call

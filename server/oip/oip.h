@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "codec.h"
+#include "codec_record.h"
 
 /* What an OIP request asks beyond the function's arguments. */
 typedef struct {
@@ -24,9 +25,11 @@ typedef struct {
 const char *segops_oip_model_name(segops_op op, segops_pass pass, char *buf);
 /* Parses a model name; 0 and (op, pass), or -1. */
 int segops_oip_model_parse(const char *s, size_t len, segops_op *op, segops_pass *pass);
-/* The OIP datatype of a dtype ("FP32", ...), and back (-1 when unknown). */
+/* The OIP datatype of a dtype ("FP32", ...). */
 const char *segops_oip_datatype(segops_dtype dt);
-int segops_oip_datatype_parse(const char *s, size_t len);
+/* The OIP's words for the record check (codec_record.h), which parses its datatypes by them. */
+extern const segops_wire_words segops_wire_oip;
+#define SEGOPS_WIRE_OIP (&segops_wire_oip)
 
 /* The value of an Inference-Header-Content-Length header: 1 to 20 decimal digits and nothing
  * else (no sign, space or suffix), a count from 1 to max. 0 with *out set, or -1. */

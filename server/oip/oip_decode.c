@@ -19,11 +19,7 @@ static const char *const DATATYPES[SEGOPS_DTYPE_COUNT] = {
 
 const char *segops_oip_datatype(segops_dtype dt) { return (unsigned)dt < SEGOPS_DTYPE_COUNT ? DATATYPES[dt] : "?"; }
 
-int segops_oip_datatype_parse(const char *s, size_t len) {
-  for (int d = 0; d < SEGOPS_DTYPE_COUNT; d++)
-    if (DATATYPES[d] && strlen(DATATYPES[d]) == len && memcmp(DATATYPES[d], s, len) == 0) return d;
-  return -1;
-}
+const segops_wire_words segops_wire_oip = {segops_oip_datatype, ".datatype", "datatype"};
 
 const char *segops_oip_model_name(segops_op op, segops_pass pass, char *buf) {
   snprintf(buf, SEGOPS_OIP_MODEL_NAME_MAX, "%s_%s", segops_op_name(op), segops_pass_name(pass));

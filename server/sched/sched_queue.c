@@ -20,12 +20,14 @@
 /* Only requests of at most this many rows join a batch. Batching concatenates every input and
  * splits every output on the host, and the joined block is ordinary memory (no direct DMA from a
  * registered region): that pays where a call's fixed costs (launch, synchronisation, hand-off)
- * dominate, and costs more than it saves once a request's own copies do. Measured on the H200,
+ * dominate, and costs more than it saves once a request's own copies do. Measured on an sm_90 GPU,
  * 16 workers over shared memory (bench/worker/worker_bench.py --backend cuda --workers 16
  * --transport shm, --max-batch-elements 256k against 0): at 2^17 rows batching took sum's steps/s from
  * 1722 to 918 and mul's from 752 to 327 (pairs of requests joined up to the 256k-row cap); at 2^14
  * it made no difference beyond the noise, at 2^10 it gained about 20 %. */
 #define BATCH_JOIN_MAX_ROWS ((int64_t)1 << 14)
+/* Owners (users) with jobs waiting at once that get a share each; beyond, a job counts as no one's. */
+#define SCHED_OWNERS 256
 
 struct segops_sched {
   segops_backend *backend;
@@ -49,11 +51,17 @@ struct segops_sched {
   int64_t inline_max_work; /* segops_sched_run_inline's bound on n + s; 0 = never inline */
   bool *dev_busy;          /* device d is running a call (its worker's or one run inline) */
   int inline_running;      /* calls running inline now */
+  /* Owners with jobs waiting (opts.max_queue_per_owner > 0): an entry per owner while it has any. */
+  struct {
+    uint32_t owner;
+    int64_t queued;
+  } owners[SCHED_OWNERS];
+  int last_slot; /* the owner entry served last: the next pick starts after it */
 };
 
 /* A call this small costs less to compute than to hand to a worker and back (a wake-up and a
  * resume, tens of microseconds), so it runs on the submitting thread when a device is free.
- * Measured on one H200 (bench/worker/worker_bench.py, CUDA backend, shared memory) against never
+ * Measured on one sm_90 GPU (bench/worker/worker_bench.py, CUDA backend, shared memory) against never
  * inlining: one worker's step 1.1-2x faster at 2^10-2^14 rows; a bound of 2^22 did no better. */
 #define INLINE_MAX_WORK ((int64_t)1 << 15)
 
@@ -76,6 +84,7 @@ static void cond_init_mono(pthread_cond_t *c) {
 
 /* Removes job (whose predecessor is prev, NULL for the head) from the queue. Lock held. */
 static void unlink_job(segops_sched *s, segops_job *prev, segops_job *job) {
+  if (job->owner_slot >= 0) s->owners[job->owner_slot].queued--;
   if (prev)
     prev->next = job->next;
   else
@@ -99,13 +108,58 @@ static bool all_take(const segops_sched *s, const segops_job *job) {
   return true;
 }
 
-/* The first queued job worker `device` may run, and the job before it (for unlink_job); lock held. */
+/* The next queued job worker `device` may run, and the job before it (for unlink_job); lock held.
+ * Without owners, the first; with them, round-robin across owners: the first job of the first
+ * owner after the one served last (jobs of no owner count as one more owner). */
 static segops_job *first_for(segops_sched *s, int device, segops_job **prev) {
   *prev = NULL;
-  for (segops_job *j = s->head; j; *prev = j, j = j->next)
-    if (takes(s, device, j)) return j;
-  return NULL;
+  if (s->opts.max_queue_per_owner <= 0) {
+    for (segops_job *j = s->head; j; *prev = j, j = j->next)
+      if (takes(s, device, j)) return j;
+    return NULL;
+  }
+  segops_job *best = NULL, *best_prev = NULL, *p = NULL;
+  int best_rank = SCHED_OWNERS + 2;
+  for (segops_job *j = s->head; j; p = j, j = j->next) {
+    if (!takes(s, device, j)) continue;
+    int slot = j->owner_slot >= 0 ? j->owner_slot : SCHED_OWNERS; /* no owner: one more */
+    int rank = (slot - s->last_slot - 1 + 2 * (SCHED_OWNERS + 1)) % (SCHED_OWNERS + 1);
+    if (rank < best_rank) {
+      best = j, best_prev = p, best_rank = rank;
+      if (rank == 0) break;
+    }
+  }
+  if (best) s->last_slot = best->owner_slot >= 0 ? best->owner_slot : SCHED_OWNERS;
+  *prev = best_prev;
+  return best;
 }
+
+/* Whether job may wait in the queue now, with its owner's entry taken (job->owner_slot) when it
+ * has one; lock held. */
+static bool admit(segops_sched *s, segops_job *job) {
+  job->owner_slot = -1;
+  if (s->opts.max_queue_per_owner <= 0 || job->owner == 0) return s->depth < s->opts.max_queue;
+  int slot = -1, free_slot = -1;
+  for (int k = 0; k < SCHED_OWNERS && slot < 0; k++) {
+    if (s->owners[k].queued > 0 && s->owners[k].owner == job->owner) slot = k;
+    if (s->owners[k].queued == 0 && free_slot < 0) free_slot = k;
+  }
+  int64_t mine = slot >= 0 ? s->owners[slot].queued : 0;
+  /* An owner with nothing waiting is taken even when the queue is full: one owner's burst never
+   * shuts another out. */
+  if (mine >= s->opts.max_queue_per_owner || (mine > 0 && s->depth >= s->opts.max_queue)) {
+    job->owner_slot = -2; /* refused for its share */
+    return false;
+  }
+  if (slot < 0) slot = free_slot;
+  if (slot < 0) return s->depth < s->opts.max_queue; /* too many owners at once: no one's */
+  s->owners[slot].owner = job->owner;
+  s->owners[slot].queued++;
+  job->owner_slot = slot;
+  return true;
+}
+
+bool segops_sched_owner_full(const segops_job *job) { return job->owner_slot == -2; }
 
 static void finish(segops_job *job, int status, const char *msg) {
   job->status = status;
@@ -125,7 +179,7 @@ int segops_sched_submit(segops_sched *s, segops_job *job) {
     pthread_mutex_unlock(&s->mu);
     return SEGOPS_E_UNAVAILABLE;
   }
-  if (s->depth >= s->opts.max_queue) {
+  if (!admit(s, job)) {
     pthread_mutex_unlock(&s->mu);
     return SEGOPS_E_RESOURCE_EXHAUSTED;
   }
@@ -410,6 +464,7 @@ segops_sched *segops_sched_new(segops_backend *backend, const segops_sched_opts 
   s->backend = backend;
   s->opts = *opts;
   if (s->opts.max_queue < 1) s->opts.max_queue = 1;
+  s->last_slot = SCHED_OWNERS;
   s->tick = s->opts.request_timeout_s / 20;
   if (s->tick > 0.1) s->tick = 0.1;
   if (s->tick < 0.001) s->tick = 0.001;

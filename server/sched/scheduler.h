@@ -21,6 +21,9 @@ struct segops_job {
   /* Set by the submitter. call is borrowed: its inputs and outputs stay valid until done. */
   segops_call *call;
   double deadline; /* segops_now() seconds; 0 = none */
+  /* Who submitted it, for the per-user share of the queue and the round-robin across users: the
+   * client's uid + 1; 0 for none known (then only the queue's own bound applies). */
+  uint32_t owner;
   segops_job_done_fn done;
   void *user;
   /* Set by the scheduler before done(). */
@@ -30,6 +33,7 @@ struct segops_job {
   int batch_size;                           /* requests in the backend call that computed it (1 = alone) */
   /* Private to the scheduler. */
   segops_job *next;
+  int owner_slot; /* its owner's entry in the scheduler's table, -1 for none */
 };
 
 typedef struct {
@@ -38,6 +42,10 @@ typedef struct {
   int64_t max_queue_delay_us; /* how long a worker waits for more compatible jobs */
   double request_timeout_s;   /* sets how often the deadline reaper looks at the queue */
   int64_t spin_us;            /* how long an idle worker polls for work before sleeping (0 = never) */
+  /* Jobs one owner (segops_job.owner) may have waiting; 0 = no per-owner share. An owner with
+   * nothing waiting is taken even when the queue is full; owners' waiting jobs are served
+   * round-robin (in submission order within one owner). */
+  int64_t max_queue_per_owner;
 } segops_sched_opts;
 
 typedef struct segops_sched segops_sched;
@@ -49,7 +57,8 @@ typedef struct segops_sched segops_sched;
 segops_sched *segops_sched_new(segops_backend *backend, const segops_sched_opts *opts);
 
 /* Queues a job. Returns SEGOPS_OK (done will be called later, possibly before this returns
- * on another thread), SEGOPS_E_RESOURCE_EXHAUSTED when the queue is full, or
+ * on another thread), SEGOPS_E_RESOURCE_EXHAUSTED when the queue is full (or its owner's share of
+ * it, with max_queue_per_owner: segops_sched_owner_full tells which), or
  * SEGOPS_E_UNAVAILABLE after segops_sched_close: then done is NOT called. */
 int segops_sched_submit(segops_sched *s, segops_job *job);
 
@@ -59,6 +68,10 @@ int segops_sched_submit(segops_sched *s, segops_job *job);
  * back. The call holds its device as a worker would, so each device still runs one call at a
  * time. Any backend; calls of n + s up to 2^15, never with a batching window (max_queue_delay_us > 0). */
 bool segops_sched_run_inline(segops_sched *s, segops_job *job);
+
+/* After SEGOPS_E_RESOURCE_EXHAUSTED from submit: whether job's owner was at its share (true) or
+ * the queue full (false). */
+bool segops_sched_owner_full(const segops_job *job);
 
 /* Jobs waiting now (for /metrics). */
 int64_t segops_sched_depth(segops_sched *s);

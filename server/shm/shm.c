@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "errors.h"
@@ -148,6 +149,23 @@ static int claim(segops_shm *reg, int64_t uid, const char *name, size_t name_len
   if (g)
     return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
                        "shared-memory region name '%s' is in use by another user; choose another name", nb);
+  uint64_t mine = 0;
+  int regions = 0, my_regions = 0;
+  for (region *r = reg->head; r; r = r->next, regions++)
+    if (r->owner == uid) mine += r->byte_size, my_regions++;
+  if (regions >= SEGOPS_SHM_MAX_REGIONS || my_regions >= SEGOPS_SHM_MAX_REGIONS / 2)
+    return segops_errf(SEGOPS_E_RESOURCE_EXHAUSTED, err, errlen,
+                       "region '%s': %d regions are registered%s (at most %d, %d per uid); unregister some first", nb,
+                       regions >= SEGOPS_SHM_MAX_REGIONS ? regions : my_regions,
+                       regions >= SEGOPS_SHM_MAX_REGIONS ? "" : " by this uid", SEGOPS_SHM_MAX_REGIONS,
+                       SEGOPS_SHM_MAX_REGIONS / 2);
+  /* One uid's share: half the cap, so that another's registration always finds room. */
+  if (byte_size > reg->max_bytes / 2 - (mine < reg->max_bytes / 2 ? mine : reg->max_bytes / 2))
+    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
+                       "region '%s': registering %" PRIu64
+                       " bytes would exceed this uid's share of --max-shm-bytes "
+                       "(half: %" PRIu64 " bytes; %" PRIu64 " registered by this uid)",
+                       nb, byte_size, reg->max_bytes / 2, mine);
   if (byte_size > reg->max_bytes - (reg->registered < reg->max_bytes ? reg->registered : reg->max_bytes) ||
       reg->registered > reg->max_bytes)
     return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
@@ -157,6 +175,8 @@ static int claim(segops_shm *reg, int64_t uid, const char *name, size_t name_len
   reg->registered += byte_size;
   return SEGOPS_OK;
 }
+
+#define SHM_HUGETLBFS_MAGIC 0x958458f6
 
 /* Opens the object (never through a symlink, never blocking on a FIFO) and checks, on the opened
  * descriptor, that it is a regular object uid may read and write itself, and long enough.
@@ -174,8 +194,11 @@ static int open_object(const char *keyz, int64_t uid, uint64_t end, const char *
     return -1;
   }
   const char *why = NULL;
+  struct statfs fs;
   if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode))
     why = "is not a shm object";
+  else if (fstatfs(fd, &fs) == 0 && (unsigned long)fs.f_type == (unsigned long)SHM_HUGETLBFS_MAGIC)
+    why = "is a hugetlb object (its huge pages may be gone when the daemon touches them)";
   else if ((int64_t)st->st_uid != uid && (st->st_mode & (S_IROTH | S_IWOTH)) != (S_IROTH | S_IWOTH))
     why = "is not the requesting client's to share";
   if (why) {
@@ -196,8 +219,8 @@ static int open_object(const char *keyz, int64_t uid, uint64_t end, const char *
 }
 
 /* Maps [offset, offset+byte_size) of fd into g and takes a guard slot. */
-static int map_region(region *g, int fd, uint64_t offset, uint64_t byte_size, const char *nb, const char *kb, char *err,
-                      size_t errlen) {
+static int map_region(region *g, int fd, uint64_t offset, uint64_t byte_size, int64_t uid, const char *nb,
+                      const char *kb, char *err, size_t errlen) {
   uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
   uint64_t moff = offset & ~(uint64_t)(page - 1);
   g->delta = (size_t)(offset - moff);
@@ -210,11 +233,19 @@ static int map_region(region *g, int fd, uint64_t offset, uint64_t byte_size, co
   atomic_init(&g->refs, 1);
   atomic_init(&g->truncated, 0);
   atomic_init(&g->no_room, 0);
-  g->slot = segops_guard_add(g->map, g->map_len, &g->truncated);
+  g->slot = segops_guard_add(g->map, g->map_len, &g->truncated, uid);
   if (g->slot < 0) {
+    int why = g->slot;
     munmap(m, g->map_len);
-    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "region '%s': too many regions registered (at most %d)",
-                       nb, SEGOPS_SHM_MAX_REGIONS);
+    if (why == -2)
+      return segops_errf(SEGOPS_E_RESOURCE_EXHAUSTED, err, errlen,
+                         "region '%s': uid %lld holds its share of the daemon's guard table already (%d mapped "
+                         "objects: shm regions and native channels' rings and pools)",
+                         nb, (long long)uid, SEGOPS_GUARD_SLOTS_PER_UID);
+    return segops_errf(SEGOPS_E_RESOURCE_EXHAUSTED, err, errlen,
+                       "region '%s': the daemon's guard table (%d mapped objects, shared by every shm region and "
+                       "native channel) is full",
+                       nb, SEGOPS_GUARD_SLOTS);
   }
   return SEGOPS_OK;
 }
@@ -233,7 +264,7 @@ static int new_region(segops_shm *reg, int64_t uid, const char *keyz, uint64_t o
   if (!g) return segops_errf(SEGOPS_E_NOMEM, err, errlen, "out of memory registering region '%s'", nb);
   struct stat st;
   int rc = SEGOPS_OK, fd = open_object(keyz, uid, offset + byte_size, nb, kb, &st, &rc, err, errlen);
-  if (fd >= 0) rc = map_region(g, fd, offset, byte_size, nb, kb, err, errlen);
+  if (fd >= 0) rc = map_region(g, fd, offset, byte_size, uid, nb, kb, err, errlen);
   /* The mapping keeps the object; a descriptor per region would let registrations use up the
    * process's descriptors (and libmicrohttpd spins when accept() meets EMFILE). */
   if (fd >= 0) close(fd);

@@ -69,12 +69,24 @@ bool segops_guard_install(void) {
   return g_installed;
 }
 
-int segops_guard_add(void *base, size_t len, atomic_int *flag) {
+/* The uid each used slot is held for (-1: none). */
+static int64_t g_owner[SEGOPS_GUARD_SLOTS];
+
+int segops_guard_add(void *base, size_t len, atomic_int *flag, int64_t uid) {
   pthread_mutex_lock(&g_mu);
-  int k = 0;
-  while (k < SEGOPS_GUARD_SLOTS && g_used[k]) k++;
+  int k = 0, mine = 0, first_free = -1;
+  for (int j = 0; j < SEGOPS_GUARD_SLOTS; j++) {
+    if (!g_used[j] && first_free < 0) first_free = j;
+    if (g_used[j] && uid >= 0 && g_owner[j] == uid) mine++;
+  }
+  if (uid >= 0 && mine >= SEGOPS_GUARD_SLOTS_PER_UID) {
+    pthread_mutex_unlock(&g_mu);
+    return -2;
+  }
+  k = first_free >= 0 ? first_free : SEGOPS_GUARD_SLOTS;
   if (k < SEGOPS_GUARD_SLOTS) {
     g_used[k] = true;
+    g_owner[k] = uid;
     guard_slot *s = &G[k];
     atomic_fetch_add(&s->seq, 1);
     atomic_store(&s->flag, flag);
@@ -96,5 +108,6 @@ void segops_guard_remove(int k) {
   atomic_store(&s->flag, NULL);
   atomic_fetch_add(&s->seq, 1);
   g_used[k] = false;
+  g_owner[k] = -1;
   pthread_mutex_unlock(&g_mu);
 }

@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Mappings guarded at once, over every user. */
 #define SEGOPS_GUARD_SLOTS 8192
@@ -18,9 +19,14 @@
  * action). Returns true when the handler is in place. */
 bool segops_guard_install(void);
 
-/* Guards [base, base + len) with flag (borrowed until segops_guard_remove). Returns the slot, or
- * -1 when every slot is taken. Async-signal-safe readers: the handler never blocks on this. */
-int segops_guard_add(void *base, size_t len, atomic_int *flag);
+/* Of them, the most one uid's mappings (its shm regions, its channels' rings and pools) hold. */
+#define SEGOPS_GUARD_SLOTS_PER_UID (SEGOPS_GUARD_SLOTS / 2)
+
+/* Guards [base, base + len) with flag (borrowed until segops_guard_remove), held for uid (< 0:
+ * none, no share). Returns the slot, -1 when every slot is taken, or -2 when uid holds its share
+ * (SEGOPS_GUARD_SLOTS_PER_UID) already. Async-signal-safe readers: the handler never blocks on
+ * this. */
+int segops_guard_add(void *base, size_t len, atomic_int *flag, int64_t uid);
 /* Stops guarding a slot from segops_guard_add, before the mapping goes; accepts -1. */
 void segops_guard_remove(int slot);
 

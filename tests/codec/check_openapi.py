@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """check_openapi.py: proto/openapi.yaml parses, every $ref resolves, and its op, pass and error-code
-enums are those of core/ops.def and the error table (clients/c/include/segops.h). Exits 77 (skip) without PyYAML."""
+enums are those of core/ops.def and the error table (proto/segops_types.h). Exits 77 (skip) without PyYAML."""
 import re
 import sys
 
@@ -42,7 +42,7 @@ opsdef = open(f"{root}/core/ops.def").read()
 ops = re.findall(r"^SEGOPS_OP\(\w+, \"(\w+)\"\)", opsdef, re.M)
 passes = re.findall(r"^SEGOPS_PASS\(\w+, \"(\w+)\"\)", opsdef, re.M)
 # The daemon's codes: the error table's rows with an HTTP status (client-side rows have 0).
-codes = sorted(set(re.findall(r'X\(\w+, -?\d+, "(\w+)", [1-9]\d*,', open(f"{root}/clients/c/include/segops.h").read())))
+codes = sorted(set(re.findall(r'X\(\w+, -?\d+, "(\w+)", [1-9]\d*,', open(f"{root}/proto/segops_types.h").read())))
 params = {p["name"]: p for p in doc["paths"]["/v1/{op}/{pass}"]["post"]["parameters"]}
 if params["op"]["schema"]["enum"] != ops:
     fails.append(f"op enum {params['op']['schema']['enum']} != ops.def {ops}")

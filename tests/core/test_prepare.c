@@ -244,7 +244,7 @@ static void test_valid(void) {
   char err[512] = "";
 
   /* Every float input optional and none given: accepted, in the request's dtype (float64 by
-   * default), scalar layout (issue 11). */
+   * default), scalar layout. */
   static const segops_op ALL_OPTIONAL[] = {SEGOPS_OP_SUM, SEGOPS_OP_MEAN};
   for (int k = 0; k < 2; k++) {
     segops_op op = ALL_OPTIONAL[k];

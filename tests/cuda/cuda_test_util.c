@@ -9,7 +9,7 @@
 
 #include "ref.h"
 
-segops_backend *tu_backend_or_skip(const char *test) {
+segops_backend *ct_backend_or_skip(const char *test) {
   char err[256] = "";
   segops_backend *b = segops_cuda_backend_new(NULL, 0, NULL, err, sizeof err);
   if (b) return b;
@@ -22,28 +22,28 @@ segops_backend *tu_backend_or_skip(const char *test) {
   exit(SKIP_CODE);
 }
 
-uint64_t tu_rand(uint64_t *st) {
+uint64_t ct_rand(uint64_t *st) {
   uint64_t z = (*st += 0x9e3779b97f4a7c15ull);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
 }
 
-double tu_uniform(uint64_t *st) { return (double)(tu_rand(st) >> 11) * (2.0 / 9007199254740992.0) - 1.0; }
+double ct_uniform(uint64_t *st) { return (double)(ct_rand(st) >> 11) * (2.0 / 9007199254740992.0) - 1.0; }
 
-static void make_idx(int32_t *idx, int64_t n, int64_t s, tu_layout layout, uint64_t *st) {
+static void make_idx(int32_t *idx, int64_t n, int64_t s, ct_layout layout, uint64_t *st) {
   if (n == 0) return;
   switch (layout) {
-    case TU_ONE_SEG:
+    case CT_ONE_SEG:
       for (int64_t i = 0; i < n; i++) idx[i] = (int32_t)(s - 1);
       return;
-    case TU_EMPTY_SEGS: /* only even segments used: the odd ones stay empty */
-      for (int64_t i = 0; i < n; i++) idx[i] = (int32_t)((tu_rand(st) % (uint64_t)((s + 1) / 2)) * 2);
+    case CT_EMPTY_SEGS: /* only even segments used: the odd ones stay empty */
+      for (int64_t i = 0; i < n; i++) idx[i] = (int32_t)((ct_rand(st) % (uint64_t)((s + 1) / 2)) * 2);
       break;
     default:
-      for (int64_t i = 0; i < n; i++) idx[i] = (int32_t)(tu_rand(st) % (uint64_t)s);
+      for (int64_t i = 0; i < n; i++) idx[i] = (int32_t)(ct_rand(st) % (uint64_t)s);
   }
-  if (layout != TU_UNSORTED) {
+  if (layout != CT_UNSORTED) {
     /* counting sort keeps it O(n + s) */
     int64_t *cnt = calloc((size_t)s + 1, sizeof *cnt);
     for (int64_t i = 0; i < n; i++) cnt[idx[i]]++;
@@ -54,7 +54,7 @@ static void make_idx(int32_t *idx, int64_t n, int64_t s, tu_layout layout, uint6
   }
 }
 
-static int fill(tu_call *tc, const segops_fn_desc *fn, segops_dtype dt, int width, int64_t n, int64_t s,
+static int fill(ct_call *tc, const segops_fn_desc *fn, segops_dtype dt, int width, int64_t n, int64_t s,
                 unsigned cotan_mask, unsigned out_mask, uint64_t *st) {
   segops_call *c = &tc->call;
   size_t isz = segops_dtype_size(dt);
@@ -75,7 +75,7 @@ static int fill(tu_call *tc, const segops_fn_desc *fn, segops_dtype dt, int widt
     tc->in_alloc[k] = p;
     char *d = p + 1; /* deliberately unaligned */
     for (int64_t e = 0; e < cnt; e++) {
-      double v = tu_uniform(st);
+      double v = ct_uniform(st);
       if (dt == SEGOPS_F32) {
         float f = (float)v;
         memcpy(d + e * 4, &f, 4);
@@ -93,11 +93,11 @@ static int fill(tu_call *tc, const segops_fn_desc *fn, segops_dtype dt, int widt
     if (!tc->out[k]) return -1;
     c->out[k] = tc->out[k];
   }
-  tu_poison(tc);
+  ct_poison(tc);
   return 0;
 }
 
-int tu_make(tu_call *tc, const segops_fn_desc *fn, segops_dtype dt, int width, int64_t n, int64_t s, tu_layout layout,
+int ct_make(ct_call *tc, const segops_fn_desc *fn, segops_dtype dt, int width, int64_t n, int64_t s, ct_layout layout,
             unsigned cotan_mask, unsigned out_mask, uint64_t seed) {
   memset(tc, 0, sizeof *tc);
   uint64_t st = seed;
@@ -107,7 +107,7 @@ int tu_make(tu_call *tc, const segops_fn_desc *fn, segops_dtype dt, int width, i
   return fill(tc, fn, dt, width, n, s, cotan_mask, out_mask, &st);
 }
 
-int tu_make_idx(tu_call *tc, const segops_fn_desc *fn, segops_dtype dt, int width, int64_t n, int64_t s,
+int ct_make_idx(ct_call *tc, const segops_fn_desc *fn, segops_dtype dt, int width, int64_t n, int64_t s,
                 const int32_t *idx, unsigned cotan_mask, unsigned out_mask, uint64_t seed) {
   memset(tc, 0, sizeof *tc);
   uint64_t st = seed;
@@ -117,14 +117,14 @@ int tu_make_idx(tu_call *tc, const segops_fn_desc *fn, segops_dtype dt, int widt
   return fill(tc, fn, dt, width, n, s, cotan_mask, out_mask, &st);
 }
 
-void tu_free(tu_call *tc) {
+void ct_free(ct_call *tc) {
   for (int k = 0; k < SEGOPS_MAX_INPUTS; k++) free(tc->in_alloc[k]);
   for (int k = 0; k < SEGOPS_MAX_OUTPUTS; k++) free(tc->out[k]);
   free(tc->idx);
   memset(tc, 0, sizeof *tc);
 }
 
-void tu_poison(tu_call *tc) {
+void ct_poison(ct_call *tc) {
   for (int k = 0; k < SEGOPS_MAX_OUTPUTS; k++)
     if (tc->out[k]) memset(tc->out[k], 0xff, tc->out_bytes[k]); /* all-ones bytes: NaN in both dtypes */
 }
@@ -146,7 +146,7 @@ static double *load(const segops_call *c, int k, int64_t cnt) {
   return v;
 }
 
-void tu_reference(const segops_call *c, double *ref_out[SEGOPS_MAX_OUTPUTS]) {
+void ct_reference(const segops_call *c, double *ref_out[SEGOPS_MAX_OUTPUTS]) {
   /* The one float64 reference of the tests (tests/core/ref.c), on the call's inputs. */
   const segops_fn_desc *fn = c->fn;
   const int64_t n = c->n, s = c->s;
@@ -159,11 +159,11 @@ void tu_reference(const segops_call *c, double *ref_out[SEGOPS_MAX_OUTPUTS]) {
   for (int k = 0; k < fn->n_in; k++) free(in[k]);
 }
 
-int tu_check(const tu_call *tc, const char *label, double *max_err_out) {
+int ct_check(const ct_call *tc, const char *label, double *max_err_out) {
   const segops_call *c = &tc->call;
   const segops_fn_desc *fn = c->fn;
   double *ref[SEGOPS_MAX_OUTPUTS] = {0};
-  tu_reference(c, ref);
+  ct_reference(c, ref);
   /* largest segment decides the float32 bound */
   int64_t maxc = 0;
   {
@@ -174,8 +174,8 @@ int tu_check(const tu_call *tc, const char *label, double *max_err_out) {
     free(cnt);
   }
   /* float64: the reference sums each segment in order, its own error grows like eps * count
-   * (a segment of 10^6 products differs from a blocked GPU sum by ~1e-11 relative, seen on the
-   * H200); the bound keeps 1e-12 up to ~560 elements per segment and grows linearly past it. */
+   * (a segment of 10^6 products differs from a blocked GPU sum by ~1e-11 relative, seen on an
+   * sm_90 GPU); the bound keeps 1e-12 up to ~560 elements per segment and grows linearly past it. */
   double tol = c->dtype == SEGOPS_F64 ? fmax(1e-12, 8 * DBL_EPSILON * (double)maxc) : (maxc > 10000 ? 1e-4 : 1e-5);
   int fails = 0;
   double worst = 0;

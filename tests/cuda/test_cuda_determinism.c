@@ -26,7 +26,7 @@ static int64_t row_elems(segops_shape_kind k, int w) {
 static int per_elem(segops_shape_kind k) { return k == SEGOPS_SH_ELEM || k == SEGOPS_SH_ELEM3; }
 
 /* Concatenates parts (same function, dtype, width, given inputs and outputs) into one call. */
-static int concat(tu_call *out, tu_call *parts[], int np) {
+static int concat(ct_call *out, ct_call *parts[], int np) {
   const segops_call *c0 = &parts[0]->call;
   const segops_fn_desc *fn = c0->fn;
   size_t isz = segops_dtype_size(c0->dtype);
@@ -68,7 +68,7 @@ static int concat(tu_call *out, tu_call *parts[], int np) {
     out->out[k] = malloc(out->out_bytes[k] + 64);
     c->out[k] = out->out[k];
   }
-  tu_poison(out);
+  ct_poison(out);
   return 0;
 }
 
@@ -88,7 +88,7 @@ static int check_case(segops_backend *b, const char *name, const int *sizes_a, i
   memcpy(idx_shuffled, idx_sorted, (size_t)na * 4);
   uint64_t st = 42;
   for (int64_t i = na - 1; i > 0; i--) {
-    int64_t j = (int64_t)(tu_rand(&st) % (uint64_t)(i + 1));
+    int64_t j = (int64_t)(ct_rand(&st) % (uint64_t)(i + 1));
     int32_t t = idx_shuffled[i];
     idx_shuffled[i] = idx_shuffled[j];
     idx_shuffled[j] = t;
@@ -102,16 +102,16 @@ static int check_case(segops_backend *b, const char *name, const int *sizes_a, i
           const segops_fn_desc *fn = segops_fn((segops_op)op, (segops_pass)pass);
           int w = 3;
           unsigned all_out = (1u << fn->n_out) - 1;
-          tu_call a, bb, cc, cat;
-          tu_make_idx(&a, fn, (segops_dtype)dt, w, na, sa, shuffled ? idx_shuffled : idx_sorted, 0xff, all_out,
+          ct_call a, bb, cc, cat;
+          ct_make_idx(&a, fn, (segops_dtype)dt, w, na, sa, shuffled ? idx_shuffled : idx_sorted, 0xff, all_out,
                       100 + op * 7 + pass);
           /* neighbours: the sorted A goes next to an unsorted B (unless sorted_nb), the shuffled one
            * next to sorted ones */
-          tu_make(&bb, fn, (segops_dtype)dt, w, 5000, 300, shuffled || sorted_nb ? TU_SORTED : TU_UNSORTED, 0xff,
+          ct_make(&bb, fn, (segops_dtype)dt, w, 5000, 300, shuffled || sorted_nb ? CT_SORTED : CT_UNSORTED, 0xff,
                   all_out, 7);
-          tu_make(&cc, fn, (segops_dtype)dt, w, c_n, c_n / (sorted_nb ? 16 : 60) + 1, TU_SORTED, 0xff, all_out, 8);
+          ct_make(&cc, fn, (segops_dtype)dt, w, c_n, c_n / (sorted_nb ? 16 : 60) + 1, CT_SORTED, 0xff, all_out, 8);
           int rc = b->run(b->ctx, 0, &a.call, err, sizeof err);
-          if (rc != SEGOPS_OK || tu_check(&a, "alone", NULL)) {
+          if (rc != SEGOPS_OK || ct_check(&a, "alone", NULL)) {
             printf("FAIL %s %s/%s: run alone: %d %s\n", name, segops_op_name(fn->op), segops_pass_name(fn->pass), rc,
                    rc ? err : "(values)");
             fails++;
@@ -122,7 +122,7 @@ static int check_case(segops_backend *b, const char *name, const int *sizes_a, i
             memcpy(first[k], a.out[k], a.out_bytes[k]);
           }
           for (int rep = 0; rep < 3; rep++) {
-            tu_poison(&a);
+            ct_poison(&a);
             b->run(b->ctx, 0, &a.call, err, sizeof err);
             for (int k = 0; k < fn->n_out; k++, checks++)
               if (memcmp(first[k], a.out[k], a.out_bytes[k]) != 0) {
@@ -131,7 +131,7 @@ static int check_case(segops_backend *b, const char *name, const int *sizes_a, i
                 fails++;
               }
           }
-          tu_call *parts[3] = {&bb, &a, &cc};
+          ct_call *parts[3] = {&bb, &a, &cc};
           concat(&cat, parts, 3);
           rc = b->run(b->ctx, 0, &cat.call, err, sizeof err);
           if (rc != SEGOPS_OK) {
@@ -150,10 +150,10 @@ static int check_case(segops_backend *b, const char *name, const int *sizes_a, i
             }
           }
           for (int k = 0; k < fn->n_out; k++) free(first[k]);
-          tu_free(&a);
-          tu_free(&bb);
-          tu_free(&cc);
-          tu_free(&cat);
+          ct_free(&a);
+          ct_free(&bb);
+          ct_free(&cc);
+          ct_free(&cat);
         }
   printf("cuda determinism, %s: %d bitwise checks, %d failures\n", name, checks, fails);
   free(idx_sorted);
@@ -163,7 +163,7 @@ static int check_case(segops_backend *b, const char *name, const int *sizes_a, i
 }
 
 int main(void) {
-  segops_backend *b = tu_backend_or_skip("cuda_determinism");
+  segops_backend *b = ct_backend_or_skip("cuda_determinism");
   int checks = 0, fails = 0;
   /* A: a long segment (several chunks of 256), empty ones, short ones. */
   static const int long_a[] = {3, 9000, 0, 40, 1, 100, 0, 33, 2047, 2049, 7};

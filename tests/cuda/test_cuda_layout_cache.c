@@ -17,7 +17,7 @@ static segops_backend *with_cap(const char *cap) {
     printf("FAIL: %s\n", err);
     exit(1);
   }
-  return tu_backend_or_skip("cuda_layout_cache");
+  return ct_backend_or_skip("cuda_layout_cache");
 }
 
 static segops_cache_stats stats(segops_backend *b) {
@@ -40,7 +40,7 @@ int main(void) {
   memcpy(idx[1], idx[0], (size_t)n * 4);
   uint64_t st = 9;
   for (int64_t i = n - 1; i > 0; i--) {
-    int64_t j = (int64_t)(tu_rand(&st) % (uint64_t)(i + 1));
+    int64_t j = (int64_t)(ct_rand(&st) % (uint64_t)(i + 1));
     int32_t t = idx[1][i];
     idx[1][i] = idx[1][j];
     idx[1][j] = t;
@@ -52,14 +52,14 @@ int main(void) {
       for (int dt = 0; dt < 2; dt++)
         for (int u = 0; u < 2; u++) {
           const segops_fn_desc *fn = segops_fn((segops_op)op, (segops_pass)pass);
-          tu_call c;
-          tu_make_idx(&c, fn, (segops_dtype)dt, 3, n, s, idx[u], 0xff, (1u << fn->n_out) - 1, 31 + op * 3 + pass);
+          ct_call c;
+          ct_make_idx(&c, fn, (segops_dtype)dt, 3, n, s, idx[u], 0xff, (1u << fn->n_out) - 1, 31 + op * 3 + pass);
           void *first[SEGOPS_MAX_OUTPUTS] = {0};
           segops_backend *order[4] = {cached, cached, off, tiny};
           for (int r = 0; r < 4; r++) {
-            tu_poison(&c);
+            ct_poison(&c);
             int rc = order[r]->run(order[r]->ctx, 0, &c.call, err, sizeof err);
-            if (rc != SEGOPS_OK || tu_check(&c, "layout cache", NULL)) {
+            if (rc != SEGOPS_OK || ct_check(&c, "layout cache", NULL)) {
               printf("FAIL %s/%s run %d: %d %s\n", segops_op_name(fn->op), segops_pass_name(fn->pass), r, rc,
                      rc ? err : "(values)");
               fails++;
@@ -80,7 +80,7 @@ int main(void) {
             }
           }
           for (int k = 0; k < fn->n_out; k++) free(first[k]);
-          tu_free(&c);
+          ct_free(&c);
         }
   segops_cache_stats a = stats(cached), o = stats(off), t = stats(tiny);
   printf("cached: %zu bytes, %llu hits, %llu misses; off: %zu bytes, %llu hits; 16k cap: %zu bytes\n", a.bytes, a.hits,
@@ -111,16 +111,16 @@ int main(void) {
     for (int r = 0; r < 3; r++)
       for (int pass = 0; pass < 2; pass++) {
         const segops_fn_desc *fn = segops_fn(SEGOPS_OP_SUM, (segops_pass)pass);
-        tu_call c;
-        tu_make_idx(&c, fn, SEGOPS_F64, 3, n, s, order[r], 0xff, 1, 700 + r * 2 + pass);
-        tu_poison(&c);
+        ct_call c;
+        ct_make_idx(&c, fn, SEGOPS_F64, 3, n, s, order[r], 0xff, 1, 700 + r * 2 + pass);
+        ct_poison(&c);
         int rc = cached->run(cached->ctx, 0, &c.call, err, sizeof err);
-        if (rc != SEGOPS_OK || tu_check(&c, "idx copy", NULL)) {
+        if (rc != SEGOPS_OK || ct_check(&c, "idx copy", NULL)) {
           printf("FAIL: sum %s with %s idx after a cached one: %d %s\n", segops_pass_name(fn->pass),
                  r == 1 ? "the first" : "a changed", rc, rc ? err : "(values)");
           fails++;
         }
-        tu_free(&c);
+        ct_free(&c);
       }
     segops_cache_stats after = stats(cached);
     if (after.misses != before.misses + 1 || after.hits != before.hits + 5) {
@@ -133,11 +133,11 @@ int main(void) {
   /* More distinct idx than slots: eviction keeps it under the cap; results still right. */
   for (int v = 0; v < 40; v++) {
     const segops_fn_desc *fn = segops_fn(SEGOPS_OP_SUM, SEGOPS_PASS_FORWARD);
-    tu_call c;
-    tu_make(&c, fn, SEGOPS_F64, 1, 4000 + v, 100 + v, v % 2 ? TU_UNSORTED : TU_SORTED, 0xff, 1, 500 + v);
+    ct_call c;
+    ct_make(&c, fn, SEGOPS_F64, 1, 4000 + v, 100 + v, v % 2 ? CT_UNSORTED : CT_SORTED, 0xff, 1, 500 + v);
     int rc = cached->run(cached->ctx, 0, &c.call, err, sizeof err);
-    if (rc != SEGOPS_OK || tu_check(&c, "eviction", NULL)) fails++;
-    tu_free(&c);
+    if (rc != SEGOPS_OK || ct_check(&c, "eviction", NULL)) fails++;
+    ct_free(&c);
   }
   a = stats(cached);
   if (a.bytes > a.cap || a.misses < 40) {

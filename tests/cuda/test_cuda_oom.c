@@ -8,7 +8,7 @@
 #include "cuda_test_util.h"
 
 int main(void) {
-  segops_backend *b = tu_backend_or_skip("cuda_oom");
+  segops_backend *b = ct_backend_or_skip("cuda_oom");
   segops_device_info info;
   b->device_info(b->ctx, 0, &info);
   int fails = 0;
@@ -44,14 +44,14 @@ int main(void) {
   /* the next requests work */
   for (int op = 0; op < SEGOPS_OP_COUNT; op++) {
     const segops_fn_desc *fn = segops_fn((segops_op)op, SEGOPS_PASS_BACKWARD);
-    tu_call tc;
-    tu_make(&tc, fn, SEGOPS_F32, 3, 100000, 1000, TU_UNSORTED, 0xff, (1u << fn->n_out) - 1, 3);
+    ct_call tc;
+    ct_make(&tc, fn, SEGOPS_F32, 3, 100000, 1000, CT_UNSORTED, 0xff, (1u << fn->n_out) - 1, 3);
     rc = b->run(b->ctx, 0, &tc.call, err, sizeof err);
     if (rc != SEGOPS_OK)
       fails++, printf("FAIL: request after OOM: %d %s\n", rc, err);
-    else if (tu_check(&tc, "after OOM", NULL))
+    else if (ct_check(&tc, "after OOM", NULL))
       fails++;
-    tu_free(&tc);
+    ct_free(&tc);
   }
   printf("cuda oom: %d failures\n", fails);
   segops_backend_free(b);

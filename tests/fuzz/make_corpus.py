@@ -18,9 +18,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "proto", "examples"))
 import make_examples  # noqa: E402
 
-OPS = ["segmented_sum", "segmented_dot", "segmented_mul", "segmented_mean", "segmented_rms_norm",
-       "segmented_matvec"]
-PASSES = ["forward", "backward", "double_backward"]
+# The op table (proto/optable.json): ops and passes in the order of the C enums, which fuzz_pick reads
+# the first byte by (op * passes + pass).
+with open(os.path.join(HERE, "..", "..", "proto", "optable.json"), encoding="utf-8") as _f:
+    _TABLE = json.load(_f)
+OPS, PASSES = _TABLE["ops"], _TABLE["passes"]
 
 
 def write(kind, name, data):
@@ -187,7 +189,7 @@ def native_seeds():
 
 def main():
     for case in make_examples.CASES:
-        fn = OPS.index(case[0]) * 3 + PASSES.index(case[1])
+        fn = OPS.index(case[0]) * len(PASSES) + PASSES.index(case[1])
         jtext, mbytes = make_examples.bodies(case)
         stem = f"{case[0]}.{case[1]}"
         write("msgpack", stem, bytes([fn]) + mbytes)

@@ -227,7 +227,7 @@ CLASSES = [
     ("shm register huge", _post(b"/v2/systemsharedmemory/region/x/register",
                                 b'{"key":"/segops-absent","offset":0,"byte_size":18446744073709551615}'), 400),
     ("oip garbage", _post(b"/v2/models/segmented_sum_forward/infer", b'{"inputs":[{"name":"x","datatype":"FP32","shape":[-1]}]}'), 400),
-    # issue 37
+    # the second hostile-client run
     ("unread answer", _unread_answer, None),
     ("slow reader", _slow_reader, None),
     ("idle connections", _idle_connections, None),

@@ -34,7 +34,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # tests/: shared modules
 from segopsd_proc import Daemon  # noqa: E402
-from segref import reference  # noqa: E402
+from segref import FORWARD_INPUTS, OPS, WIDTHS, reference, shape_of  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python", "src"))
 import segops  # noqa: E402
@@ -60,26 +60,16 @@ def from_wire(t):
 
 
 def make_good(rng):
-    op = rng.choice(["segmented_sum", "segmented_mean", "segmented_dot", "segmented_mul",
-                     "segmented_rms_norm", "segmented_matvec"])
+    """A valid forward call of a random op of the table (proto/optable.json), its inputs shaped by it."""
+    op = str(rng.choice(OPS))
     n = int(rng.integers(0, 300))
     s = int(rng.integers(1, 20))
     dt = rng.choice([np.float32, np.float64])
-    width = 3 if op in ("segmented_rms_norm", "segmented_matvec") or rng.random() < 0.5 else 1
+    width = 3 if WIDTHS[op] == (3,) or rng.random() < 0.5 else 1
     idx = rng.integers(0, s, n).astype(np.int32)
     if rng.random() < 0.5:
         idx.sort()
-    shp = (n, 3) if width == 3 else (n,)
-    a = {}
-    if op == "segmented_matvec":
-        a["v"] = rng.standard_normal((n, 3)).astype(dt)
-        a["m"] = rng.standard_normal((s, 3, 3)).astype(dt)
-    else:
-        a["x"] = rng.standard_normal(shp).astype(dt)
-        if op == "segmented_dot":
-            a["y"] = rng.standard_normal(shp).astype(dt)
-        if op == "segmented_mul":
-            a["y"] = rng.standard_normal((s,)).astype(dt)
+    a = {name: rng.standard_normal(shape_of(op, name, width, n, s)).astype(dt) for name in FORWARD_INPUTS[op]}
     return op, a, idx, s, dt
 
 

@@ -1,4 +1,4 @@
-"""test_budget.py: resource use under hostile clients (issue 11): answers count against the
+"""test_budget.py: resource use under hostile clients: answers count against the
 in-flight budget and --max-output-bytes, dead and slow uploads do not hold the budget or the
 connection slots, a mid-upload refusal is readable, memory goes back after a large body."""
 import json

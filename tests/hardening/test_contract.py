@@ -1,4 +1,4 @@
-"""test_contract.py: the contract holes of issue 11: sum and mean double backward with only idx
+"""test_contract.py: the contract holes a hostile-client run found: sum and mean double backward with only idx
 and num_segments, hostile bytes in error texts, /v1/info's devices on the CPU backend."""
 import json
 

@@ -1,4 +1,4 @@
-"""test_head.py: the token configuration and the request-head rules (issue 11: auth
+"""test_head.py: the token configuration and the request-head rules (auth
 configuration, authentication on the head, HTTP strictness), against the real segopsd over raw
 sockets where an HTTP library would not produce the bytes."""
 import json

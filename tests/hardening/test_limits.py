@@ -1,4 +1,5 @@
-"""test_limits.py: HTTP resource limits of issue 37 that one uid can reproduce, against the real daemon:
+"""test_limits.py: HTTP resource limits (from the second hostile-client run) that one uid can
+reproduce, against the real daemon:
 answers nobody reads give their memory back after --answer-stall-timeout (4), answers taken slower
 than --min-download-rate are cut (4), a connection that sends no head is cut after --head-timeout
 (shorter than --idle-timeout), and connections past a peer's share are refused at once (6). The

@@ -1,4 +1,4 @@
-"""test_mutation.py: a short hostile-input run (issue 11): random mutations of valid requests
+"""test_mutation.py: a short hostile-input run: random mutations of valid requests
 (bytes flipped, inserted, cut; heads and bodies) over raw sockets against the real segopsd,
 checking that every answer is one well-formed response of an expected status class, JSON error
 bodies where segopsd answers, that every connection is closed by the server once the client has

@@ -1,4 +1,4 @@
-"""test_shm_safety.py: the second hostile-client run's findings that one uid can reproduce (issue 37),
+"""test_shm_safety.py: the second hostile-client run's findings that one uid can reproduce,
 against the real daemon: one object under two names defeats no overlap check (9); registrations
 hold no descriptors and a daemon at its open-files limit still accepts (5); a name of 128
 characters, an OIP output place past its region, a second or signed Inference-Header-Content-Length,

@@ -1,4 +1,4 @@
-"""test_shm_users.py: the second hostile-client run's findings that need a second local user (issue 37),
+"""test_shm_users.py: the second hostile-client run's findings that need a second local user,
 against the real daemon, the other user a process run with setpriv (root only: every test is
 SKIPPED otherwise, and CTest shows SKIPPED): the daemon maps no object the requesting uid could not
 read and write itself (2); regions belong to the uid that registered them (3); one peer's unread

@@ -1,5 +1,5 @@
 """test_signals.py: every catchable signal that would end a process drains like SIGTERM with
-jobs in flight (none lost, exit 0); SIGHUP is ignored (README.md, Configuration; issue 11)."""
+jobs in flight (none lost, exit 0); SIGHUP is ignored (README.md, Configuration)."""
 import json
 import signal
 import threading

@@ -1,5 +1,5 @@
 """test_devices.py: several backend devices (workers) share the work, and each shows in the
-per-device metrics (issue 14's CPU-only half: the CPU backend has one device per --threads; the
+per-device metrics (on the CPU backend, which needs no GPU: it has one device per --threads; the
 test build's delay keeps each call on its worker long enough for the others to take the rest)."""
 import re
 import threading

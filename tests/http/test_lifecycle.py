@@ -1,6 +1,7 @@
 """test_lifecycle.py: keep-alive, many concurrent clients, SIGTERM with requests in flight,
 --help/--version, /metrics after traffic, /v1/info's op table, health endpoints."""
 import json
+import os
 import re
 import subprocess
 import threading
@@ -40,7 +41,8 @@ def test_info_op_table_and_limits(daemon_factory):
     # No paths or memory contents leak (the listeners are the addresses the client already uses; the
     # native channel's socket is told to same-host peers, as this one is, and only to them).
     assert inf["listeners"] == [d.url]
-    assert set(inf["native"]) == {"socket", "version"}
+    assert set(inf["native"]) == {"socket", "version", "uid", "pid", "pid_ns"}
+    assert inf["native"]["uid"] == os.geteuid()
     assert "/" not in json.dumps({k: v for k, v in inf.items() if k not in ("ops", "encodings", "listeners", "native")})
 
 

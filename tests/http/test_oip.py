@@ -12,9 +12,8 @@ from tritonclient.utils import InferenceServerException
 
 from client import JSON, MSGPACK, call, info, request
 from reference import random_case, reference
+from segref import OPS, PASSES  # the op table (proto/optable.json): every op, every pass
 
-OPS = ["segmented_sum", "segmented_dot", "segmented_mul", "segmented_mean", "segmented_rms_norm", "segmented_matvec"]
-PASSES = ["forward", "backward", "double_backward"]
 DT = {"float32": "FP32", "float64": "FP64"}
 
 

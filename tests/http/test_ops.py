@@ -8,9 +8,7 @@ import pytest
 
 from client import JSON, MSGPACK, call, info
 from reference import random_case, reference
-
-OPS = ["segmented_sum", "segmented_dot", "segmented_mul", "segmented_mean", "segmented_rms_norm", "segmented_matvec"]
-PASSES = ["forward", "backward", "double_backward"]
+from segref import OPS, PASSES  # the op table (proto/optable.json): every op, every pass
 
 
 def check(got, ref, dtype):

@@ -13,10 +13,9 @@ import pytest
 
 from client import JSON, MSGPACK, NP, call, decode, info, request, tensor_json, tensor_msgpack
 from reference import random_case
+from segref import OPS, PASSES  # the op table (proto/optable.json): every op, every pass
 from shm_util import ShmObject, register, shm_call
 
-OPS = ["segmented_sum", "segmented_dot", "segmented_mul", "segmented_mean", "segmented_rms_norm", "segmented_matvec"]
-PASSES = ["forward", "backward", "double_backward"]
 
 
 @pytest.fixture
@@ -50,7 +49,8 @@ def test_register_status_unregister(daemon_factory, shm_objects):
         {"name": "rb", "key": b.key, "offset": 4096, "byte_size": 4096}]
     assert shm_call(d.url, "GET", "/region/rb/status") == (200, [
         {"name": "rb", "key": b.key, "offset": 4096, "byte_size": 4096}])
-    assert info(d.url)["shm"] == {"max_shm_bytes": 1 << 30, "registered_bytes": (1 << 16) + 4096}
+    assert info(d.url)["shm"] == {"max_shm_bytes": 1 << 30, "max_shm_bytes_per_uid": 1 << 29, "max_regions": 1024,
+                                  "max_regions_per_uid": 512, "registered_bytes": (1 << 16) + 4096}
     assert shm_call(d.url, "POST", "/region/ra/unregister") == (200, {})
     st, body = shm_call(d.url, "GET", "/region/ra/status")
     assert st == 404 and "'ra' is not registered" in body["error"]
@@ -64,7 +64,7 @@ def test_register_status_unregister(daemon_factory, shm_objects):
 
 
 def test_registration_errors(daemon_factory, shm_objects):
-    d = daemon_factory("--backend", "cpu", "--max-shm-bytes", "64k")
+    d = daemon_factory("--backend", "cpu", "--max-shm-bytes", "128k")
     obj = shm_objects(40000)
     big = shm_objects(1 << 17)
     cases = [
@@ -85,7 +85,7 @@ def test_registration_errors(daemon_factory, shm_objects):
         ({"key": obj.key, "offset": -4, "byte_size": 8}, "\"offset\" must be an integer >= 0"),
         ({"key": 5, "byte_size": 8}, "\"key\" must be a string"),
         ({"key": obj.key, "byte_size": 8, "device_id": 0}, "unknown key"),
-        ({"key": big.key, "byte_size": 1 << 17}, "would exceed --max-shm-bytes"),
+        ({"key": big.key, "byte_size": 1 << 17}, "would exceed this uid's share of --max-shm-bytes"),
     ]
     for body, want in cases:
         st, out = shm_call(d.url, "POST", "/region/r/register", body)
@@ -95,10 +95,10 @@ def test_registration_errors(daemon_factory, shm_objects):
     assert st == 400 and "must be a JSON object" in out["error"]
     st, out = shm_call(d.url, "POST", "/region/r/register", b"[1]")
     assert st == 400 and "must be a JSON object" in out["error"]
-    # The cap counts every region: two of 40000 bytes do not fit in 64 KiB.
+    # A uid's share (half the cap) counts every region of it: two of 40000 bytes do not fit in 64 KiB.
     assert register(d.url, "one", obj.key, 40000) == (200, {})
     st, out = register(d.url, "two", obj.key, 40000)
-    assert st == 400 and "would exceed --max-shm-bytes (65536 bytes; 40000 registered)" in out["error"]
+    assert st == 400 and "share of --max-shm-bytes (half: 65536 bytes; 40000 registered by this uid)" in out["error"]
     st, out = register(d.url, "one", obj.key, 8)
     assert st == 400 and "'one' is already registered" in out["error"]
     assert shm_call(d.url, "GET", "/status")[1] == [{"name": "one", "key": obj.key, "offset": 0, "byte_size": 40000}]

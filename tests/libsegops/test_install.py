@@ -1,7 +1,7 @@
 """test_install.py: libsegops as an installed product. `cmake --install` of this build into a
 temporary prefix; examples/c built out of tree against it twice, once through find_package(segops)
 and once through pkg-config (the .pc file found where it was installed), each program run against
-the real segopsd; and the installed tree holds the header, the library with its soname link, the
+the real segopsd; and the installed tree holds the headers (segops.h and the segops_types.h it includes), the library with its soname link, the
 pkg-config file and the CMake package.
 
 usage: test_install.py BUILD_DIR SOURCE_DIR SEGOPSD [C_FLAGS]   (exit 77 without cmake or pkg-config)"""
@@ -40,6 +40,7 @@ def main(build, source, segopsd, flags=""):
         prefix = os.path.join(tmp, "prefix")
         run(["cmake", "--install", build, "--prefix", prefix])
         find(prefix, "segops.h")
+        find(prefix, "segops_types.h")  # segops.h includes it
         lib = find(prefix, "libsegops.so")
         assert os.path.islink(lib), "libsegops.so is not the soname's link"
         pc = os.path.dirname(find(prefix, "segops.pc"))

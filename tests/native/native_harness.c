@@ -489,7 +489,7 @@ void nh_tcall(segops_tcall *c, int fn, const segops_array *const *in, const sego
 segops_transport *nh_native(const nh_daemon *d, segops_mem *mem, const char *token, double timeout_s) {
   segops_error e;
   memset(&e, 0, sizeof e);
-  segops_transport *t = segops_native_open(d->sock, mem, token, -1, segops_client_now() + timeout_s, &e);
+  segops_transport *t = segops_native_open(d->sock, mem, token, -1, geteuid(), 0, segops_client_now() + timeout_s, &e);
   NH_CHECK(t != NULL, "native open on %s: %s", d->sock, e.message);
   return t;
 }

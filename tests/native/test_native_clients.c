@@ -114,7 +114,7 @@ static void case_threads(void) {
 /* ---- fork: four children call beside their parent, each on a channel of its own ---- */
 
 static void case_fork(void) {
-  setenv("NH_LOG_LEVEL", "info", 1);
+  setenv("NH_LOG_LEVEL", "debug", 1); /* each channel's opening is logged at debug */
   if (nh_daemon_start(&D, DIR_, false, NULL, NULL)) return;
   segops_transport *t = nh_native(&D, MEM, NULL, 10);
   if (!t) return;
@@ -369,12 +369,12 @@ static void case_token(void) {
   const char *env[] = {"SEGOPS_TOKEN=s3cret-token-1234", NULL};
   if (nh_daemon_start(&D, DIR_, false, NULL, env)) return;
   segops_error e;
-  segops_transport *t = segops_native_open(D.sock, MEM, NULL, -1, segops_client_now() + 5, &e);
+  segops_transport *t = segops_native_open(D.sock, MEM, NULL, -1, geteuid(), 0, segops_client_now() + 5, &e);
   NH_CHECK(!t && e.code == SEGOPS_E_UNAUTHENTICATED && strstr(e.message, "token"), "no token: %d %s", e.code,
            e.message);
-  t = segops_native_open(D.sock, MEM, "s3cret-token-1235", -1, segops_client_now() + 5, &e);
+  t = segops_native_open(D.sock, MEM, "s3cret-token-1235", -1, geteuid(), 0, segops_client_now() + 5, &e);
   NH_CHECK(!t && e.code == SEGOPS_E_UNAUTHENTICATED, "a wrong token: %d %s", e.code, e.message);
-  t = segops_native_open(D.sock, MEM, "s3cret-token-1234", -1, segops_client_now() + 5, &e);
+  t = segops_native_open(D.sock, MEM, "s3cret-token-1234", -1, geteuid(), 0, segops_client_now() + 5, &e);
   NH_CHECK(t != NULL, "the right token: %s", e.message);
   if (t) {
     NH_CHECK(checked_sum(t, 100, 3, 1, 10, &e) == 0, "a call with the token: %s", e.message);
@@ -437,7 +437,7 @@ static void case_version(void) {
   pthread_t th;
   pthread_create(&th, NULL, fake_daemon, &ls);
   segops_error e;
-  segops_transport *t = segops_native_open(path, MEM, NULL, -1, segops_client_now() + 5, &e);
+  segops_transport *t = segops_native_open(path, MEM, NULL, -1, geteuid(), 0, segops_client_now() + 5, &e);
   snprintf(want, sizeof want, "segops: segopsd speaks native channel version %u, this client %u",
            SEGOPS_NATIVE_VERSION + 1, SEGOPS_NATIVE_VERSION);
   NH_CHECK(!t && e.code == SEGOPS_E_PROTOCOL && !strcmp(e.message, want), "the client against version %u: %s",
@@ -591,8 +591,8 @@ static void case_container(void) {
   self[n > 0 ? n : 0] = 0;
   snprintf(script, sizeof script,
            "mount -t tmpfs -o mode=1777 tmpfs /dev/shm && exec /usr/bin/setpriv --reuid=65534 --regid=65534 "
-           "--clear-groups '%s' container_child '%s' '%s'",
-           self, D.sock, D.url);
+           "--clear-groups '%s' container_child '%s' '%s' %u",
+           self, D.sock, D.url, (unsigned)geteuid());
   const char *argv[] = {"/usr/bin/unshare", "--ipc",   "--mount", "--pid", "--fork", "--propagation",
                         "private",          "/bin/sh", "-c",      script,  NULL};
   pid_t pid = fork();
@@ -607,7 +607,7 @@ static void case_container(void) {
 
 /* In the container (as uid 65534): named shared memory made here is out of the daemon's reach,
  * and the native channel works all the same. */
-static int container_child(const char *sock, const char *url) {
+static int container_child(const char *sock, const char *url, uid_t daemon_uid) {
   int bad = 0;
   if (getuid() != 65534) fprintf(stderr, "container: uid %d\n", (int)getuid()), bad++;
   char name[64], body[200], *answer = NULL;
@@ -621,7 +621,8 @@ static int container_child(const char *sock, const char *url) {
   shm_unlink(name);
   segops_mem *mem = segops_mem_new();
   segops_error e;
-  segops_transport *t = mem ? segops_native_open(sock, mem, NULL, -1, segops_client_now() + 10, &e) : NULL;
+  segops_transport *t =
+      mem ? segops_native_open(sock, mem, NULL, -1, daemon_uid, 0, segops_client_now() + 10, &e) : NULL;
   if (!t) {
     fprintf(stderr, "container: native channel: %s\n", mem ? e.message : "no memfds");
     return 1;
@@ -650,7 +651,8 @@ static const struct {
              {"info_remote", case_info_remote}};
 
 int main(int argc, char **argv) {
-  if (argc == 4 && !strcmp(argv[1], "container_child")) return container_child(argv[2], argv[3]);
+  if (argc == 5 && !strcmp(argv[1], "container_child"))
+    return container_child(argv[2], argv[3], (uid_t)strtoul(argv[4], NULL, 10));
   for (size_t k = 0; argc == 2 && k < sizeof CASES / sizeof CASES[0]; k++) {
     if (strcmp(argv[1], CASES[k].name)) continue;
     nh_tempdir(DIR_, sizeof DIR_);

@@ -1,4 +1,4 @@
-"""test_restart.py: segops.Client across daemon restarts and against hostile daemons (issue 37): a client
+"""test_restart.py: segops.Client across daemon restarts and against hostile daemons: a client
 loses no call while its daemon restarts, on TCP, on a unix socket and with two daemons (1: over the
 native channel with the C extension, which connects again and hands its memory over again; over
 HTTP without it; either way it waits for a daemon that is restarting); `timeout` bounds the whole call against a daemon that

@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <sys/types.h>
 
 #include "mem.h"
 #include "segops.h"
@@ -43,6 +44,10 @@ typedef struct {
   int failures;         /* in a row; 0 = healthy */
   double resting_until; /* segops_client_now() seconds: no call before then */
   segops_error last;    /* the last failure */
+  /* The uid the daemon's native channel first reported (resolve.c; only the resolving call writes
+   * it): a later /v1/info naming another uid is not believed (proto/native.md, Trust). */
+  bool native_uid_known;
+  uid_t native_uid;
 } segops_endpoint;
 
 struct segops_client {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "optable_json.h"
 #include "prepare.h"
 #include "transport.h"
 
@@ -140,39 +141,6 @@ static int local_call(segops_transport *t, const segops_tcall *tc, double deadli
 
 /* ---- /v1/info for the in-process backend ---- */
 
-static const char *use_text(segops_arg_use u) {
-  return u == SEGOPS_ARG_REQ ? "required" : u == SEGOPS_ARG_COTAN ? "cotangent" : "unread";
-}
-
-static json_t *arg_json(const char *name, bool optional, const char *use, const char *shape) {
-  return json_pack("{s:s, s:b, s:s, s:s}", "name", name, "optional", optional, "use", use, "shape", shape);
-}
-
-/* The op table as the daemon's /v1/info serves it (server/http/http_info.c; a test compares them). */
-static json_t *ops_json(void) {
-  json_t *ops = json_object();
-  for (int o = 0; o < SEGOPS_OP_COUNT; o++) {
-    json_t *passes = json_object();
-    for (int p = 0; p < SEGOPS_PASS_COUNT; p++) {
-      const segops_fn_desc *fn = segops_fn((segops_op)o, (segops_pass)p);
-      const int w = fn->vec3_only ? 3 : 0;
-      json_t *in = json_array(), *out = json_array();
-      for (int k = 0; k < fn->n_in; k++)
-        json_array_append_new(in, arg_json(fn->in[k].name, fn->in[k].use != SEGOPS_ARG_REQ, use_text(fn->in[k].use),
-                                           segops_shape_text(fn->in[k].shape, w)));
-      json_array_append_new(in, arg_json("idx", false, "required", "(N,)"));
-      json_array_append_new(in, arg_json("num_segments", false, "required", "integer"));
-      for (int k = 0; k < fn->n_out; k++)
-        json_array_append_new(
-            out, json_pack("{s:s, s:s}", "name", fn->out[k].name, "shape", segops_shape_text(fn->out[k].shape, w)));
-      json_object_set_new(passes, segops_pass_name((segops_pass)p),
-                          json_pack("{s:o, s:o, s:b}", "inputs", in, "outputs", out, "vec3_only", fn->vec3_only));
-    }
-    json_object_set_new(ops, segops_op_name((segops_op)o), passes);
-  }
-  return ops;
-}
-
 static int local_info(segops_transport *t, char **json, double deadline, segops_error *e) {
   (void)deadline;
   local_t *lt = (local_t *)t;
@@ -185,7 +153,7 @@ static int local_info(segops_transport *t, char **json, double deadline, segops_
                 SEGOPS_VERSION, "api", "v1", "backend", lt->be->name, "transport", "local", "devices", "index", 0,
                 "name", di.name, "memory_total", (json_int_t)di.memory_total, "memory_used", (json_int_t)di.memory_used,
                 "workers", lt->be->n_devices, "listeners", "limits", "max_elements", (json_int_t)lt->lim.max_elements,
-                "max_segments", (json_int_t)lt->lim.max_segments, "auth", 0, "ops", ops_json());
+                "max_segments", (json_int_t)lt->lim.max_segments, "auth", 0, "ops", segops_optable_json(false));
   *json = root ? json_dumps(root, JSON_COMPACT) : NULL;
   json_decref(root);
   return *json ? SEGOPS_OK : segops_client_err(e, SEGOPS_E_NOMEM, "info: out of memory");

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define MAX_POOLS 128
@@ -161,6 +162,8 @@ static bool free_insert(ext_list *l, size_t off, size_t len) {
 /* A new memfd of size bytes, every page allocated (the daemon then never writes into a hole, which
  * would charge the page to it), sealed against shrinking, growing and further seals, mapped. */
 static bool pool_make(pool *p, size_t size) {
+  struct rlimit fl; /* ftruncate past RLIMIT_FSIZE would kill the process with SIGXFSZ */
+  if (getrlimit(RLIMIT_FSIZE, &fl) == 0 && fl.rlim_cur != RLIM_INFINITY && (rlim_t)size > fl.rlim_cur) return false;
   int fd = memfd_create("segops-pool", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) return false;
   if (ftruncate(fd, (off_t)size) != 0 || fallocate(fd, 0, 0, (off_t)size) != 0 ||

@@ -19,7 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
@@ -30,6 +32,8 @@
 #include "segops_ring.h"
 #include "transport.h"
 
+/* The first pool's size (mem.c's FIRST_POOL): a process that cannot size it does not open a channel. */
+#define NATIVE_FIRST_POOL ((size_t)4 << 20)
 /* Slots of a client's ring: calls in flight at once per channel (one bit each of a 64-bit mask). */
 #define SLOTS 64
 /* The default spin budget (spin_us < 0 and no $SEGOPS_CLIENT_SPIN_US): proto/native.md, Doorbells. */
@@ -80,6 +84,8 @@ typedef struct {
 typedef struct {
   segops_transport base;
   char path[108];
+  uid_t uid; /* the daemon's: every channel's peer and its socket's owner must be it */
+  pid_t pid; /* the daemon's as /v1/info said, for the first channel only (0: not compared) */
   char *token;
   int spin_us;
   segops_mem *mem;
@@ -276,9 +282,50 @@ static int connect_sock(const char *path, bool *gone, segops_error *e) {
   return s;
 }
 
+/* Identity before secrets: the peer of a connected socket is the daemon /v1/info described (its
+ * uid, the one this client first saw; its pid where given) and the socket file is that uid's,
+ * checked before the token, the ring or any pool goes out. Whoever else listens on the path (a
+ * user who bound it while the daemon restarted) gets nothing. */
+static int check_peer(int sock, native_t *t, segops_error *e) {
+  struct ucred cr = {0, (uid_t)-1, (gid_t)-1};
+  socklen_t crl = sizeof cr;
+  if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cr, &crl) != 0)
+    return segops_client_err(e, SEGOPS_E_CONNECTION, "native channel %s: cannot read its peer's credentials: %s",
+                             t->path, strerror(errno));
+  if (cr.uid != t->uid || (t->pid > 0 && cr.pid != t->pid))
+    return segops_client_err(e, SEGOPS_E_CONNECTION,
+                             "native channel %s: its peer is uid %u pid %d, not segopsd (uid %u%s%d, from /v1/info); "
+                             "nothing was sent to it",
+                             t->path, (unsigned)cr.uid, (int)cr.pid, (unsigned)t->uid, t->pid > 0 ? " pid " : "",
+                             t->pid > 0 ? (int)t->pid : 0);
+  struct stat st;
+  if (lstat(t->path, &st) != 0 || !S_ISSOCK(st.st_mode) || st.st_uid != t->uid)
+    return segops_client_err(e, SEGOPS_E_CONNECTION,
+                             "native channel %s: the socket file is %s%u, not segopsd's uid %u (from /v1/info); "
+                             "nothing was sent to it",
+                             t->path, lstat(t->path, &st) == 0 ? "owned by uid " : "gone, uid ",
+                             lstat(t->path, &st) == 0 ? (unsigned)st.st_uid : 0u, (unsigned)t->uid);
+  return SEGOPS_OK;
+}
+
+/* Whether RLIMIT_FSIZE lets this process size a memfd of n bytes (past it, ftruncate kills the
+ * process with SIGXFSZ): the ring and the first pool are checked before the channel opens, so that
+ * such a process uses HTTP ("auto") instead. */
+static int fsize_allows(size_t n, segops_error *e) {
+  struct rlimit fl;
+  if (getrlimit(RLIMIT_FSIZE, &fl) == 0 && fl.rlim_cur != RLIM_INFINITY && (rlim_t)n > fl.rlim_cur)
+    return segops_client_err(e, SEGOPS_E_RESOURCE_EXHAUSTED,
+                             "the native channel needs memfds of %zu bytes, above this process's file size limit "
+                             "(RLIMIT_FSIZE, ulimit -f: %llu bytes)",
+                             n, (unsigned long long)fl.rlim_cur);
+  return SEGOPS_OK;
+}
+
 /* The ring: a sealed, fully allocated memfd with its header written. */
 static int make_ring(chan *c, segops_error *e) {
   c->ring_len = (size_t)SEGOPS_RING_BYTES(SLOTS);
+  int rc = fsize_allows(c->ring_len > NATIVE_FIRST_POOL ? c->ring_len : NATIVE_FIRST_POOL, e);
+  if (rc) return rc;
   c->ring_fd = memfd_create("segops-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (c->ring_fd < 0 || ftruncate(c->ring_fd, (off_t)c->ring_len) != 0 ||
       fallocate(c->ring_fd, 0, 0, (off_t)c->ring_len) != 0 ||
@@ -374,6 +421,7 @@ static chan *chan_open(native_t *t, double deadline, bool *gone, segops_error *e
   pthread_mutex_init(&c->ab_mu, NULL);
   c->sock = connect_sock(t->path, gone, e);
   int rc = c->sock < 0 ? SEGOPS_E_CONNECTION : SEGOPS_OK;
+  if (rc == SEGOPS_OK) rc = check_peer(c->sock, t, e); /* *gone stays: ask /v1/info again */
   if (rc == SEGOPS_OK) {
     *gone = false;
     rc = make_ring(c, e);
@@ -835,7 +883,7 @@ static int default_spin_us(void) {
 }
 
 segops_transport *segops_native_open(const char *path, struct segops_mem *mem, const char *token, int spin_us,
-                                     double deadline, segops_error *e) {
+                                     uid_t uid, pid_t pid, double deadline, segops_error *e) {
   pthread_once(&fork_once, register_fork);
   if (!mem) {
     segops_client_err(e, SEGOPS_E_NOT_IMPLEMENTED, "the native channel needs memfds, which this system does not give");
@@ -854,6 +902,8 @@ segops_transport *segops_native_open(const char *path, struct segops_mem *mem, c
   t->base.vt = &NATIVE_VT;
   snprintf(t->path, sizeof t->path, "%s", path);
   t->mem = mem;
+  t->uid = uid;
+  t->pid = pid;
   t->spin_us = spin_us >= 0 ? spin_us : default_spin_us();
   t->epoch = atomic_load(&fork_epoch);
   pthread_mutex_init(&t->mu, NULL);
@@ -864,5 +914,6 @@ segops_transport *segops_native_open(const char *path, struct segops_mem *mem, c
     return NULL;
   }
   chan_put(c);
+  t->pid = 0; /* a restarted daemon has another pid: its uid and its socket's owner still hold */
   return &t->base;
 }

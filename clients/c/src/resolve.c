@@ -4,6 +4,7 @@
  * list), HTTP over it; else HTTP over the URL. "native", "unix", "http" and "local" force one and
  * say plainly when it cannot be used. */
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,12 +31,50 @@ static json_t *fetch_info(segops_transport *t, double deadline, segops_error *e)
 /* The native channel the daemon names, opened, or NULL with why in e. */
 static segops_transport *try_native(segops_client *c, segops_endpoint *ep, json_t *info, double deadline,
                                     segops_error *e) {
-  const char *path = json_string_value(json_object_get(json_object_get(info, "native"), "socket"));
+  json_t *native = json_object_get(info, "native");
+  const char *path = json_string_value(json_object_get(native, "socket"));
   if (!path) {
     segops_client_err(e, SEGOPS_E_INVALID_ARGUMENT, "transport \"native\": %s names no native channel here", ep->url);
     return NULL;
   }
-  return segops_native_open(path, c->mem, c->token, c->spin_us, deadline, e);
+  /* Who must be listening there: the daemon's uid (the first one this client saw: a restart never
+   * changes it), and its pid where this process shares its pid namespace. */
+  json_t *ju = json_object_get(native, "uid");
+  if (!json_is_integer(ju) || json_integer_value(ju) < 0 || json_integer_value(ju) > (json_int_t)UINT32_MAX - 1) {
+    segops_client_err(e, SEGOPS_E_PROTOCOL,
+                      "transport \"native\": %s does not say which uid serves its native channel %s (an older "
+                      "segopsd?); its peer cannot be checked, so nothing is sent there",
+                      ep->url, path);
+    return NULL;
+  }
+  uid_t uid = (uid_t)json_integer_value(ju);
+  if (ep->native_uid_known && uid != ep->native_uid) {
+    segops_client_err(e, SEGOPS_E_CONNECTION,
+                      "transport \"native\": %s now says uid %u serves its native channel %s, but it was uid %u; "
+                      "nothing is sent there",
+                      ep->url, (unsigned)uid, path, (unsigned)ep->native_uid);
+    return NULL;
+  }
+  pid_t pid = 0;
+  struct stat ns;
+  json_t *jp = json_object_get(native, "pid"), *jn = json_object_get(native, "pid_ns");
+  if (json_is_integer(jp) && json_is_integer(jn) && stat("/proc/self/ns/pid", &ns) == 0 &&
+      (json_int_t)ns.st_ino == json_integer_value(jn) && json_integer_value(jp) > 0 &&
+      json_integer_value(jp) <= INT32_MAX)
+    pid = (pid_t)json_integer_value(jp);
+  /* "auto" gives the native attempt a third of what is left, at most 1 s, and keeps the rest for
+   * HTTP: a native socket held up by others never costs the call. */
+  if (c->want == SEGOPS_WANT_AUTO) {
+    double now = segops_client_now(), share = (deadline - now) / 3;
+    if (share > 1.0) share = 1.0;
+    deadline = now + (share > 0 ? share : 0);
+  }
+  segops_transport *t = segops_native_open(path, c->mem, c->token, c->spin_us, uid, pid, deadline, e);
+  if (t) {
+    ep->native_uid = uid;
+    ep->native_uid_known = true;
+  }
+  return t;
 }
 
 /* The socket path of a "unix:/path" or "unix:///path" listener, or NULL. */

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "segops.h"
 
@@ -75,9 +76,11 @@ void *segops_client_alloc(struct segops_mem *m, size_t nbytes);
 /* ---- the transports (each NULL with e filled when it cannot be opened) ---- */
 
 /* The native channel to the daemon whose channel socket is at path (native.c): connects, hands
- * over the client's pools of mem (borrowed: it outlives the transport) and its ring. */
+ * over the client's pools of mem (borrowed: it outlives the transport) and its ring. Every
+ * connection's peer must be uid (and, on the first, pid when pid > 0) and the socket file uid's,
+ * or nothing is sent (SEGOPS_E_CONNECTION naming both identities). */
 segops_transport *segops_native_open(const char *path, struct segops_mem *mem, const char *token, int spin_us,
-                                     double deadline, segops_error *e);
+                                     uid_t uid, pid_t pid, double deadline, segops_error *e);
 /* HTTP/1.1 with msgpack bodies through libcurl (http.c): url "http://host:port[/prefix]" or
  * "unix:///path" (HTTP over the unix socket). Keep-alive connections, one per calling thread. */
 segops_transport *segops_http_open(const char *url, const char *token, segops_error *e);

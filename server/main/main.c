@@ -67,15 +67,15 @@ static bool takes_work(const void *ctx) {
  * warning; a configured one stops the start). Returns -1 when the daemon must not start. */
 static int start_native(segops_config *cfg, segops_server *srv, segops_native **out) {
   char path[108];
-  bool derived;
+  bool derived, own_dir;
   *out = NULL;
-  segops_native_socket_path(cfg, srv->port, path, sizeof path, &derived);
+  segops_native_socket_path(cfg, srv->port, path, sizeof path, &derived, &own_dir);
   if (!path[0]) {
     if (derived) SEGOPS_LOGW("native channel: no socket path can be derived (no TCP port); give --native-socket");
     return 0;
   }
   segops_native_deps d = {cfg, srv->backend, srv->sched, &srv->limits, takes_work, srv};
-  *out = segops_native_start(&d, path);
+  *out = segops_native_start(&d, path, own_dir);
   if (!*out) {
     if (!derived) return -1;
     SEGOPS_LOGW("native channel off: %s could not be served (--native-socket PATH chooses another)", path);
@@ -86,18 +86,41 @@ static int start_native(segops_config *cfg, segops_server *srv, segops_native **
   return 0;
 }
 
+/* What main has started, each NULL until it has; finish() stops what is there. */
+typedef struct {
+  segops_config *cfg; /* loaded (segops_config_free takes a failed load too) */
+  segops_backend *backend;
+  segops_sched *sched;
+  bool hostbuf;       /* segops_hostbuf_attach'ed */
+  segops_server *srv; /* started */
+  segops_native *native;
+} daemon_parts;
+
+/* The one cleanup of main, in the reverse order of the start: the HTTP server drains (at once when
+ * the start failed), the native channel answers "draining" from then on and stops, then the
+ * scheduler, the pinned host buffers, the backend and the configuration go. Returns rc. */
+static int finish(daemon_parts *d, int rc) {
+  if (d->srv) {
+    if (rc) d->cfg->drain_seconds = 0;
+    segops_server_drain_and_stop(d->srv);
+  }
+  segops_native_stop(d->native);
+  segops_sched_free(d->sched);
+  if (d->hostbuf) segops_hostbuf_detach();
+  segops_backend_free(d->backend);
+  segops_config_free(d->cfg);
+  return rc;
+}
+
 int main(int argc, char **argv) {
   segops_config cfg;
+  daemon_parts d = {&cfg, NULL, NULL, false, NULL, NULL};
   char err[512] = "";
   int rc = segops_config_load(&cfg, argc, argv, err, sizeof err);
-  if (rc == SEGOPS_CONFIG_EXIT_OK) {
-    segops_config_free(&cfg);
-    return 0;
-  }
+  if (rc == SEGOPS_CONFIG_EXIT_OK) return finish(&d, 0);
   if (rc != SEGOPS_CONFIG_OK) {
     fprintf(stderr, "segopsd: %s\n", err);
-    segops_config_free(&cfg);
-    return 2;
+    return finish(&d, 2);
   }
   segops_log_level = cfg.log_level;
   segops_http_fit_fd_limit(&cfg); /* before any thread: a full descriptor table makes accept() spin */
@@ -114,46 +137,33 @@ int main(int argc, char **argv) {
   pthread_sigmask(SIG_BLOCK, &sigs, NULL);
   signal(SIGPIPE, SIG_IGN);
 
-  segops_backend *backend = make_backend(&cfg);
+  segops_backend *backend = d.backend = make_backend(&cfg);
   if (backend && cfg.max_batch_elements == SEGOPS_BATCH_AUTO)
     cfg.max_batch_elements = strcmp(backend->name, "cpu") ? SEGOPS_BATCH_AUTO_GPU_ROWS : 0;
-  if (!backend) {
-    segops_config_free(&cfg);
-    return 1;
-  }
-  segops_sched_opts so = {cfg.max_queue, cfg.max_batch_elements, cfg.max_queue_delay_us, cfg.request_timeout_s,
-                          cfg.worker_spin_us};
-  segops_sched *sched = segops_sched_new(backend, &so);
+  if (!backend) return finish(&d, 1);
+  segops_sched_opts so = {
+      cfg.max_queue,
+      cfg.max_batch_elements,
+      cfg.max_queue_delay_us,
+      cfg.request_timeout_s,
+      cfg.worker_spin_us,
+      cfg.max_queue_per_uid > 0 ? cfg.max_queue_per_uid : (cfg.max_queue / 2 > 0 ? cfg.max_queue / 2 : 1)};
+  segops_sched *sched = d.sched = segops_sched_new(backend, &so);
   if (!sched) {
     SEGOPS_LOGE("cannot start the scheduler");
-    segops_backend_free(backend);
-    segops_config_free(&cfg);
-    return 1;
+    return finish(&d, 1);
   }
   segops_hostbuf_attach(backend); /* request bodies and outputs pinned for direct device copies */
+  d.hostbuf = true;
   segops_server srv;
   memset(&srv, 0, sizeof srv);
   srv.cfg = &cfg;
   srv.backend = backend;
   srv.sched = sched;
   atomic_store(&srv.state, SEGOPS_STATE_STARTING);
-  if (segops_server_start(&srv) != 0) {
-    segops_sched_free(sched);
-    segops_hostbuf_detach();
-    segops_backend_free(backend);
-    segops_config_free(&cfg);
-    return 1;
-  }
-  segops_native *native = NULL;
-  if (start_native(&cfg, &srv, &native) != 0) {
-    cfg.drain_seconds = 0;
-    segops_server_drain_and_stop(&srv);
-    segops_sched_free(sched);
-    segops_hostbuf_detach();
-    segops_backend_free(backend);
-    segops_config_free(&cfg);
-    return 1;
-  }
+  if (segops_server_start(&srv) != 0) return finish(&d, 1);
+  d.srv = &srv;
+  if (start_native(&cfg, &srv, &d.native) != 0) return finish(&d, 1);
   atomic_store(&srv.state, SEGOPS_STATE_READY);
   if (geteuid() == 0)
     SEGOPS_LOGI(
@@ -173,12 +183,7 @@ int main(int argc, char **argv) {
     SEGOPS_LOGI("received SIGHUP: ignored (logs go to stderr, there is nothing to reopen)");
   }
   SEGOPS_LOGI("received signal %d (%s); draining", sig, strsignal(sig));
-  segops_server_drain_and_stop(&srv); /* the native channel answers "draining" from here on */
-  segops_native_stop(native);
-  segops_sched_free(sched);
-  segops_hostbuf_detach();
-  segops_backend_free(backend);
-  segops_config_free(&cfg);
+  finish(&d, 0);
   SEGOPS_LOGI("stopped");
   return 0;
 }
