@@ -20,6 +20,8 @@ static const char *kind_code(segops_shape_kind k) {
       return "G1";
     case SEGOPS_SH_MAT:
       return "M";
+    case SEGOPS_SH_SEG1F:
+      return "G1F";
   }
   return "?";
 }

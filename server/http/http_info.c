@@ -154,6 +154,7 @@ segops_http_outcome segops_http_info(segops_http_req *r) {
                 "application/vnd.msgpack", "application/json", "ops", segops_optable_json(false));
   if (root && srv->native_socket[0] && same_host) /* only such a peer can use it */
     json_object_set_new(root, "native", native_json(srv));
+  if (root && be->feature_shapes) json_object_set_new(root, "feature_shapes", json_string(be->feature_shapes));
   if (root) json_object_set_new(root, "settings", settings_json(same_host));
   return segops_http_send_json(r, root);
 }
