@@ -101,8 +101,8 @@ static void bad_calls(segops_client *c) {
   bad.dtype = (segops_dtype)9;
   refused(segops_segmented_sum_forward(c, &bad, &ai, 2, &out, &e), &e, "x.dtype (9) is not a segops_dtype");
   bad = ax;
-  bad.ndim = 4;
-  refused(segops_segmented_sum_forward(c, &bad, &ai, 2, &out, &e), &e, "x.ndim (4) must be 0 to 3");
+  bad.ndim = 7;
+  refused(segops_segmented_sum_forward(c, &bad, &ai, 2, &out, &e), &e, "x.ndim (7) must be 0 to 6");
   bad = ax;
   bad.shape[0] = -3;
   refused(segops_segmented_sum_forward(c, &bad, &ai, 2, &out, &e), &e, "x.shape[0] (-3) must be >= 0");

@@ -42,7 +42,7 @@
 extern "C" {
 #endif
 
-#define SEGOPS_ABI_VERSION 1
+#define SEGOPS_ABI_VERSION 2
 
 /* What the shared library exports (it is built with -fvisibility=hidden). */
 #if defined(__GNUC__) || defined(__clang__)
@@ -129,7 +129,7 @@ typedef enum {
 
 #define SEGOPS_MAX_INPUTS 5  /* per function, idx and num_segments not counted */
 #define SEGOPS_MAX_OUTPUTS 3
-#define SEGOPS_MAX_NDIM 3
+#define SEGOPS_MAX_NDIM 6 /* (N, *F) with up to five trailing dimensions */
 
 /* SEGOPS_FN_* of ("segmented_sum", "forward"), or -1 when there is no such function. */
 SEGOPS_API int segops_fn_lookup(const char *op, const char *pass);
@@ -165,7 +165,7 @@ SEGOPS_API const char *segops_fn_output_name(int fn, int k);
  * reserved until the daemon is done with it and is given back then (nothing leaks). */
 typedef struct {
   segops_dtype dtype;
-  int ndim; /* 0..3 */
+  int ndim; /* 0..SEGOPS_MAX_NDIM */
   int64_t shape[SEGOPS_MAX_NDIM];
   void *data;
   size_t nbytes;
