@@ -45,10 +45,10 @@ static int check_array(const char *fname, const char *name, const segops_array *
   return SEGOPS_OK;
 }
 
-/* The call's feature shape F (SPEC §2 "Feature channels": every (N,)/(N,3) of the table may be
- * any (N, *F)), as core/prepare.c infers it: (3,) for vec3-only rows, else the trailing
- * dimensions of the first given input of an element or segment shape. Returns F's rank, or -1
- * when that input has no leading dimension (the daemon refuses it). */
+/* The call's feature shape F (proto/API.md: every (N,)/(N,3) of the table may be any (N, *F)), as
+ * core/prepare.c infers it: (3,) for vec3-only rows, else the trailing dimensions of the first given input of an
+ * element or segment shape. Returns F's rank, or -1 when that input has no leading dimension (the daemon refuses it).
+ */
 static int feature_shape(const segops_fn_desc *row, const segops_tcall *tc, int64_t f[SEGOPS_MAX_NDIM]) {
   if (row->vec3_only) {
     f[0] = 3;
