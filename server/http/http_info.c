@@ -141,6 +141,7 @@ segops_http_outcome segops_http_info(segops_http_req *r) {
       "drain_seconds", c->drain_seconds, "shutdown_timeout_s", c->shutdown_timeout_s);
   if (limits) {
     json_object_set_new(limits, "max_output_bytes", json_integer((json_int_t)c->max_output_bytes));
+    json_object_set_new(limits, "max_ndim", json_integer(SEGOPS_MAX_NDIM)); /* (N, *F): 1 + rank of F */
     json_object_set_new(limits, "min_upload_rate", json_integer((json_int_t)c->min_upload_rate));
     json_object_set_new(limits, "max_connections_per_peer", json_integer((json_int_t)c->max_connections_per_peer));
     json_object_set_new(limits, "max_inflight_bytes_per_peer",
