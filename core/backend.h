@@ -29,6 +29,9 @@ typedef struct segops_backend segops_backend;
 
 struct segops_backend {
   const char *name; /* "cpu", "cuda" (static) */
+  /* The feature shapes its kernels take (static; GET /v1/info "feature_shapes"), e.g. every
+   * (N,*F), or only (N,) and (N,3) with what to do for the others. */
+  const char *feature_shapes;
   void *ctx;
   int n_devices; /* workers the scheduler may run concurrently on this backend (>= 1) */
   /* Runs one prepared call on device `device` (0..n_devices-1), from host inputs to host

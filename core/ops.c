@@ -7,6 +7,7 @@
 #define E3 SEGOPS_SH_ELEM3
 #define G SEGOPS_SH_SEG
 #define G1 SEGOPS_SH_SEG1
+#define Y SEGOPS_SH_SEG1F
 #define M SEGOPS_SH_MAT
 #define REQ SEGOPS_ARG_REQ
 #define COT SEGOPS_ARG_COTAN
@@ -29,23 +30,23 @@
     .in = {{"gg_x", E, COT}, {"gg_y", E, COT}, {"g_out", G1, REQ}, {"x", E, REQ}, {"y", E, REQ}}, .n_out = 3, \
     .out = {{"grad_g_out", G1}, {"grad_x", E}, {"grad_y", E}}
 
-#define ARGS_mul_forward .n_in = 2, .in = {{"x", E, REQ}, {"y", G1, REQ}}, .n_out = 1, .out = {{"out", E}}
-#define ARGS_mul_backward .n_in = 3, .in = {{"g_out", E, REQ}, {"x", E, REQ}, {"y", G1, REQ}}, .n_out = 2, \
-    .out = {{"grad_x", E}, {"grad_y", G1}}
+#define ARGS_mul_forward .n_in = 2, .in = {{"x", E, REQ}, {"y", Y, REQ}}, .n_out = 1, .out = {{"out", E}}
+#define ARGS_mul_backward .n_in = 3, .in = {{"g_out", E, REQ}, {"x", E, REQ}, {"y", Y, REQ}}, .n_out = 2, \
+    .out = {{"grad_x", E}, {"grad_y", Y}}
 #define ARGS_mul_double_backward .n_in = 5, \
-    .in = {{"gg_x", E, COT}, {"gg_y", G1, COT}, {"g_out", E, REQ}, {"x", E, REQ}, {"y", G1, REQ}}, .n_out = 3, \
-    .out = {{"grad_g_out", E}, {"grad_x", E}, {"grad_y", G1}}
+    .in = {{"gg_x", E, COT}, {"gg_y", Y, COT}, {"g_out", E, REQ}, {"x", E, REQ}, {"y", Y, REQ}}, .n_out = 3, \
+    .out = {{"grad_g_out", E}, {"grad_x", E}, {"grad_y", Y}}
 
 #define ARGS_mean_forward .n_in = 1, .in = {{"x", E, REQ}}, .n_out = 1, .out = {{"out", G}}
 #define ARGS_mean_backward .n_in = 2, .in = {{"g_out", G, REQ}, {"x", E, UNR}}, .n_out = 1, .out = {{"grad_x", E}}
 #define ARGS_mean_double_backward .n_in = 3, .in = {{"gg_x", E, COT}, {"g_out", G, UNR}, {"x", E, UNR}}, \
     .n_out = 1, .out = {{"grad_g_out", G}}
 
-#define ARGS_rms_norm_forward .n_in = 1, .in = {{"x", E3, REQ}}, .n_out = 1, .out = {{"out", G1}}
-#define ARGS_rms_norm_backward .n_in = 2, .in = {{"g_out", G1, REQ}, {"x", E3, REQ}}, .n_out = 1, \
-    .out = {{"grad_x", E3}}
-#define ARGS_rms_norm_double_backward .n_in = 3, .in = {{"gg_x", E3, COT}, {"g_out", G1, REQ}, {"x", E3, REQ}}, \
-    .n_out = 2, .out = {{"grad_g_out", G1}, {"grad_x", E3}}
+#define ARGS_rms_norm_forward .n_in = 1, .in = {{"x", E, REQ}}, .n_out = 1, .out = {{"out", G1}}
+#define ARGS_rms_norm_backward .n_in = 2, .in = {{"g_out", G1, REQ}, {"x", E, REQ}}, .n_out = 1, \
+    .out = {{"grad_x", E}}
+#define ARGS_rms_norm_double_backward .n_in = 3, .in = {{"gg_x", E, COT}, {"g_out", G1, REQ}, {"x", E, REQ}}, \
+    .n_out = 2, .out = {{"grad_g_out", G1}, {"grad_x", E}}
 
 #define ARGS_matvec_forward .n_in = 2, .in = {{"v", E3, REQ}, {"m", M, REQ}}, .n_out = 1, .out = {{"out", E3}}
 #define ARGS_matvec_backward .n_in = 3, .in = {{"g_out", E3, REQ}, {"v", E3, REQ}, {"m", M, REQ}}, .n_out = 2, \
@@ -108,13 +109,15 @@ size_t segops_dtype_size(segops_dtype dt) { return (unsigned)dt < SEGOPS_DTYPE_C
 const char *segops_shape_text(segops_shape_kind k, int width) {
   switch (k) {
     case SEGOPS_SH_ELEM:
-      return width == 3 ? "(N,3)" : width == 1 ? "(N,)" : "(N,) or (N,3)";
+      return width == 3 ? "(N,3)" : width == 1 ? "(N,)" : "(N,*F)";
     case SEGOPS_SH_ELEM3:
       return "(N,3)";
     case SEGOPS_SH_SEG:
-      return width == 3 ? "(S,3)" : width == 1 ? "(S,)" : "(S,) or (S,3)";
+      return width == 3 ? "(S,3)" : width == 1 ? "(S,)" : "(S,*F)";
     case SEGOPS_SH_SEG1:
       return "(S,)";
+    case SEGOPS_SH_SEG1F:
+      return width == 1 ? "(S,)" : "(S,) or (S,*F)";
     case SEGOPS_SH_MAT:
       return "(S,3,3)";
   }
@@ -136,6 +139,7 @@ int segops_shape_dims(segops_shape_kind k, int width, int64_t n, int64_t s, int6
       shape[1] = 3;
       return width == 3 ? 2 : 1;
     case SEGOPS_SH_SEG1:
+    case SEGOPS_SH_SEG1F:
       shape[0] = s;
       return 1;
     case SEGOPS_SH_MAT:
@@ -147,12 +151,52 @@ int segops_shape_dims(segops_shape_kind k, int width, int64_t n, int64_t s, int6
   return 0;
 }
 
-int64_t segops_shape_count(segops_shape_kind k, int width, int64_t n, int64_t s) {
-  int64_t shape[SEGOPS_MAX_NDIM];
-  int nd = segops_shape_dims(k, width, n, s, shape);
-  int64_t c = 1;
-  for (int i = 0; i < nd; i++) c *= shape[i];
-  return c;
+/* a * b, or INT64_MAX past it (sizes are checked against limits far below). */
+static int64_t mul_sat(int64_t a, int64_t b) {
+  int64_t c;
+  return __builtin_mul_overflow(a, b, &c) ? INT64_MAX : c;
+}
+
+int64_t segops_shape_count(segops_shape_kind k, int64_t width, int64_t n, int64_t s) {
+  switch (k) {
+    case SEGOPS_SH_ELEM:
+      return mul_sat(n, width);
+    case SEGOPS_SH_ELEM3:
+      return mul_sat(n, 3);
+    case SEGOPS_SH_SEG:
+      return mul_sat(s, width);
+    case SEGOPS_SH_SEG1:
+    case SEGOPS_SH_SEG1F:
+      return s;
+    case SEGOPS_SH_MAT:
+      return mul_sat(s, 9);
+  }
+  return 0;
+}
+
+/* Whether kind k of call c has the call's feature shape F as trailing dimensions. */
+static bool has_features(const segops_call *c, segops_shape_kind k) {
+  return k == SEGOPS_SH_ELEM || k == SEGOPS_SH_SEG || (k == SEGOPS_SH_SEG1F && c->y_wide);
+}
+
+int segops_call_dims(const segops_call *c, segops_shape_kind k, int64_t shape[SEGOPS_MAX_NDIM]) {
+  if (!has_features(c, k)) return segops_shape_dims(k, 1, c->n, c->s, shape);
+  shape[0] = k == SEGOPS_SH_ELEM ? c->n : c->s;
+  for (int i = 0; i < c->nf && i + 1 < SEGOPS_MAX_NDIM; i++) shape[1 + i] = c->f[i];
+  return 1 + c->nf;
+}
+
+int64_t segops_call_count(const segops_call *c, segops_shape_kind k) {
+  if (k == SEGOPS_SH_SEG1F && c->y_wide) return mul_sat(c->s, c->width);
+  return segops_shape_count(k, c->width, c->n, c->s);
+}
+
+int64_t segops_fn_acc(const segops_fn_desc *fn, int64_t w, bool y_wide) {
+  if (fn->n_acc[1] == 0) return 0;
+  if (fn->op == SEGOPS_OP_MUL && y_wide) return w; /* Σ g_out ⊙ x per column */
+  if (w == 1) return fn->n_acc[0];
+  if (fn->n_acc[0] > 0 && fn->n_acc[1] == 3 * fn->n_acc[0]) return mul_sat(w, fn->n_acc[0]); /* per column */
+  return fn->n_acc[1];
 }
 
 segops_plan segops_plan_of(const segops_fn_desc *fn, unsigned requested) {

@@ -27,11 +27,23 @@ _Static_assert(SEGOPS_PASS_COUNT == 3, "proto/API.md defines three passes");
 /* segops_dtype (SEGOPS_F32, SEGOPS_F64, SEGOPS_I32, SEGOPS_I64): the public header's, shared with libsegops. */
 #include "segops.h"
 
-/* Shape kinds of the table. "Layout" is the width w of a row: 1 (scalar) or 3 (vec3).
- *   ELEM     (N,) or (N,3) by the call's layout     SEG      (S,) or (S,3) by the layout
+/* Shape kinds of the table. F is the call's feature shape (the trailing shape of its rows, any
+ * rank up to SEGOPS_MAX_NDIM - 1, F = () included) and w = prod(F) the width of a row.
+ *   ELEM     (N,*F)                                 SEG      (S,*F)
  *   ELEM3    (N,3) always                           SEG1     (S,) always
- *   MAT      (S,3,3)                                IDX      (N,) int32/int64 */
-typedef enum { SEGOPS_SH_ELEM, SEGOPS_SH_ELEM3, SEGOPS_SH_SEG, SEGOPS_SH_SEG1, SEGOPS_SH_MAT } segops_shape_kind;
+ *   MAT      (S,3,3)                                IDX      (N,) int32/int64
+ *   SEG1F    (S,) or (S,*F) (mul's y: scales each row, or multiplies element-wise) */
+typedef enum {
+  SEGOPS_SH_ELEM,
+  SEGOPS_SH_ELEM3,
+  SEGOPS_SH_SEG,
+  SEGOPS_SH_SEG1,
+  SEGOPS_SH_MAT,
+  SEGOPS_SH_SEG1F
+} segops_shape_kind;
+/* Values in one row (one segment) of the widest segment shape, (S,3,3): what a backend reads of
+ * segment s per segment input (tests/core/test_table_capacity.c checks every row's kinds). */
+#define SEGOPS_SEG_ROW_MAX 9
 
 /* How an input is used by its function:
  *   REQ      read by the formula, must be given
@@ -73,14 +85,33 @@ typedef struct {
   int n_in, n_out;
   segops_arg_desc in[SEGOPS_MAX_INPUTS];
   segops_out_desc out[SEGOPS_MAX_OUTPUTS];
-  bool vec3_only; /* layout fixed at width 3 (rms_norm, matvec) */
+  bool vec3_only; /* rows fixed at (N,3) (matvec); else any (N,*F) */
   segops_elem_reads elem_reads;
   /* Accumulators per segment of the reduction (double each), for width 1 and width 3:
-   * n_acc[width == 3]. 0 = the function has no reduction (a pure gather). */
+   * n_acc[width == 3]; at another width segops_fn_acc. 0 = the function has no reduction. */
   int n_acc[2];
   /* Segment values finish hands to post (rms_norm backward 1, double backward 2), else 0. */
   int n_segval;
 } segops_fn_desc;
+
+/* Capacities derived from the rows of ops.def, for whatever sizes per-segment storage at compile
+ * time (the CPU drivers' accumulator and segment-value arrays): SEGOPS_FN_MAX_ACC, the most
+ * accumulators per segment of any row at either width, and SEGOPS_FN_MAX_SEGVAL, the most segment
+ * values finish hands to post. A row that needs more raises them: no layer keeps a fixed limit of
+ * its own. (Each is the size of a union of one char array per row, n + 1 bytes: an integer
+ * constant in C and C++.) */
+#define SEGOPS_FN(o, p, name, vec3, reads, acc1, acc3, nsv) char name[((acc1) > (acc3) ? (acc1) : (acc3)) + 1];
+typedef union {
+#include "ops.def"
+} segops_fn_acc_capacity_;
+#undef SEGOPS_FN
+#define SEGOPS_FN(o, p, name, vec3, reads, acc1, acc3, nsv) char name[(nsv) + 1];
+typedef union {
+#include "ops.def"
+} segops_fn_segval_capacity_;
+#undef SEGOPS_FN
+#define SEGOPS_FN_MAX_ACC ((int)sizeof(segops_fn_acc_capacity_) - 1)
+#define SEGOPS_FN_MAX_SEGVAL ((int)sizeof(segops_fn_segval_capacity_) - 1)
 
 /* Which phases a call runs, derived from its row and the outputs it asks for (bit k of
  * `requested` = output k). Both backends plan from this; a phase with nothing to write is off. */
@@ -120,30 +151,36 @@ typedef struct {
   bool shared;
 } segops_tensor;
 
-/* True for the shapes indexed by segment (SEG, SEG1, MAT): outputs a reduction writes. */
+/* True for the shapes indexed by segment (SEG, SEG1, SEG1F, MAT): outputs a reduction writes. */
 static inline bool segops_shape_is_segment(segops_shape_kind k) {
-  return k == SEGOPS_SH_SEG || k == SEGOPS_SH_SEG1 || k == SEGOPS_SH_MAT;
+  return k == SEGOPS_SH_SEG || k == SEGOPS_SH_SEG1 || k == SEGOPS_SH_SEG1F || k == SEGOPS_SH_MAT;
 }
 
-/* The shape pattern of a kind as text, e.g. "(N,3)"; width 0 = not fixed yet ("(N,) or (N,3)"). Static. */
+/* The shape pattern of a kind as text, e.g. "(N,3)"; width 0 = any F ("(N,*F)"), 1 or 3 = F () or
+ * (3,). Static. */
 const char *segops_shape_text(segops_shape_kind k, int width);
-/* Number of elements of a shape kind for a call, in units of the dtype (N*w, S, S*9, ...). */
-int64_t segops_shape_count(segops_shape_kind k, int width, int64_t n, int64_t s);
-/* Fills shape/ndim of a shape kind for a call; returns ndim. */
+/* Number of elements of a shape kind at row width w (N*w, S*w, S, S*9; SEG1F: its (S,) form),
+ * INT64_MAX when that overflows. */
+int64_t segops_shape_count(segops_shape_kind k, int64_t width, int64_t n, int64_t s);
+/* Fills shape/ndim of a shape kind for F = () (width 1) or F = (3,) (width 3); returns ndim. A
+ * call of any F: segops_call_dims. */
 int segops_shape_dims(segops_shape_kind k, int width, int64_t n, int64_t s, int64_t shape[SEGOPS_MAX_NDIM]);
 
 /* A validated call, ready for a backend. Produced by segops_prepare (prepare.h).
  * Inputs are indexed like the row's `in`, outputs like its `out`.
  *   in[k]  NULL: an omitted COTAN (zeros) or UNREAD input. Else borrowed host memory,
- *          possibly unaligned, of segops_shape_count(...) elements of `dtype`.
+ *          possibly unaligned, of segops_call_count(...) elements of `dtype`.
  *   out[k] NULL: output not requested. Else host memory, aligned to 64 bytes, owned by whoever
- *          prepared the call, of segops_shape_count(...) elements; the backend writes every
+ *          prepared the call, of segops_call_count(...) elements; the backend writes every
  *          element (zeros included).
  *   idx    int32, aligned, every value in [0, s). idx_sorted: non-decreasing. */
 typedef struct segops_call {
   const segops_fn_desc *fn;
-  segops_dtype dtype; /* SEGOPS_F32 or SEGOPS_F64 */
-  int width;          /* 1 or 3 */
+  segops_dtype dtype;         /* SEGOPS_F32 or SEGOPS_F64 */
+  int64_t width;              /* w = prod(F), the values of one row (0 allowed); 3 for matvec */
+  int nf;                     /* F = f[0 .. nf): the trailing shape of the (N,*F) and (S,*F) arguments; */
+  int64_t f[SEGOPS_MAX_NDIM]; /* read only for shapes (segops_call_dims), backends need width */
+  bool y_wide;                /* mul: y, gg_y and grad_y are (S,*F), not (S,) (SEGOPS_SH_SEG1F) */
   int64_t n, s;
   const int32_t *idx;
   bool idx_sorted;
@@ -153,5 +190,13 @@ typedef struct segops_call {
   const void *in[SEGOPS_MAX_INPUTS];
   void *out[SEGOPS_MAX_OUTPUTS];
 } segops_call;
+
+/* The shape of kind k in call c (its n, s, F and y_wide); returns ndim. */
+int segops_call_dims(const segops_call *c, segops_shape_kind k, int64_t shape[SEGOPS_MAX_NDIM]);
+/* The elements of kind k in call c (its n, s, width and y_wide), INT64_MAX when that overflows. */
+int64_t segops_call_count(const segops_call *c, segops_shape_kind k);
+/* Accumulators per segment of function fn at row width w (mul: y_wide, y (S,*F)): n_acc[0] at
+ * width 1, n_acc[1] at 3, per column (w x n_acc[0]) for a row that sums rows, else n_acc[1]. */
+int64_t segops_fn_acc(const segops_fn_desc *fn, int64_t w, bool y_wide);
 
 #endif

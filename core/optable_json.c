@@ -5,7 +5,7 @@
  * Format: {"ops": [wire names], "passes": [wire names], "functions": [one object per SEGOPS_FN row,
  * in ops.def's order: id, op, pass, c_name, vec3_only, elem_reads ("none", "counts", "norms"),
  * n_acc [width 1, width 3], n_segval, inputs [{name, shape, shape_text, use}], outputs [{name,
- * shape, shape_text}]]}; shape is the kind (E, E3, G, G1, M: ops.h), use "required", "cotangent"
+ * shape, shape_text}]]}; shape is the kind (E, E3, G, G1, M, G1F: ops.h), use "required", "cotangent"
  * or "unread" (as GET /v1/info says). */
 #include <stdio.h>
 
@@ -23,6 +23,8 @@ static const char *kind_code(segops_shape_kind k) {
       return "G1";
     case SEGOPS_SH_MAT:
       return "M";
+    case SEGOPS_SH_SEG1F:
+      return "G1F";
   }
   return "?";
 }

@@ -69,35 +69,41 @@ static int check_tensor_size(const char *op, const char *name, const segops_tens
   return SEGOPS_OK;
 }
 
-/* Width a tensor implies for a layout-dependent kind: 1, 3, or 0 when it fits neither. */
-static int implied_width(const segops_tensor *t) {
-  if (t->ndim == 1) return 1;
-  if (t->ndim == 2 && t->shape[1] == 3) return 3;
-  return 0;
+/* The leading dimension of a tensor of kind k: N (element kinds) or S, with the message naming
+ * which it must equal. */
+static int check_lead(const char *op, const char *name, segops_shape_kind k, int64_t n, int64_t s,
+                      const segops_tensor *t, char *err, size_t errlen) {
+  if (kind_is_elem(k) && t->shape[0] != n)
+    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
+                       "%s: %s.shape[0] (%" PRId64 ") must equal idx.shape[0] (%" PRId64 ")", op, name, t->shape[0], n);
+  if (!kind_is_elem(k) && t->shape[0] != s)
+    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
+                       "%s: num_segments (%" PRId64 ") must equal %s.shape[0] (%" PRId64 ")", op, s, name, t->shape[0]);
+  return SEGOPS_OK;
 }
 
-static int check_shape(const char *op, const char *name, segops_shape_kind k, int width, int64_t n, int64_t s,
+/* A tensor of a fixed shape kind (ELEM3, SEG1, MAT): rank and trailing dimensions, then the lead. */
+static int check_fixed(const char *op, const char *name, segops_shape_kind k, int64_t n, int64_t s,
                        const segops_tensor *t, char *err, size_t errlen) {
   int64_t want[SEGOPS_MAX_NDIM];
-  int nd = segops_shape_dims(k, width, n, s, want);
+  int nd = segops_shape_dims(k, 1, n, s, want);
   bool trailing_ok = t->ndim == nd;
   for (int i = 1; trailing_ok && i < nd; i++) trailing_ok = t->shape[i] == want[i];
   if (!trailing_ok) {
     char got[96];
     return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "%s: %s must have shape %s, got %s", op, name,
-                       segops_shape_text(k, width), fmt_shape(got, sizeof got, t->ndim, t->shape));
+                       segops_shape_text(k, 0), fmt_shape(got, sizeof got, t->ndim, t->shape));
   }
-  if (t->shape[0] != want[0]) {
-    if (kind_is_elem(k))
-      return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
-                         "%s: %s.shape[0] (%" PRId64 ") must equal idx.shape[0] (%" PRId64 ")", op, name, t->shape[0],
-                         n);
-    return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
-                       "%s: num_segments (%" PRId64 ") must equal %s.shape[0] (%" PRId64 ")", op, s, name, t->shape[0]);
-  }
-  return SEGOPS_OK;
+  return check_lead(op, name, k, n, s, t, err, errlen);
 }
 
+/* Whether t's trailing dimensions (all but the first) are F. */
+static bool trailing_is(const segops_tensor *t, int nf, const int64_t *f) {
+  if (t->ndim < 1 || t->ndim - 1 != nf) return false;
+  for (int i = 0; i < nf; i++)
+    if (t->shape[1 + i] != f[i]) return false;
+  return true;
+}
 static void list_names(char *buf, size_t len, const segops_fn_desc *fn, bool outputs) {
   size_t o = 0;
   buf[0] = 0;
@@ -140,7 +146,10 @@ typedef struct {
   int64_t s;                      /* 2 */
   int64_t n;                      /* 3 */
   int dtype;                      /* 4 */
-  int width;                      /* 5 */
+  int64_t width;                  /* 5: w = prod(F) */
+  int nf;                         /* 5: F, the feature shape */
+  int64_t f[SEGOPS_MAX_NDIM];     /* 5 */
+  bool y_wide;                    /* 5: mul's y is (S,*F) */
   bool want[SEGOPS_MAX_OUTPUTS];  /* 6 */
   int32_t *copy;                  /* 7: owned: idx checked, narrowed or realigned; or NULL */
   segops_idx_entry *hold;         /* 7: the validated-idx cache's copy, held; or NULL */
@@ -247,25 +256,77 @@ static int check_inputs(prep *x) {
   return SEGOPS_OK;
 }
 
-/* 5. Layout (width) from the first layout-dependent input, then every shape. */
+/* 5. The feature shape F (the trailing dimensions of the (N,*F) and (S,*F) arguments, the same
+ * for all of them: the first one given fixes it), then every shape against the table. */
 static int check_shapes(prep *x) {
   const segops_fn_desc *fn = x->fn;
-  x->width = fn->vec3_only ? 3 : 0;
-  for (int k = 0; !x->width && k < fn->n_in; k++) {
-    segops_shape_kind kind = fn->in[k].shape;
-    if (!x->in[k] || (kind != SEGOPS_SH_ELEM && kind != SEGOPS_SH_SEG)) continue;
-    x->width = implied_width(x->in[k]);
-    if (!x->width) {
+  const char *from = NULL; /* the argument that fixed F */
+  const segops_tensor *ft = NULL;
+  x->nf = 0;
+  if (fn->vec3_only) { /* (N,3) rows */
+    x->nf = 1;
+    x->f[0] = 3;
+  }
+  for (int k = 0; !from && !fn->vec3_only && k < fn->n_in; k++) {
+    const segops_tensor *t = x->in[k];
+    const segops_shape_kind kind = fn->in[k].shape;
+    if (!t || (kind != SEGOPS_SH_ELEM && kind != SEGOPS_SH_SEG)) continue;
+    if (t->ndim < 1) {
       char got[96];
       return segops_errf(SEGOPS_E_INVALID_ARGUMENT, x->err, x->errlen, "%s: %s must have shape %s, got %s", x->op,
-                         fn->in[k].name, segops_shape_text(kind, 0),
-                         fmt_shape(got, sizeof got, x->in[k]->ndim, x->in[k]->shape));
+                         fn->in[k].name, segops_shape_text(kind, 0), fmt_shape(got, sizeof got, t->ndim, t->shape));
     }
+    from = fn->in[k].name;
+    ft = t;
+    x->nf = t->ndim - 1;
+    for (int i = 0; i < x->nf; i++) x->f[i] = t->shape[1 + i];
   }
-  if (!x->width) x->width = 1; /* only layout-free inputs given (e.g. dot's g_out alone): cannot happen for REQ rows */
+  x->width = 1;
+  for (int i = 0; i < x->nf; i++) x->width *= x->f[i]; /* no overflow: the tensor's size was checked */
+  /* mul's y (and gg_y): (S,) scales each row, (S,*F) multiplies element-wise; the first given decides. */
+  const char *y_from = NULL;
+  x->y_wide = false;
   for (int k = 0; k < fn->n_in; k++) {
-    if (!x->in[k]) continue;
-    int rc = check_shape(x->op, fn->in[k].name, fn->in[k].shape, x->width, x->n, x->s, x->in[k], x->err, x->errlen);
+    const segops_tensor *t = x->in[k];
+    const char *name = fn->in[k].name;
+    const segops_shape_kind kind = fn->in[k].shape;
+    if (!t) continue;
+    char got[96], fs[96];
+    int rc;
+    switch (kind) {
+      case SEGOPS_SH_ELEM:
+      case SEGOPS_SH_SEG:
+        if (!trailing_is(t, x->nf, x->f))
+          return segops_errf(SEGOPS_E_INVALID_ARGUMENT, x->err, x->errlen,
+                             "%s: the trailing shapes of %s %s and %s %s differ; every %s and %s argument has the "
+                             "same F",
+                             x->op, from, fmt_shape(fs, sizeof fs, ft->ndim, ft->shape), name,
+                             fmt_shape(got, sizeof got, t->ndim, t->shape), segops_shape_text(SEGOPS_SH_ELEM, 0),
+                             segops_shape_text(SEGOPS_SH_SEG, 0));
+        rc = check_lead(x->op, name, kind, x->n, x->s, t, x->err, x->errlen);
+        break;
+      case SEGOPS_SH_SEG1F: {
+        const bool wide = t->ndim != 1;
+        if (wide && !trailing_is(t, x->nf, x->f))
+          return segops_errf(SEGOPS_E_INVALID_ARGUMENT, x->err, x->errlen,
+                             "%s: %s must have shape (S,) or (S,*F) with the trailing shape of %s %s, got %s", x->op,
+                             name, from, fmt_shape(fs, sizeof fs, ft->ndim, ft->shape),
+                             fmt_shape(got, sizeof got, t->ndim, t->shape));
+        if (!y_from) {
+          y_from = name;
+          x->y_wide = wide && x->nf > 0;
+        } else if ((wide && x->nf > 0) != x->y_wide) {
+          return segops_errf(SEGOPS_E_INVALID_ARGUMENT, x->err, x->errlen,
+                             "%s: %s is %s but %s is %s; both must be (S,) or both (S,*F)", x->op, name,
+                             fmt_shape(got, sizeof got, t->ndim, t->shape), y_from, x->y_wide ? "(S,*F)" : "(S,)");
+        }
+        rc = check_lead(x->op, name, kind, x->n, x->s, t, x->err, x->errlen);
+        break;
+      }
+      default:
+        rc = check_fixed(x->op, name, kind, x->n, x->s, t, x->err, x->errlen);
+        break;
+    }
     if (rc) return rc;
   }
   return SEGOPS_OK;
@@ -364,9 +425,17 @@ static int check_idx_values(prep *x) {
 static int size_outputs(prep *x, segops_prepared *p) {
   const segops_fn_desc *fn = x->fn;
   x->total = 0;
+  segops_call *c = &p->call; /* its shape facts, for the shapes of the outputs */
+  c->fn = fn;
+  c->width = x->width;
+  c->nf = x->nf;
+  memcpy(c->f, x->f, sizeof c->f);
+  c->y_wide = x->y_wide;
+  c->n = x->n;
+  c->s = x->s;
   for (int o = 0; o < fn->n_out; o++) {
-    p->out_ndim[o] = segops_shape_dims(fn->out[o].shape, x->width, x->n, x->s, p->out_shape[o]);
-    int64_t cnt = segops_shape_count(fn->out[o].shape, x->width, x->n, x->s);
+    p->out_ndim[o] = segops_call_dims(c, fn->out[o].shape, p->out_shape[o]);
+    int64_t cnt = segops_call_count(c, fn->out[o].shape);
     p->out_nbytes[o] = (size_t)cnt * segops_dtype_size((segops_dtype)x->dtype);
     p->requested[o] = x->want[o];
     if (!x->want[o]) continue;
@@ -425,6 +494,9 @@ static void fill_call(prep *x, segops_prepared *p) {
   p->call.fn = x->fn;
   p->call.dtype = (segops_dtype)x->dtype;
   p->call.width = x->width;
+  p->call.nf = x->nf;
+  memcpy(p->call.f, x->f, sizeof p->call.f);
+  p->call.y_wide = x->y_wide;
   p->call.n = x->n;
   p->call.s = x->s;
   p->call.idx = x->hold ? x->cached : x->copy ? x->copy : (const int32_t *)x->idx->data;

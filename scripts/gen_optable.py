@@ -73,8 +73,8 @@ def py_tuple(items):
 
 def client_table(table):
     """The generated section of clients/python/src/segops/_table.py."""
-    lead = {"E": "N", "E3": "N", "G": "S", "G1": "S", "M": "S"}
-    trailing = {"E": "w", "G": "w", "E3": "3", "G1": "", "M": "3x3"}
+    lead = {"E": "N", "E3": "N", "G": "S", "G1": "S", "G1F": "S", "M": "S"}
+    trailing = {"E": "w", "G": "w", "E3": "3", "G1": "", "G1F": "", "M": "3x3"}
     q = json.dumps
     out = [f"PASSES = {py_tuple([q(p) for p in table['passes']])}", "", "# op -> (forward input names, vec3_only)"]
     out.append("OPS = {")

@@ -35,6 +35,7 @@ def shape_of(op, name, width, n, s):
         "E3": (n, 3),
         "G": (s,) if width == 1 else (s, 3),
         "G1": (s,),
+        "G1F": (s,),
         "M": (s, 3, 3),
     }[kind]
 
@@ -129,7 +130,7 @@ def reference(op, pass_, a, idx, s):
         }
     if op == "segmented_rms_norm":
         x = f["x"]
-        r = np.sqrt(_safe_div(seg_sum((x * x).sum(-1), idx, s), c))
+        r = np.sqrt(_safe_div(seg_sum(rowdot(x, x), idx, s), c))
         cr = c * r
         with np.errstate(divide="ignore"):
             inv = np.where(cr != 0, 1.0 / np.where(cr != 0, cr, 1), 0.0)
@@ -137,12 +138,12 @@ def reference(op, pass_, a, idx, s):
             return {"out": r}
         g = f["g_out"]
         if pass_ == "backward":
-            return {"grad_x": (g * inv)[idx][:, None] * x}
+            return {"grad_x": _col((g * inv)[idx], x) * x}
         ggx = gg("gg_x", x.shape)
-        q = seg_sum((ggx * x).sum(-1), idx, s)
+        q = seg_sum(rowdot(ggx, x), idx, s)
         return {
             "grad_g_out": q * inv,
-            "grad_x": (g * inv)[idx][:, None] * ggx - (g * inv**3 * c * q)[idx][:, None] * x,
+            "grad_x": _col((g * inv)[idx], x) * ggx - _col((g * inv**3 * c * q)[idx], x) * x,
         }
     if op == "segmented_matvec":
         v, m = f["v"], f["m"]

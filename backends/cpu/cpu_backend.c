@@ -68,7 +68,9 @@ static bool unsorted_alloc(segops_cpu_job *J, unsorted_scratch *u, int64_t range
   const int64_t s = J->s > 0 ? J->s : 1;
   u->cnt = malloc((size_t)s * sizeof *u->cnt);
   u->bounds = malloc((size_t)(ranges + 1) * sizeof *u->bounds);
-  u->acc = J->n_acc ? malloc((size_t)(s * SEGOPS_CPU_LANES * J->n_acc) * sizeof *u->acc) : NULL;
+  /* SEGOPS_CPU_LANES sets per segment at width 1 and 3, one at a general width (cpu_phases.h) */
+  const int64_t lanes = J->w == 1 || J->w == 3 ? SEGOPS_CPU_LANES : 1;
+  u->acc = J->n_acc ? malloc((size_t)(s * lanes * J->n_acc) * sizeof *u->acc) : NULL;
   u->segval = J->n_segval ? malloc((size_t)(s * J->n_segval) * sizeof *u->segval) : NULL;
   if (!u->cnt || !u->bounds || (J->n_acc && !u->acc) || (J->n_segval && !u->segval)) return false;
   for (int64_t c = 0; c <= ranges; c++) u->bounds[c] = segops_cpu_split(J->s, ranges, c);
@@ -79,15 +81,28 @@ static bool unsorted_alloc(segops_cpu_job *J, unsorted_scratch *u, int64_t range
   return true;
 }
 
+/* A task of a general width could not allocate its per-segment storage. */
+static int oom(const segops_fn_desc *fn, const segops_cpu_job *J, char *err, size_t errlen) {
+  return segops_errf(SEGOPS_E_NOMEM, err, errlen, "%s: cpu backend out of memory for rows of width %lld",
+                     segops_op_name(fn->op), (long long)J->w);
+}
+
 static int cpu_run(void *vctx, int device, const segops_call *call, char *err, size_t errlen) {
   cpu_ctx *ctx = vctx;
   (void)device;
-  if (!call || !call->fn || (call->dtype != SEGOPS_F32 && call->dtype != SEGOPS_F64) ||
-      (call->width != 1 && call->width != 3) || call->n < 0 || call->s < 0 || (call->n > 0 && !call->idx))
+  if (!call || !call->fn || (call->dtype != SEGOPS_F32 && call->dtype != SEGOPS_F64) || call->width < 0 ||
+      (call->fn && call->fn->vec3_only && call->width != 3) || call->n < 0 || call->s < 0 ||
+      (call->n > 0 && !call->idx))
     return segops_errf(SEGOPS_E_INTERNAL, err, errlen, "cpu backend: call was not prepared");
   const segops_fn_desc *fn = call->fn;
   const segops_cpu_fn *f = &(*ctx->fns)[call->dtype == SEGOPS_F64][fn->op][fn->pass];
-  segops_cpu_job J = {.idx = call->idx, .n = call->n, .s = call->s, .w = call->width};
+  int failed = 0;
+  segops_cpu_job J = {.idx = call->idx,
+                      .n = call->n,
+                      .s = call->s,
+                      .w = call->width,
+                      .y_wide = call->y_wide && fn->op == SEGOPS_OP_MUL,
+                      .failed = &failed};
   unsigned requested = 0;
   for (int k = 0; k < fn->n_in; k++) J.in[k] = call->in[k];
   for (int o = 0; o < fn->n_out; o++) {
@@ -95,8 +110,13 @@ static int cpu_run(void *vctx, int device, const segops_call *call, char *err, s
     if (call->out[o]) requested |= 1u << o;
   }
   J.plan = segops_plan_of(fn, requested);
-  J.n_acc = fn->n_acc[1];
+  /* Accumulators per segment: the row's at this width (at least its n_acc[1], the constant-width
+   * code's stride); the values a row hook loads at a general width (cpu_phases.h): two rows of w
+   * (mul's y[s] and gg_y[s]) or a fixed row. */
+  J.n_acc = segops_fn_acc(fn, J.w, J.y_wide);
+  if (J.n_acc < fn->n_acc[1]) J.n_acc = fn->n_acc[1];
   J.n_segval = fn->n_segval;
+  J.n_row = 2 * J.w + SEGOPS_MAX_INPUTS * SEGOPS_SEG_ROW_MAX;
   const segops_plan *P = &J.plan;
   const bool parallel = ctx->threads > 1 && J.n + J.s >= PARALLEL_MIN_WORK;
   J.nchunks = elem_chunks(J.n, ctx->threads, parallel);
@@ -104,12 +124,12 @@ static int cpu_run(void *vctx, int device, const segops_call *call, char *err, s
   /* Sorted idx: one walk over the elements does everything. */
   if (call->idx_sorted || J.n == 0) {
     if (P->reduce || P->gather || P->post) segops_cpu_parallel_for(ctx->pool, J.nchunks, f->walk, &J);
-    return SEGOPS_OK;
+    return failed ? oom(fn, &J, err, errlen) : SEGOPS_OK;
   }
   /* Unsorted: a pure gather needs no segment state; anything else reduces (or counts) first. */
   if (!P->reduce && !P->counts) {
     if (P->gather) segops_cpu_parallel_for(ctx->pool, J.nchunks, f->elems, &J);
-    return SEGOPS_OK;
+    return failed ? oom(fn, &J, err, errlen) : SEGOPS_OK;
   }
   const int64_t ranges = parallel ? (ctx->threads < J.s ? ctx->threads : (J.s > 0 ? J.s : 1)) : 1;
   unsorted_scratch u = {0};
@@ -121,7 +141,7 @@ static int cpu_run(void *vctx, int device, const segops_call *call, char *err, s
   segops_cpu_parallel_for(ctx->pool, ranges, f->reduce, &J);
   if (P->post || P->gather) segops_cpu_parallel_for(ctx->pool, J.nchunks, f->elems, &J);
   unsorted_free(&u);
-  return SEGOPS_OK;
+  return failed ? oom(fn, &J, err, errlen) : SEGOPS_OK;
 }
 
 static int cpu_device_info(void *vctx, int device, segops_device_info *info) {
@@ -171,6 +191,7 @@ segops_backend *segops_cpu_backend_new(int threads) {
     return NULL;
   }
   b->name = "cpu";
+  b->feature_shapes = "every (N,*F)";
   b->ctx = ctx;
   b->n_devices = threads;
   b->run = cpu_run;

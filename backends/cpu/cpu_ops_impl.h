@@ -24,12 +24,12 @@ SEGOPS_CPU_INLINE void FN(st)(void *p, int64_t k, double v) {
   memcpy((char *)p + k * (int64_t)sizeof(T), &t, sizeof t);
 }
 /* Row r (cnt values from r*cnt) of p into a; zeros when p is NULL (an omitted cotangent). */
-SEGOPS_CPU_INLINE void FN(ldrow)(const void *p, int64_t r, int cnt, double *a) {
-  for (int c = 0; c < cnt; c++) a[c] = p ? FN(ld)(p, r * cnt + c) : 0.0;
+SEGOPS_CPU_INLINE void FN(ldrow)(const void *p, int64_t r, int64_t cnt, double *a) {
+  for (int64_t c = 0; c < cnt; c++) a[c] = p ? FN(ld)(p, r * cnt + c) : 0.0;
 }
-SEGOPS_CPU_INLINE void FN(strow)(void *p, int64_t r, int cnt, const double *a) {
+SEGOPS_CPU_INLINE void FN(strow)(void *p, int64_t r, int64_t cnt, const double *a) {
   if (p)
-    for (int c = 0; c < cnt; c++) FN(st)(p, r * cnt + c, a[c]);
+    for (int64_t c = 0; c < cnt; c++) FN(st)(p, r * cnt + c, a[c]);
 }
 
 /* Four T side by side, as loaded from and stored to memory. */
@@ -59,7 +59,7 @@ SEGOPS_CPU_INLINE void FN(stv)(void *p, int64_t k, const segops_v4d *v) {
 }
 /* Rows i .. i+3 of p (4w values) as loaded, F[k] = values 4k .. 4k+3, as double; zeros when p
  * is NULL. */
-SEGOPS_CPU_INLINE void FN(ld4flat)(const void *p, int64_t i, int w, segops_v4d *F) {
+SEGOPS_CPU_INLINE void FN(ld4flat)(const void *p, int64_t i, int64_t w, segops_v4d *F) {
   for (int k = 0; k < 3; k++) F[k] = (segops_v4d){0, 0, 0, 0};
   if (!p) return;
   FN(ldv)(p, i * w, &F[0]);
@@ -69,7 +69,7 @@ SEGOPS_CPU_INLINE void FN(ld4flat)(const void *p, int64_t i, int w, segops_v4d *
   }
 }
 /* Rows i .. i+3 of p by component: C[c][q] = component c of row i+q. */
-SEGOPS_CPU_INLINE void FN(ld4)(const void *p, int64_t i, int w, segops_v4d *C) {
+SEGOPS_CPU_INLINE void FN(ld4)(const void *p, int64_t i, int64_t w, segops_v4d *C) {
   segops_v4d F[3];
   FN(ld4flat)(p, i, w, F);
   if (w == 3)
@@ -78,7 +78,7 @@ SEGOPS_CPU_INLINE void FN(ld4)(const void *p, int64_t i, int w, segops_v4d *C) {
     C[0] = F[0];
 }
 /* Component vectors C (as ld4's) to rows i .. i+3 of p, each value rounded to T once. */
-SEGOPS_CPU_INLINE void FN(st4)(void *p, int64_t i, int w, const segops_v4d *C) {
+SEGOPS_CPU_INLINE void FN(st4)(void *p, int64_t i, int64_t w, const segops_v4d *C) {
   segops_v4d F[3];
   if (w == 3)
     segops_cpu_cols_to_rows(C, F);
@@ -93,7 +93,7 @@ SEGOPS_CPU_INLINE void FN(st4)(void *p, int64_t i, int w, const segops_v4d *C) {
 
 /* *d = dot(a, b) of four rows at once, lane q = row q: segops_dot_w's order in each lane.
  * (Out through a pointer: a vector return value would change the ABI without AVX.) */
-SEGOPS_CPU_INLINE void FN(dot4)(segops_v4d *d, const segops_v4d *a, const segops_v4d *b, int w) {
+SEGOPS_CPU_INLINE void FN(dot4)(segops_v4d *d, const segops_v4d *a, const segops_v4d *b, int64_t w) {
   *d = a[0] * b[0];
   for (int c = 1; c < w; c++) *d += a[c] * b[c];
 }
@@ -178,19 +178,93 @@ SEGOPS_CPU_INLINE void FN(axpby)(void *out, const void *x, double a, const void 
 #endif
 }
 
+/* ---- Rows of a general width w (neither 1 nor 3: see segops_cpu_gen), in vectors of four ---- */
+/* Whether w is a constant-width instantiation's (1 or 3), and that width bounded for the arrays of
+ * those instantiations' code (which the general one also compiles, but never runs). */
+#define FAST(w) ((w) == 1 || (w) == 3)
+#define W13(w) ((w) == 3 ? 3 : 1)
+
+/* dot(p[kp .. kp+w), q[kq .. kq+w)): four partial sums over columns c % 4 (a vector), combined
+ * (d0 + d1) + (d2 + d3), then the last w % 4 columns in order; 0 when p or q is NULL. One order
+ * for a row wherever it lies, so a segment's sums depend only on its elements. */
+SEGOPS_CPU_INLINE double FN(dotn)(const void *p, int64_t kp, const void *q, int64_t kq, int64_t w) {
+  if (!p || !q) return 0.0;
+  segops_v4d acc = {0, 0, 0, 0};
+  int64_t c = 0;
+  for (; c + 4 <= w; c += 4) {
+    segops_v4d a, b;
+    FN(ldv)(p, kp + c, &a);
+    FN(ldv)(q, kq + c, &b);
+    acc += a * b;
+  }
+  double d = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  for (; c < w; c++) d += FN(ld)(p, kp + c) * FN(ld)(q, kq + c);
+  return d;
+}
+/* acc[c] += p[k + c] (q NULL) or p[k + c] * q[k + c], for c < w; nothing when p is NULL. */
+SEGOPS_CPU_INLINE void FN(addrow)(double *acc, const void *p, const void *q, int64_t k, int64_t w) {
+  if (!p) return;
+  int64_t c = 0;
+  for (; c + 4 <= w; c += 4) {
+    segops_v4d a, v, u;
+    memcpy(&a, acc + c, sizeof a);
+    FN(ldv)(p, k + c, &v);
+    if (q) {
+      FN(ldv)(q, k + c, &u);
+      v = v * u;
+    }
+    a += v;
+    memcpy(acc + c, &a, sizeof a);
+  }
+  for (; c < w; c++) acc[c] += q ? FN(ld)(p, k + c) * FN(ld)(q, k + c) : FN(ld)(p, k + c);
+}
+/* Rows [i, j) of out: a[p] ⊙ r (+ b[p] ⊙ r2), r and r2 one row of w values each; a NULL a or b
+ * contributes nothing, a NULL out is not requested. */
+SEGOPS_CPU_INLINE void FN(rowmul)(void *out, const void *a, const double *r, const void *b, const double *r2, int64_t i,
+                                  int64_t j, int64_t w) {
+  if (!out) return;
+  for (int64_t p = i; p < j; p++) {
+    const int64_t k = p * w;
+    int64_t c = 0;
+    for (; c + 4 <= w; c += 4) {
+      segops_v4d v = {0, 0, 0, 0}, x, y;
+      if (a) {
+        FN(ldv)(a, k + c, &x);
+        memcpy(&y, r + c, sizeof y);
+        v = x * y;
+      }
+      if (b) {
+        FN(ldv)(b, k + c, &x);
+        memcpy(&y, r2 + c, sizeof y);
+        v += x * y;
+      }
+      FN(stv)(out, k + c, &v);
+    }
+    for (; c < w; c++) {
+      double v = a ? FN(ld)(a, k + c) * r[c] : 0.0;
+      if (b) v += FN(ld)(b, k + c) * r2[c];
+      FN(st)(out, k + c, v);
+    }
+  }
+}
+
 #define IN(k) (J->in[k])
 #define OUT(k) (J->out[k])
 #define LDROW FN(ldrow)
 #define STROW FN(strow)
 
 /* ---- segmented_sum and segmented_mean: acc = Σ in[0] (x or gg_x) ---- */
-HOOK FN(sum_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int w) {
+HOOK FN(sum_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int64_t w) {
+  if (!FAST(w)) {
+    FN(addrow)(acc, IN(0), NULL, i * w, w);
+    return;
+  }
   double a[3];
-  LDROW(IN(0), i, w, a);
-  segops_add_w(acc, a, w);
+  LDROW(IN(0), i, W13(w), a);
+  segops_add_w(acc, a, W13(w));
 }
 /* Sums need no products: the accumulators lie as the rows load (SEGOPS_CPU_ACC_FLAT). */
-HOOK FN(sum_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int w) {
+HOOK FN(sum_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int64_t w) {
   segops_v4d F[3];
   FN(ld4flat)(IN(0), i, w, F);
   for (int k = 0; k < w; k++) {
@@ -198,30 +272,41 @@ HOOK FN(sum_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int
     A[k] += F[k];
   }
 }
-HOOK FN(sum_finish)(const segops_cpu_job *J, int64_t s, int64_t cnt, const double *acc, double *sv, const int w) {
+HOOK FN(sum_finish)(const segops_cpu_job *J, int64_t s, int64_t cnt, const double *acc, double *sv, const int64_t w) {
   (void)cnt, (void)sv;
   STROW(OUT(0), s, w, acc);
 }
-HOOK FN(mean_finish)(const segops_cpu_job *J, int64_t s, int64_t cnt, const double *acc, double *sv, const int w) {
-  double m[3];
+HOOK FN(mean_finish)(const segops_cpu_job *J, int64_t s, int64_t cnt, const double *acc, double *sv, const int64_t w) {
   (void)sv;
-  for (int c = 0; c < w; c++) m[c] = segops_mean_of(acc[c], cnt);
-  STROW(OUT(0), s, w, m);
+  if (OUT(0))
+    for (int64_t c = 0; c < w; c++) FN(st)(OUT(0), s * w + c, segops_mean_of(acc[c], cnt));
 }
 /* backward: grad_x[i] = r: g_out[s] (sum) or g_out[s] / c_s (mean). */
-HOOK FN(g_row)(const segops_cpu_job *J, int64_t s, int64_t cnt, double *r, const int w) {
+HOOK FN(g_row)(const segops_cpu_job *J, int64_t s, int64_t cnt, double *r, const int64_t w) {
   (void)cnt;
   LDROW(IN(0), s, w, r);
 }
 /* mean backward: r = g_out[s] / c_s, once per segment (cnt >= 1: the segment has elements). */
-HOOK FN(mean_backward_row)(const segops_cpu_job *J, int64_t s, int64_t cnt, double *r, const int w) {
+HOOK FN(mean_backward_row)(const segops_cpu_job *J, int64_t s, int64_t cnt, double *r, const int64_t w) {
   LDROW(IN(0), s, w, r);
-  for (int c = 0; c < w; c++) r[c] /= (double)cnt;
+  for (int64_t c = 0; c < w; c++) r[c] /= (double)cnt;
 }
 /* Every row of the segment is r: four rows (4w values, each rounded to T once as FN(st) does) are
  * made once and stored as whole vectors; the last 0-3 rows one by one. */
-HOOK FN(copy_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, const int w) {
+HOOK FN(copy_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, const int64_t w) {
   if (!OUT(0)) return;
+  if (!FAST(w)) { /* each row: r in vectors, each value rounded to T once */
+    for (int64_t p = i; p < j; p++) {
+      int64_t c = 0;
+      for (; c + 4 <= w; c += 4) {
+        segops_v4d v;
+        memcpy(&v, r + c, sizeof v);
+        FN(stv)(OUT(0), p * w + c, &v);
+      }
+      for (; c < w; c++) FN(st)(OUT(0), p * w + c, r[c]);
+    }
+    return;
+  }
   T t[12];
   for (int k = 0; k < 4 * w; k++) t[k] = (T)r[k % w];
   int64_t p = i;
@@ -241,14 +326,18 @@ HOOK FN(copy_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double
 
 /* acc += dot(in[ka][i], in[kb][i]), one row or four: dot's forward (x, y) and mul's backward
  * (g_out, x) and double backward (gg_x, g_out). A NULL in[ka] is an omitted cotangent: no term. */
-SEGOPS_CPU_INLINE void FN(dot_in_visit)(const segops_cpu_job *J, int64_t i, double *acc, int w, int ka, int kb) {
+SEGOPS_CPU_INLINE void FN(dot_in_visit)(const segops_cpu_job *J, int64_t i, double *acc, int64_t w, int ka, int kb) {
   double a[3], b[3];
   if (!IN(ka)) return;
-  LDROW(IN(ka), i, w, a);
-  LDROW(IN(kb), i, w, b);
-  acc[0] += segops_dot_w(a, b, w);
+  if (!FAST(w)) {
+    acc[0] += FN(dotn)(IN(ka), i * w, IN(kb), i * w, w);
+    return;
+  }
+  LDROW(IN(ka), i, W13(w), a);
+  LDROW(IN(kb), i, W13(w), b);
+  acc[0] += segops_dot_w(a, b, W13(w));
 }
-SEGOPS_CPU_INLINE void FN(dot_in_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, int m, int w, int ka,
+SEGOPS_CPU_INLINE void FN(dot_in_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, int m, int64_t w, int ka,
                                          int kb) {
   segops_v4d a[3], b[3], d;
   if (!IN(ka)) return;
@@ -261,37 +350,41 @@ SEGOPS_CPU_INLINE void FN(dot_in_visit4)(const segops_cpu_job *J, int64_t i, seg
 
 /* ---- segmented_dot ---- */
 /* forward: acc += dot(x, y); out[s] = acc. */
-HOOK FN(dot_forward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int w) {
+HOOK FN(dot_forward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int64_t w) {
   FN(dot_in_visit)(J, i, acc, w, 0, 1);
 }
-HOOK FN(dot_forward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int w) {
+HOOK FN(dot_forward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int64_t w) {
   FN(dot_in_visit4)(J, i, A, m, w, 0, 1);
 }
 /* Segment output 0 is acc[0] (dot forward and double backward). */
-HOOK FN(dot_finish)(const segops_cpu_job *J, int64_t s, int64_t cnt, const double *acc, double *sv, const int w) {
+HOOK FN(dot_finish)(const segops_cpu_job *J, int64_t s, int64_t cnt, const double *acc, double *sv, const int64_t w) {
   (void)cnt, (void)sv, (void)w;
   STROW(OUT(0), s, 1, acc);
 }
-HOOK FN(seg1_row)(const segops_cpu_job *J, int64_t s, int64_t cnt, double *r, const int w) {
+HOOK FN(seg1_row)(const segops_cpu_job *J, int64_t s, int64_t cnt, double *r, const int64_t w) {
   (void)cnt, (void)w;
   LDROW(IN(0), s, 1, r);
 }
 /* backward, in: g_out, x, y. grad_x[i] = g_out[s]*y[i]; grad_y[i] = g_out[s]*x[i]. */
-HOOK FN(dot_backward_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, const int w) {
+HOOK FN(dot_backward_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, const int64_t w) {
   FN(scale)(OUT(0), IN(2), r[0], i * w, j * w);
   FN(scale)(OUT(1), IN(1), r[0], i * w, j * w);
 }
 /* double backward, in: gg_x, gg_y, g_out, x, y. acc += dot(gg_x, y) + dot(gg_y, x);
  * grad_x[i] = g_out[s]*gg_y[i]; grad_y[i] = g_out[s]*gg_x[i]. */
-HOOK FN(dot_double_backward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int w) {
+HOOK FN(dot_double_backward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int64_t w) {
   double ggx[3], ggy[3], x[3], y[3];
-  LDROW(IN(0), i, w, ggx);
-  LDROW(IN(1), i, w, ggy);
-  LDROW(IN(3), i, w, x);
-  LDROW(IN(4), i, w, y);
-  acc[0] += segops_dot_w(ggx, y, w) + segops_dot_w(ggy, x, w);
+  if (!FAST(w)) {
+    acc[0] += FN(dotn)(IN(0), i * w, IN(4), i * w, w) + FN(dotn)(IN(1), i * w, IN(3), i * w, w);
+    return;
+  }
+  LDROW(IN(0), i, W13(w), ggx);
+  LDROW(IN(1), i, W13(w), ggy);
+  LDROW(IN(3), i, W13(w), x);
+  LDROW(IN(4), i, W13(w), y);
+  acc[0] += segops_dot_w(ggx, y, W13(w)) + segops_dot_w(ggy, x, W13(w));
 }
-HOOK FN(dot_double_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int w) {
+HOOK FN(dot_double_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int64_t w) {
   segops_v4d ggx[3], ggy[3], x[3], y[3];
   FN(ld4)(IN(0), i, w, ggx);
   FN(ld4)(IN(1), i, w, ggy);
@@ -304,144 +397,196 @@ HOOK FN(dot_double_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v
   segops_cpu_keep(&d1, m);
   A[0] += d1;
 }
-HOOK FN(dot_double_backward_row)(const segops_cpu_job *J, int64_t s, int64_t cnt, double *r, const int w) {
+HOOK FN(dot_double_backward_row)(const segops_cpu_job *J, int64_t s, int64_t cnt, double *r, const int64_t w) {
   (void)cnt, (void)w;
   LDROW(IN(2), s, 1, r);
 }
-HOOK FN(dot_double_backward_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, const int w) {
+HOOK FN(dot_double_backward_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, const int64_t w) {
   FN(scale)(OUT(1), IN(1), r[0], i * w, j * w);
   FN(scale)(OUT(2), IN(0), r[0], i * w, j * w);
 }
 
 /* ---- segmented_mul ---- */
 /* forward, in: x, y. out[i] = x[i]*y[s]. */
-HOOK FN(mul_forward_row)(const segops_cpu_job *J, int64_t s, int64_t cnt, double *r, const int w) {
+HOOK FN(mul_forward_row)(const segops_cpu_job *J, int64_t s, int64_t cnt, double *r, const int64_t w) {
   (void)cnt, (void)w;
   LDROW(IN(1), s, 1, r);
 }
-HOOK FN(mul_forward_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, const int w) {
+HOOK FN(mul_forward_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, const int64_t w) {
   FN(scale)(OUT(0), IN(0), r[0], i * w, j * w);
 }
 /* backward, in: g_out, x, y. acc += dot(g_out, x): grad_y (output 1); grad_x[i] = g_out[i]*y[s]. */
-HOOK FN(mul_backward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int w) {
+HOOK FN(mul_backward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int64_t w) {
   FN(dot_in_visit)(J, i, acc, w, 0, 1);
 }
-HOOK FN(mul_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int w) {
+HOOK FN(mul_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int64_t w) {
   FN(dot_in_visit4)(J, i, A, m, w, 0, 1);
 }
 HOOK FN(mul_backward_finish)(const segops_cpu_job *J, int64_t s, int64_t cnt, const double *acc, double *sv,
-                             const int w) {
+                             const int64_t w) {
   (void)cnt, (void)sv, (void)w;
   STROW(OUT(1), s, 1, acc);
 }
-HOOK FN(mul_backward_row)(const segops_cpu_job *J, int64_t s, int64_t cnt, double *r, const int w) {
+HOOK FN(mul_backward_row)(const segops_cpu_job *J, int64_t s, int64_t cnt, double *r, const int64_t w) {
   (void)cnt, (void)w;
   LDROW(IN(2), s, 1, r);
 }
-HOOK FN(mul_backward_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, const int w) {
+HOOK FN(mul_backward_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, const int64_t w) {
   FN(scale)(OUT(0), IN(0), r[0], i * w, j * w);
 }
 /* double backward, in: gg_x, gg_y, g_out, x, y. acc += dot(gg_x, g_out): grad_y (output 2);
  * grad_g_out[i] = gg_x[i]*y[s] + gg_y[s]*x[i]; grad_x[i] = gg_y[s]*g_out[i]. r = {y[s], gg_y[s]}. */
-HOOK FN(mul_double_backward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int w) {
+HOOK FN(mul_double_backward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int64_t w) {
   FN(dot_in_visit)(J, i, acc, w, 0, 2);
 }
-HOOK FN(mul_double_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int w) {
+HOOK FN(mul_double_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int64_t w) {
   FN(dot_in_visit4)(J, i, A, m, w, 0, 2);
 }
 HOOK FN(mul_double_backward_finish)(const segops_cpu_job *J, int64_t s, int64_t cnt, const double *acc, double *sv,
-                                    const int w) {
+                                    const int64_t w) {
   (void)cnt, (void)sv, (void)w;
   STROW(OUT(2), s, 1, acc);
 }
-HOOK FN(mul_double_backward_row)(const segops_cpu_job *J, int64_t s, int64_t cnt, double *r, const int w) {
+HOOK FN(mul_double_backward_row)(const segops_cpu_job *J, int64_t s, int64_t cnt, double *r, const int64_t w) {
   (void)cnt, (void)w;
   LDROW(IN(4), s, 1, r);
   LDROW(IN(1), s, 1, r + 1);
 }
-HOOK FN(mul_double_backward_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, const int w) {
+HOOK FN(mul_double_backward_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, const int64_t w) {
   FN(axpby)(OUT(0), IN(0), r[0], IN(3), r[1], i * w, j * w);
   FN(scale)(OUT(1), IN(2), r[1], i * w, j * w);
 }
 
-/* ---- segmented_rms_norm (width 3): acc[0] = Σ |x|^2, acc[1] = Σ dot(gg_x, x) ---- */
+/* ---- segmented_mul with y (S,*F) (J->y_wide): element-wise per column, w accumulators ---- */
+/* forward, in: x, y. out[i] = x[i] ⊙ y[s]; r = y[s]. */
+HOOK FN(mulw_forward_row)(const segops_cpu_job *J, int64_t s, int64_t cnt, double *r, const int64_t w) {
+  (void)cnt;
+  LDROW(IN(1), s, w, r);
+}
+HOOK FN(mulw_forward_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, const int64_t w) {
+  FN(rowmul)(OUT(0), IN(0), r, NULL, NULL, i, j, w);
+}
+/* backward, in: g_out, x, y. acc[c] += g_out[c] x[c]: grad_y[s] (output 1); grad_x[i] = g_out[i] ⊙ y[s]. */
+HOOK FN(mulw_backward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int64_t w) {
+  FN(addrow)(acc, IN(0), IN(1), i * w, w);
+}
+HOOK FN(mulw_backward_finish)(const segops_cpu_job *J, int64_t s, int64_t cnt, const double *acc, double *sv,
+                              const int64_t w) {
+  (void)cnt, (void)sv;
+  STROW(OUT(1), s, w, acc);
+}
+HOOK FN(mulw_backward_row)(const segops_cpu_job *J, int64_t s, int64_t cnt, double *r, const int64_t w) {
+  (void)cnt;
+  LDROW(IN(2), s, w, r);
+}
+HOOK FN(mulw_backward_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, const int64_t w) {
+  FN(rowmul)(OUT(0), IN(0), r, NULL, NULL, i, j, w);
+}
+/* double backward, in: gg_x, gg_y, g_out, x, y. acc[c] += gg_x[c] g_out[c]: grad_y[s] (output 2);
+ * grad_g_out[i] = gg_x[i] ⊙ y[s] + x[i] ⊙ gg_y[s]; grad_x[i] = g_out[i] ⊙ gg_y[s]. r = {y[s], gg_y[s]}. */
+HOOK FN(mulw_double_backward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int64_t w) {
+  FN(addrow)(acc, IN(0), IN(2), i * w, w);
+}
+HOOK FN(mulw_double_backward_finish)(const segops_cpu_job *J, int64_t s, int64_t cnt, const double *acc, double *sv,
+                                     const int64_t w) {
+  (void)cnt, (void)sv;
+  STROW(OUT(2), s, w, acc);
+}
+HOOK FN(mulw_double_backward_row)(const segops_cpu_job *J, int64_t s, int64_t cnt, double *r, const int64_t w) {
+  (void)cnt;
+  LDROW(IN(4), s, w, r);
+  LDROW(IN(1), s, w, r + w);
+}
+HOOK FN(mulw_double_backward_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, const int64_t w) {
+  FN(rowmul)(OUT(0), IN(0), r, IN(3), r + w, i, j, w);
+  FN(rowmul)(OUT(1), IN(2), r + w, NULL, NULL, i, j, w);
+}
+
+/* ---- segmented_rms_norm (rows of any width): acc[0] = Σ |x|^2, acc[1] = Σ dot(gg_x, x) ---- */
 /* x is input xk of the pass (0, 1, 2); gg_x, when the pass has it, input 0. */
-SEGOPS_CPU_INLINE void FN(rms_visit)(const segops_cpu_job *J, int64_t i, double *acc, int xk, bool gg) {
+SEGOPS_CPU_INLINE void FN(rms_visit)(const segops_cpu_job *J, int64_t i, double *acc, int xk, bool gg, int64_t w) {
+  if (!FAST(w)) {
+    acc[0] += FN(dotn)(IN(xk), i * w, IN(xk), i * w, w);
+    if (gg && IN(0)) acc[1] += FN(dotn)(IN(0), i * w, IN(xk), i * w, w);
+    return;
+  }
+  if (w == 1) {
+    const double x = FN(ld)(IN(xk), i);
+    acc[0] += x * x;
+    if (gg && IN(0)) acc[1] += FN(ld)(IN(0), i) * x;
+    return;
+  }
   double x[3], g[3];
   LDROW(IN(xk), i, 3, x);
   if (gg && IN(0)) LDROW(IN(0), i, 3, g);
   segops_rms_visit(acc, x, gg && IN(0) ? g : NULL);
 }
-/* segops_rms_visit for four rows: the same sums, in the same order, per lane. */
-SEGOPS_CPU_INLINE void FN(rms_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, int m, int xk, bool gg) {
-  segops_v4d x[3], g[3];
-  FN(ld4)(IN(xk), i, 3, x);
-  segops_v4d t = x[0] * x[0] + x[1] * x[1] + x[2] * x[2];
+/* FN(rms_visit) for four rows (width 1 or 3): the same sums, in the same order, per lane. */
+SEGOPS_CPU_INLINE void FN(rms_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, int m, int xk, bool gg,
+                                      int64_t w) {
+  segops_v4d x[3], g[3], t;
+  FN(ld4)(IN(xk), i, W13(w), x);
+  FN(dot4)(&t, x, x, W13(w));
   segops_cpu_keep(&t, m);
   A[0] += t;
   if (gg && IN(0)) {
-    FN(ld4)(IN(0), i, 3, g);
-    t = g[0] * x[0] + g[1] * x[1] + g[2] * x[2];
+    FN(ld4)(IN(0), i, W13(w), g);
+    FN(dot4)(&t, g, x, W13(w));
     segops_cpu_keep(&t, m);
     A[1] += t;
   }
 }
-HOOK FN(rms_norm_forward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int w) {
-  (void)w;
-  FN(rms_visit4)(J, i, A, m, 0, false);
+HOOK FN(rms_norm_forward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int64_t w) {
+  FN(rms_visit4)(J, i, A, m, 0, false, w);
 }
-HOOK FN(rms_norm_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int w) {
-  (void)w;
-  FN(rms_visit4)(J, i, A, m, 1, false);
+HOOK FN(rms_norm_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int64_t w) {
+  FN(rms_visit4)(J, i, A, m, 1, false, w);
 }
-HOOK FN(rms_norm_double_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int w) {
-  (void)w;
-  FN(rms_visit4)(J, i, A, m, 2, true);
+HOOK FN(rms_norm_double_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m,
+                                         const int64_t w) {
+  FN(rms_visit4)(J, i, A, m, 2, true, w);
 }
-HOOK FN(rms_norm_forward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int w) {
-  (void)w;
-  FN(rms_visit)(J, i, acc, 0, false);
+HOOK FN(rms_norm_forward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int64_t w) {
+  FN(rms_visit)(J, i, acc, 0, false, w);
 }
 HOOK FN(rms_norm_forward_finish)(const segops_cpu_job *J, int64_t s, int64_t cnt, const double *acc, double *sv,
-                                 const int w) {
+                                 const int64_t w) {
   (void)sv, (void)w;
   FN(st)(OUT(0), s, segops_rms_value(acc[0], cnt));
 }
 /* backward, in: g_out, x. sv[0] = g_out[s]*inv_s; grad_x[i] = sv[0]*x[i]. */
-HOOK FN(rms_norm_backward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int w) {
-  (void)w;
-  FN(rms_visit)(J, i, acc, 1, false);
+HOOK FN(rms_norm_backward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int64_t w) {
+  FN(rms_visit)(J, i, acc, 1, false, w);
 }
 HOOK FN(rms_norm_backward_finish)(const segops_cpu_job *J, int64_t s, int64_t cnt, const double *acc, double *sv,
-                                  const int w) {
+                                  const int64_t w) {
   (void)w;
   segops_rms_bwd_finish(FN(ld)(IN(0), s), acc[0], cnt, sv);
 }
-HOOK FN(rms_norm_backward_post)(const segops_cpu_job *J, int64_t i, int64_t j, const double *sv, const int w) {
-  (void)w;
-  FN(scale)(OUT(0), IN(1), sv[0], i * 3, j * 3);
+HOOK FN(rms_norm_backward_post)(const segops_cpu_job *J, int64_t i, int64_t j, const double *sv, const int64_t w) {
+  FN(scale)(OUT(0), IN(1), sv[0], i * w, j * w);
 }
 /* double backward, in: gg_x, g_out, x. grad_g_out[s] = q_s*inv_s (output 0);
  * grad_x[i] = sv[0]*gg_x[i] - sv[1]*x[i] (output 1). */
-HOOK FN(rms_norm_double_backward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int w) {
-  (void)w;
-  FN(rms_visit)(J, i, acc, 2, true);
+HOOK FN(rms_norm_double_backward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int64_t w) {
+  FN(rms_visit)(J, i, acc, 2, true, w);
 }
 HOOK FN(rms_norm_double_backward_finish)(const segops_cpu_job *J, int64_t s, int64_t cnt, const double *acc, double *sv,
-                                         const int w) {
+                                         const int64_t w) {
   double ggo;
   (void)w;
   segops_rms_dbl_finish(FN(ld)(IN(1), s), acc[0], acc[1], cnt, &ggo, sv);
   if (OUT(0)) FN(st)(OUT(0), s, ggo);
 }
-HOOK FN(rms_norm_double_backward_post)(const segops_cpu_job *J, int64_t i, int64_t j, const double *sv, const int w) {
-  (void)w; /* grad_x = sv[0]*gg_x - sv[1]*x (segops_rms_dbl_post's formula, flat) */
-  FN(axpby)(OUT(1), IN(0), sv[0], IN(2), -sv[1], i * 3, j * 3);
+HOOK FN(rms_norm_double_backward_post)(const segops_cpu_job *J, int64_t i, int64_t j, const double *sv,
+                                       const int64_t w) {
+  /* grad_x = sv[0]*gg_x - sv[1]*x (segops_rms_dbl_post's formula, flat) */
+  FN(axpby)(OUT(1), IN(0), sv[0], IN(2), -sv[1], i * w, j * w);
 }
 
 /* ---- segmented_matvec (width 3; m is (S,3,3) row-major) ---- */
 /* forward, in: v, m. out[i] = m[s]ᵀ v[i]. */
-HOOK FN(matvec_forward_row)(const segops_cpu_job *J, int64_t s, int64_t cnt, double *r, const int w) {
+HOOK FN(matvec_forward_row)(const segops_cpu_job *J, int64_t s, int64_t cnt, double *r, const int64_t w) {
   (void)cnt, (void)w;
   LDROW(IN(1), s, 9, r);
 }
@@ -453,7 +598,7 @@ SEGOPS_CPU_INLINE void FN(mtv4)(const double *m, const segops_v4d *V, segops_v4d
 SEGOPS_CPU_INLINE void FN(mv4)(const double *m, const segops_v4d *V, segops_v4d *O) {
   for (int j = 0; j < 3; j++) O[j] = m[3 * j] * V[0] + m[3 * j + 1] * V[1] + m[3 * j + 2] * V[2];
 }
-HOOK FN(matvec_forward_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, const int w) {
+HOOK FN(matvec_forward_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, const int64_t w) {
   (void)w;
   if (!OUT(0)) return;
   int64_t p = i;
@@ -508,29 +653,30 @@ SEGOPS_CPU_INLINE void FN(outer_visit4)(const segops_cpu_job *J, int64_t i, sego
       for (int k = 0; k < 3; k++) A[3 * j + k] += a[j] * b[k];
   }
 }
-HOOK FN(matvec_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int w) {
+HOOK FN(matvec_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int64_t w) {
   (void)w;
   FN(outer_visit4)(J, i, A, m, 1, 0);
 }
-HOOK FN(matvec_double_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int w) {
+HOOK FN(matvec_double_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m,
+                                       const int64_t w) {
   (void)w;
   FN(outer_visit4)(J, i, A, m, 0, 2);
 }
 /* backward, in: g_out, v, m. grad_m[s] = Σ outer(v, g_out) (output 1); grad_v[i] = m[s] g_out[i]. */
-HOOK FN(matvec_backward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int w) {
+HOOK FN(matvec_backward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int64_t w) {
   (void)w;
   FN(outer_visit)(J, i, acc, 1, 0);
 }
 HOOK FN(matvec_backward_finish)(const segops_cpu_job *J, int64_t s, int64_t cnt, const double *acc, double *sv,
-                                const int w) {
+                                const int64_t w) {
   (void)cnt, (void)sv, (void)w;
   STROW(OUT(1), s, 9, acc);
 }
-HOOK FN(matvec_backward_row)(const segops_cpu_job *J, int64_t s, int64_t cnt, double *r, const int w) {
+HOOK FN(matvec_backward_row)(const segops_cpu_job *J, int64_t s, int64_t cnt, double *r, const int64_t w) {
   (void)cnt, (void)w;
   LDROW(IN(2), s, 9, r);
 }
-HOOK FN(matvec_backward_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, const int w) {
+HOOK FN(matvec_backward_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, const int64_t w) {
   (void)w;
   if (!OUT(0)) return;
   int64_t p = i;
@@ -549,21 +695,22 @@ HOOK FN(matvec_backward_gather)(const segops_cpu_job *J, int64_t i, int64_t j, c
 }
 /* double backward, in: gg_v, gg_m, g_out, v, m. grad_m[s] = Σ outer(gg_v, g_out) (output 2);
  * grad_g_out[i] = m[s]ᵀ gg_v[i] + gg_m[s]ᵀ v[i]; grad_v[i] = gg_m[s] g_out[i]. r = {m[s], gg_m[s]}. */
-HOOK FN(matvec_double_backward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int w) {
+HOOK FN(matvec_double_backward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int64_t w) {
   (void)w;
   FN(outer_visit)(J, i, acc, 0, 2);
 }
 HOOK FN(matvec_double_backward_finish)(const segops_cpu_job *J, int64_t s, int64_t cnt, const double *acc, double *sv,
-                                       const int w) {
+                                       const int64_t w) {
   (void)cnt, (void)sv, (void)w;
   STROW(OUT(2), s, 9, acc);
 }
-HOOK FN(matvec_double_backward_row)(const segops_cpu_job *J, int64_t s, int64_t cnt, double *r, const int w) {
+HOOK FN(matvec_double_backward_row)(const segops_cpu_job *J, int64_t s, int64_t cnt, double *r, const int64_t w) {
   (void)cnt, (void)w;
   LDROW(IN(4), s, 9, r);
   LDROW(IN(1), s, 9, r + 9);
 }
-HOOK FN(matvec_double_backward_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, const int w) {
+HOOK FN(matvec_double_backward_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r,
+                                       const int64_t w) {
   (void)w;
   if (OUT(0)) {
     int64_t p = i;
@@ -610,13 +757,20 @@ HOOK FN(matvec_double_backward_gather)(const segops_cpu_job *J, int64_t i, int64
 #define SEGOPS_CPU_ACC_OUTER (sizeof(T) == 8 ? SEGOPS_CPU_ACC_ROWS3 : SEGOPS_CPU_ACC_LANES)
 #define HOOKS(row, visit, visit4, layout, finish, post, gather) \
   ((segops_cpu_hooks){row, visit, visit4, SEGOPS_CPU_ACC_##layout, finish, post, gather, SEGOPS_CPU_SUM})
+/* A task runs the constant-width instantiation for w = 1 or 3, the general one (storage of its own,
+ * cpu_phases.h) for any other width. */
 #define TASK(name, driver, H)                             \
   static void FN(name##_##driver)(void *arg, int64_t c) { \
     const segops_cpu_job *J = arg;                        \
-    if (J->w == 3)                                        \
-      segops_cpu_##driver(J, H, c, 3);                    \
-    else                                                  \
-      segops_cpu_##driver(J, H, c, 1);                    \
+    if (J->w == 3) {                                      \
+      segops_cpu_##driver(J, H, c, 3, NULL);              \
+    } else if (J->w == 1) {                               \
+      segops_cpu_##driver(J, H, c, 1, NULL);              \
+    } else {                                              \
+      double *heap = segops_cpu_heap(J);                  \
+      if (heap) segops_cpu_##driver(J, H, c, J->w, heap); \
+      free(heap);                                         \
+    }                                                     \
   }
 #define DEF(name, row, visit, visit4, layout, finish, post, gather)           \
   TASK(name, walk, HOOKS(row, visit, visit4, layout, finish, post, gather))   \
@@ -631,11 +785,16 @@ DEF(dot_forward, 0, FN(dot_forward_visit), FN(dot_forward_visit4), LANES, FN(dot
 DEF(dot_backward, FN(seg1_row), 0, 0, LANES, 0, 0, FN(dot_backward_gather))
 DEF(dot_double_backward, FN(dot_double_backward_row), FN(dot_double_backward_visit),
     FN(dot_double_backward_visit4), LANES, FN(dot_finish), 0, FN(dot_double_backward_gather))
-DEF(mul_forward, FN(mul_forward_row), 0, 0, LANES, 0, 0, FN(mul_forward_gather))
-DEF(mul_backward, FN(mul_backward_row), FN(mul_backward_visit), FN(mul_backward_visit4), LANES,
+DEF(mul1_forward, FN(mul_forward_row), 0, 0, LANES, 0, 0, FN(mul_forward_gather))
+DEF(mul1_backward, FN(mul_backward_row), FN(mul_backward_visit), FN(mul_backward_visit4), LANES,
     FN(mul_backward_finish), 0, FN(mul_backward_gather))
-DEF(mul_double_backward, FN(mul_double_backward_row), FN(mul_double_backward_visit),
+DEF(mul1_double_backward, FN(mul_double_backward_row), FN(mul_double_backward_visit),
     FN(mul_double_backward_visit4), LANES, FN(mul_double_backward_finish), 0, FN(mul_double_backward_gather))
+DEF(mulw_forward, FN(mulw_forward_row), 0, 0, LANES, 0, 0, FN(mulw_forward_gather))
+DEF(mulw_backward, FN(mulw_backward_row), FN(mulw_backward_visit), 0, LANES, FN(mulw_backward_finish), 0,
+    FN(mulw_backward_gather))
+DEF(mulw_double_backward, FN(mulw_double_backward_row), FN(mulw_double_backward_visit), 0, LANES,
+    FN(mulw_double_backward_finish), 0, FN(mulw_double_backward_gather))
 DEF(mean_forward, 0, FN(sum_visit), FN(sum_visit4), FLAT, FN(mean_finish), 0, 0)
 DEF(mean_backward, FN(mean_backward_row), 0, 0, LANES, 0, 0, FN(copy_gather))
 DEF(mean_double_backward, 0, FN(sum_visit), FN(sum_visit4), FLAT, FN(mean_finish), 0, 0)
@@ -652,6 +811,22 @@ DEF(matvec_double_backward, FN(matvec_double_backward_row), FN(matvec_double_bac
     FN(matvec_double_backward_visit4), OUTER, FN(matvec_double_backward_finish), 0, FN(matvec_double_backward_gather))
 // clang-format on
 
+/* mul's tasks: y (S,) scales rows (mul1_), y (S,*F) multiplies element-wise (mulw_). */
+#define MUL_TASK(pass, driver)                                  \
+  static void FN(mul_##pass##_##driver)(void *arg, int64_t c) { \
+    const segops_cpu_job *J = arg;                              \
+    if (J->y_wide)                                              \
+      FN(mulw_##pass##_##driver)(arg, c);                       \
+    else                                                        \
+      FN(mul1_##pass##_##driver)(arg, c);                       \
+  }
+#define MUL_TASKS(pass) MUL_TASK(pass, walk) MUL_TASK(pass, reduce) MUL_TASK(pass, elems)
+MUL_TASKS(forward)
+MUL_TASKS(backward)
+MUL_TASKS(double_backward)
+#undef MUL_TASKS
+#undef MUL_TASK
+
 #undef DEF
 #undef TASK
 #undef HOOKS
@@ -660,6 +835,8 @@ DEF(matvec_double_backward, FN(matvec_double_backward_row), FN(matvec_double_bac
 #undef IN
 #undef OUT
 #undef HOOK
+#undef FAST
+#undef W13
 #undef FN
 #undef CAT
 #undef CAT_

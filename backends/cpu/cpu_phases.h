@@ -8,6 +8,7 @@
 #ifndef SEGOPS_CPU_PHASES_H
 #define SEGOPS_CPU_PHASES_H
 
+#include <stdlib.h>
 #include <string.h>
 #ifdef __AVX__
 #include <immintrin.h>
@@ -19,9 +20,13 @@
 #include "segops_rowmath.h"
 
 #define SEGOPS_CPU_INLINE static inline __attribute__((always_inline))
-#define SEGOPS_CPU_MAX_ACC 9    /* matvec's 3x3 */
-#define SEGOPS_CPU_MAX_SEGVAL 2 /* rms_norm double backward */
-#define SEGOPS_CPU_MAX_ROW 18   /* segment rows a gather reads: m[s] and gg_m[s] */
+/* Per-segment storage on the stack, sized from the op table (ops.h): the most accumulators and
+ * segment values of any ops.def row (at least one, so no array is empty), and the values of the
+ * segment rows a gather reads (row hooks): at most every input of a function (SEGOPS_MAX_INPUTS)
+ * with a row of the widest segment shape, (S,3,3)'s 9 (SEGOPS_SEG_ROW_MAX, ops.h). */
+#define SEGOPS_CPU_MAX_ACC (SEGOPS_FN_MAX_ACC > 0 ? SEGOPS_FN_MAX_ACC : 1)
+#define SEGOPS_CPU_MAX_SEGVAL (SEGOPS_FN_MAX_SEGVAL > 0 ? SEGOPS_FN_MAX_SEGVAL : 1)
+#define SEGOPS_CPU_MAX_ROW (SEGOPS_MAX_INPUTS * SEGOPS_SEG_ROW_MAX)
 
 /* Four doubles in a vector register (GCC/clang vector extension): one per lane, or one per
  * component of a width-3 row. Plain C arithmetic on them is the same IEEE operation per element
@@ -62,7 +67,8 @@ SEGOPS_CPU_INLINE void segops_cpu_cols_to_rows(const segops_v4d *C, segops_v4d *
   F[2] = SEGOPS_CPU_SHUF(t1, t2, 2, 3, 6, 7);
 }
 
-/* Hooks. w is the row width (a constant once inlined).
+/* Hooks. w is the row width: the constant 1 or 3 in the constant-width instantiations of the
+ * drivers, the call's prod(F) in the general one (see segops_cpu_general below).
  *   row     loads what gather reads of segment s (y[s], g_out[s], m[s], g_out[s] / c_s, ...)
  *           into r; cnt = c_s where the plan has counts
  *   visit   adds element i's terms to acc
@@ -75,13 +81,13 @@ SEGOPS_CPU_INLINE void segops_cpu_cols_to_rows(const segops_v4d *C, segops_v4d *
  *   post    writes the outputs of elements [i, j) (all of one segment) from its values sv
  *   gather  writes the outputs of elements [i, j) (all of one segment) from their inputs and r
  * post and gather take a range so their loops hoist the per-call checks and vectorise. */
-typedef void (*segops_cpu_row_fn)(const segops_cpu_job *J, int64_t s, int64_t cnt, double *r, int w);
-typedef void (*segops_cpu_visit_fn)(const segops_cpu_job *J, int64_t i, double *acc, int w);
-typedef void (*segops_cpu_visit4_fn)(const segops_cpu_job *J, int64_t i, segops_v4d *A, int m, int w);
+typedef void (*segops_cpu_row_fn)(const segops_cpu_job *J, int64_t s, int64_t cnt, double *r, int64_t w);
+typedef void (*segops_cpu_visit_fn)(const segops_cpu_job *J, int64_t i, double *acc, int64_t w);
+typedef void (*segops_cpu_visit4_fn)(const segops_cpu_job *J, int64_t i, segops_v4d *A, int m, int64_t w);
 typedef void (*segops_cpu_finish_fn)(const segops_cpu_job *J, int64_t s, int64_t cnt, const double *acc, double *sv,
-                                     int w);
-typedef void (*segops_cpu_post_fn)(const segops_cpu_job *J, int64_t i, int64_t j, const double *sv, int w);
-typedef void (*segops_cpu_gather_fn)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, int w);
+                                     int64_t w);
+typedef void (*segops_cpu_post_fn)(const segops_cpu_job *J, int64_t i, int64_t j, const double *sv, int64_t w);
+typedef void (*segops_cpu_gather_fn)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, int64_t w);
 
 /* How visit4 keeps the accumulators (acc[a] of lane q) in A. */
 /* The reducer (segops_rowmath.h): accumulators start at identity; two partial accumulations of a
@@ -122,13 +128,31 @@ SEGOPS_CPU_INLINE void segops_cpu_init(const segops_cpu_hooks H, double *acc, in
   for (int64_t a = 0; a < count; a++) acc[a] = H.red.identity;
 }
 
+/* The general width. The drivers take a heap pointer: NULL in the instantiations for width 1 and
+ * 3 (a constant: the code below is the constant-width code, with its per-segment storage on the
+ * stack, sized by the op table), else the task's own storage (segops_cpu_heap) of J->n_acc
+ * accumulators and J->n_row row values, sized at run time, for any width (w = 10^6 too). At a
+ * general width visit4 is not used, and every element of a segment goes into one set of
+ * accumulators, in increasing i (a width other than 1 or 3 has independent chains across its
+ * columns or within its row dots): the order of a segment's sums still depends only on the
+ * segment, sorted or not, whatever the chunks or threads. */
+SEGOPS_CPU_INLINE bool segops_cpu_gen(const double *heap) { return heap != NULL; }
+/* Storage of a task at a general width, or NULL (then *J->failed is set: the call fails). */
+static inline double *segops_cpu_heap(const segops_cpu_job *J) {
+  double *h = malloc((size_t)(J->n_acc + J->n_row + 1) * sizeof *h);
+  if (!h) __atomic_store_n(J->failed, 1, __ATOMIC_RELAXED);
+  return h;
+}
+
 /* A segment's visits go round-robin to SEGOPS_CPU_LANES sets of accumulators by position in the
  * segment (element p of the segment into lane p % LANES), combined as (l0 + l1) + (l2 + l3):
  * independent add chains, and an order that depends only on the segment's own elements, the
  * same in walk and reduce. A function whose visit4 keeps SEGOPS_CPU_ACC_ROWS3 (matvec's nine
  * accumulators in float64, three vectors of three: enough chains) uses lane 0 alone, in walk and
  * reduce alike. */
-SEGOPS_CPU_INLINE bool segops_cpu_one_lane(const segops_cpu_hooks H) { return H.acc_layout == SEGOPS_CPU_ACC_ROWS3; }
+SEGOPS_CPU_INLINE bool segops_cpu_one_lane(const segops_cpu_hooks H, const bool gen) {
+  return gen || H.acc_layout == SEGOPS_CPU_ACC_ROWS3;
+}
 SEGOPS_CPU_INLINE void segops_cpu_combine(const segops_cpu_hooks H, const double *l0, const double *l1,
                                           const double *l2, const double *l3, double *acc) {
   for (int a = 0; a < SEGOPS_CPU_MAX_ACC; a++)
@@ -165,9 +189,9 @@ SEGOPS_CPU_INLINE int64_t segops_cpu_seg_end(const int32_t *idx, int64_t n, int6
  * sorted or not. tail: the caller knows that at most 3 elements are left (no loop over groups of
  * four). */
 SEGOPS_CPU_INLINE void segops_cpu_lanes(const segops_cpu_job *J, const segops_cpu_hooks H, int64_t p, int64_t j,
-                                        const int w, const bool tail, double *l0, double *l1, double *l2, double *l3,
-                                        double *acc) {
-  if (segops_cpu_one_lane(H))
+                                        const int64_t w, const bool tail, double *l0, double *l1, double *l2,
+                                        double *l3, double *acc) {
+  if (segops_cpu_one_lane(H, false))
     for (; p < j; p++) H.visit(J, p, l0, w);
   for (; !tail && p + SEGOPS_CPU_LANES <= j; p += SEGOPS_CPU_LANES) {
     H.visit(J, p, l0, w);
@@ -190,7 +214,7 @@ SEGOPS_CPU_INLINE void segops_cpu_lanes(const segops_cpu_job *J, const segops_cp
  * visit4, in vectors; then the lanes as arrays, for the last 0-3 elements (visit) and the
  * combination (segops_cpu_lanes). */
 SEGOPS_CPU_INLINE int64_t segops_cpu_reduce4(const segops_cpu_job *J, const segops_cpu_hooks H, int32_t s, int64_t i,
-                                             const int w, double *acc) {
+                                             const int64_t w, double *acc) {
   segops_v4d A[SEGOPS_CPU_MAX_ACC];
   const double id = H.red.identity;
   for (int a = 0; a < SEGOPS_CPU_MAX_ACC; a++) A[a] = (segops_v4d){id, id, id, id};
@@ -215,7 +239,7 @@ SEGOPS_CPU_INLINE int64_t segops_cpu_reduce4(const segops_cpu_job *J, const sego
   segops_cpu_init(H, l[0], SEGOPS_CPU_LANES * SEGOPS_CPU_MAX_ACC);
   for (int q = 0; q < SEGOPS_CPU_LANES; q++)
     for (int a = 0; a < SEGOPS_CPU_MAX_ACC; a++) {
-      const int k = q * w + a;
+      const int64_t k = q * w + a;
       if (H.acc_layout == SEGOPS_CPU_ACC_LANES)
         l[q][a] = A[a][q];
       else if (H.acc_layout == SEGOPS_CPU_ACC_FLAT)
@@ -229,7 +253,7 @@ SEGOPS_CPU_INLINE int64_t segops_cpu_reduce4(const segops_cpu_job *J, const sego
 
 /* The reduction of elements [i, j) one at a time (visit), in four lanes. */
 SEGOPS_CPU_INLINE void segops_cpu_reduce1(const segops_cpu_job *J, const segops_cpu_hooks H, int64_t i, int64_t j,
-                                          const int w, double *acc) {
+                                          const int64_t w, double *acc) {
   /* Four separate arrays with constant indices: the compiler keeps them in registers. */
   double l0[SEGOPS_CPU_MAX_ACC], l1[SEGOPS_CPU_MAX_ACC], l2[SEGOPS_CPU_MAX_ACC], l3[SEGOPS_CPU_MAX_ACC];
   segops_cpu_init(H, l0, SEGOPS_CPU_MAX_ACC);
@@ -243,20 +267,28 @@ SEGOPS_CPU_INLINE void segops_cpu_reduce1(const segops_cpu_job *J, const segops_
  * [i, j); returns j. A function that reduces in vectors finds j in its reduction
  * (segops_cpu_reduce4); the others scan for it first. */
 SEGOPS_CPU_INLINE int64_t segops_cpu_segment(const segops_cpu_job *J, const segops_cpu_hooks H, int64_t s, int64_t i,
-                                             const int w) {
-  double acc[SEGOPS_CPU_MAX_ACC] = {0}, sv[SEGOPS_CPU_MAX_SEGVAL] = {0};
+                                             const int64_t w, double *heap) {
+  const bool gen = segops_cpu_gen(heap);
+  double acc_s[SEGOPS_CPU_MAX_ACC] = {0}, sv[SEGOPS_CPU_MAX_SEGVAL] = {0};
+  double *acc = gen ? heap : acc_s;
   const bool reduce = H.finish && J->plan.reduce;
   int64_t j;
-  if (reduce && H.visit4) {
+  if (reduce && H.visit4 && !gen) {
     j = segops_cpu_reduce4(J, H, (int32_t)s, i, w, acc);
   } else {
     j = segops_cpu_seg_end(J->idx, J->n, i + 1, (int32_t)s);
-    if (reduce && H.visit) segops_cpu_reduce1(J, H, i, j, w, acc);
+    if (reduce && H.visit && gen) {
+      segops_cpu_init(H, acc, J->n_acc);
+      for (int64_t p = i; p < j; p++) H.visit(J, p, acc, w);
+    } else if (reduce && H.visit) {
+      segops_cpu_reduce1(J, H, i, j, w, acc);
+    }
   }
   if (reduce) H.finish(J, s, j - i, acc, sv, w);
   if (H.post && J->plan.post) H.post(J, i, j, sv, w);
   if (H.gather && J->plan.gather) {
-    double r[SEGOPS_CPU_MAX_ROW];
+    double r_s[SEGOPS_CPU_MAX_ROW];
+    double *r = gen ? heap + J->n_acc : r_s;
     if (H.row) H.row(J, s, j - i, r, w);
     H.gather(J, i, j, r, w);
   }
@@ -265,17 +297,20 @@ SEGOPS_CPU_INLINE int64_t segops_cpu_segment(const segops_cpu_job *J, const sego
 
 /* Empty segments [s0, s1): their segment outputs are zeros (finish of nothing). */
 SEGOPS_CPU_INLINE void segops_cpu_empty(const segops_cpu_job *J, const segops_cpu_hooks H, int64_t s0, int64_t s1,
-                                        const int w) {
+                                        const int64_t w, double *heap) {
   if (!H.finish || !J->plan.seg_outs) return;
+  const bool gen = segops_cpu_gen(heap);
   for (int64_t s = s0; s < s1; s++) {
-    double acc[SEGOPS_CPU_MAX_ACC], sv[SEGOPS_CPU_MAX_SEGVAL] = {0};
-    segops_cpu_init(H, acc, SEGOPS_CPU_MAX_ACC);
+    double acc_s[SEGOPS_CPU_MAX_ACC], sv[SEGOPS_CPU_MAX_SEGVAL] = {0};
+    double *acc = gen ? heap : acc_s;
+    segops_cpu_init(H, acc, gen ? J->n_acc : SEGOPS_CPU_MAX_ACC);
     H.finish(J, s, 0, acc, sv, w);
   }
 }
 
 /* Sorted idx, chunk c: every segment starting in it, in order, through the one body. */
-SEGOPS_CPU_INLINE void segops_cpu_walk(const segops_cpu_job *J, const segops_cpu_hooks H, int64_t c, const int w) {
+SEGOPS_CPU_INLINE void segops_cpu_walk(const segops_cpu_job *J, const segops_cpu_hooks H, int64_t c, const int64_t w,
+                                       double *heap) {
   const int32_t *idx = J->idx;
   const int64_t n = J->n, last = J->nchunks - 1;
   int64_t i = segops_cpu_seg_start(idx, n, segops_cpu_split(n, J->nchunks, c));
@@ -283,20 +318,22 @@ SEGOPS_CPU_INLINE void segops_cpu_walk(const segops_cpu_job *J, const segops_cpu
   int64_t prev = i == 0 ? -1 : idx[i - 1];
   while (i < end) {
     const int64_t s = idx[i];
-    segops_cpu_empty(J, H, prev + 1, s, w);
-    const int64_t j = segops_cpu_segment(J, H, s, i, w);
+    segops_cpu_empty(J, H, prev + 1, s, w, heap);
+    const int64_t j = segops_cpu_segment(J, H, s, i, w, heap);
     prev = s;
     i = j;
   }
-  if (c == last) segops_cpu_empty(J, H, prev + 1, J->s, w);
+  if (c == last) segops_cpu_empty(J, H, prev + 1, J->s, w, heap);
 }
 
 /* Unsorted idx, chunk c: segments [bounds[c], bounds[c+1]) accumulated over all of idx; acc holds
  * SEGOPS_CPU_LANES sets per segment, filled by position in the segment as the walk does. */
-SEGOPS_CPU_INLINE void segops_cpu_reduce(const segops_cpu_job *J, const segops_cpu_hooks H, int64_t c, const int w) {
+SEGOPS_CPU_INLINE void segops_cpu_reduce(const segops_cpu_job *J, const segops_cpu_hooks H, int64_t c, const int64_t w,
+                                         double *heap) {
+  const bool gen = segops_cpu_gen(heap);
   const int64_t s0 = J->bounds[c], s1 = J->bounds[c + 1], n = J->n;
   const uint64_t span = (uint64_t)(s1 - s0);
-  const int k = J->n_acc, stride = SEGOPS_CPU_LANES * J->n_acc;
+  const int64_t k = J->n_acc, stride = gen ? k : SEGOPS_CPU_LANES * k;
   double *acc = J->acc;
   int64_t *cnt = J->cnt;
   if (s1 <= s0) return;
@@ -305,12 +342,18 @@ SEGOPS_CPU_INLINE void segops_cpu_reduce(const segops_cpu_job *J, const segops_c
   for (int64_t i = 0; i < n; i++) {
     const int64_t s = J->idx[i];
     if ((uint64_t)(s - s0) >= span) continue;
-    const int64_t lane = segops_cpu_one_lane(H) ? (cnt[s]++, 0) : cnt[s]++ % SEGOPS_CPU_LANES;
+    const int64_t lane = segops_cpu_one_lane(H, gen) ? (cnt[s]++, 0) : cnt[s]++ % SEGOPS_CPU_LANES;
     if (H.visit) H.visit(J, i, acc + s * stride + lane * k, w);
   }
   if (!H.finish || !J->plan.reduce) return;
   for (int64_t s = s0; s < s1; s++) {
-    double sum[SEGOPS_CPU_MAX_ACC] = {0}, sv[SEGOPS_CPU_MAX_SEGVAL] = {0}, l[SEGOPS_CPU_LANES][SEGOPS_CPU_MAX_ACC];
+    double sv[SEGOPS_CPU_MAX_SEGVAL] = {0};
+    if (gen) { /* one set of accumulators, in place */
+      H.finish(J, s, cnt[s], acc + s * stride, sv, w);
+      for (int v = 0; v < J->n_segval; v++) J->segval[s * J->n_segval + v] = sv[v];
+      continue;
+    }
+    double sum[SEGOPS_CPU_MAX_ACC] = {0}, l[SEGOPS_CPU_LANES][SEGOPS_CPU_MAX_ACC];
     segops_cpu_init(H, l[0], SEGOPS_CPU_LANES * SEGOPS_CPU_MAX_ACC);
     for (int q = 0; q < SEGOPS_CPU_LANES; q++)
       for (int a = 0; a < k; a++) l[q][a] = acc[s * stride + q * k + a];
@@ -321,13 +364,15 @@ SEGOPS_CPU_INLINE void segops_cpu_reduce(const segops_cpu_job *J, const segops_c
 }
 
 /* Unsorted idx, chunk c of the elements: post and gather in element order. */
-SEGOPS_CPU_INLINE void segops_cpu_elems(const segops_cpu_job *J, const segops_cpu_hooks H, int64_t c, const int w) {
+SEGOPS_CPU_INLINE void segops_cpu_elems(const segops_cpu_job *J, const segops_cpu_hooks H, int64_t c, const int64_t w,
+                                        double *heap) {
   const int64_t i0 = segops_cpu_split(J->n, J->nchunks, c), i1 = segops_cpu_split(J->n, J->nchunks, c + 1);
   for (int64_t i = i0; i < i1; i++) {
     const int64_t s = J->idx[i];
     if (H.post && J->plan.post) H.post(J, i, i + 1, J->segval + s * J->n_segval, w);
     if (H.gather && J->plan.gather) {
-      double r[SEGOPS_CPU_MAX_ROW];
+      double r_s[SEGOPS_CPU_MAX_ROW];
+      double *r = segops_cpu_gen(heap) ? heap + J->n_acc : r_s;
       if (H.row) H.row(J, s, J->plan.counts ? J->cnt[s] : 0, r, w);
       H.gather(J, i, i + 1, r, w);
     }

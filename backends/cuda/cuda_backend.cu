@@ -235,13 +235,12 @@ static void map_request(const segops_call *call, request_map *m) {
   m->need = round_up(m->idx_bytes, 256);
   for (int k = 0; k < fn->n_in; k++) {
     int used = call->in[k] && fn->in[k].use != SEGOPS_ARG_UNREAD;
-    m->in_bytes[k] = used ? (size_t)segops_shape_count(fn->in[k].shape, call->width, call->n, call->s) * isz : 0;
+    m->in_bytes[k] = used ? (size_t)segops_call_count(call, fn->in[k].shape) * isz : 0;
     m->in_off[k] = m->need;
     m->need += round_up(m->in_bytes[k], 256);
   }
   for (int k = 0; k < fn->n_out; k++) {
-    m->out_bytes[k] =
-        call->out[k] ? (size_t)segops_shape_count(fn->out[k].shape, call->width, call->n, call->s) * isz : 0;
+    m->out_bytes[k] = call->out[k] ? (size_t)segops_call_count(call, fn->out[k].shape) * isz : 0;
     m->out_off[k] = m->need;
     m->need += round_up(m->out_bytes[k], 256);
   }
@@ -345,7 +344,7 @@ static void job_of(const segops_call *call, const cuda_dev *d, segops_cuda_job *
   memset(job, 0, sizeof *job);
   job->fn = call->fn;
   job->dtype = call->dtype;
-  job->width = call->width;
+  job->width = (int)call->width; /* 1 or 3 (segops_cuda_shape_supported) */
   job->n = call->n;
   job->s = call->s;
   job->idx_sorted = call->idx_sorted;
@@ -361,12 +360,29 @@ static void job_at(segops_cuda_job *job, const request_map *m, char *base) {
   job->scratch = job->scratch_bytes ? base + m->scratch_off : NULL;
 }
 
+/* The rows the kernels are written for: (N,) and (N,3) (F = (), (1,), (3,) or any F of prod(F) 1
+ * or 3), rms_norm's (N,3), mul's y (S,). Other feature shapes run on the CPU backend for now. */
+static int segops_cuda_shape_supported(const segops_call *call, char *err, size_t errlen) {
+  const segops_fn_desc *fn = call->fn;
+  const bool ok = (call->width == 1 || call->width == 3) && !(fn->op == SEGOPS_OP_RMS_NORM && call->width != 3) &&
+                  !(call->y_wide && call->width != 1);
+  if (ok) return SEGOPS_OK;
+  return segops_errf(SEGOPS_E_NOT_IMPLEMENTED, err, errlen,
+                     "%s: %s of %lld values per row%s is not yet on the CUDA backend (it takes rows (N,) and (N,3)%s); "
+                     "run segopsd --backend cpu",
+                     segops_op_name(fn->op), fn->op == SEGOPS_OP_RMS_NORM ? "x" : "a feature shape",
+                     (long long)call->width, call->y_wide ? " with y (S,*F)" : "",
+                     fn->op == SEGOPS_OP_RMS_NORM ? ", rms_norm (N,3) only" : "");
+}
+
 /* backend->run: reserve device memory, stage in, launch, stage out, wait. */
 static int cuda_run(void *vctx, int device, const segops_call *call, char *err, size_t errlen) {
   cuda_ctx *ctx = (cuda_ctx *)vctx;
   if (device < 0 || device >= ctx->n)
     return segops_errf(SEGOPS_E_INTERNAL, err, errlen, "cuda backend: no worker %d", device);
   cuda_dev *d = &ctx->dev[device];
+  int rc0 = segops_cuda_shape_supported(call, err, errlen);
+  if (rc0 != SEGOPS_OK) return rc0;
   if (__atomic_load_n(&d->faulted, __ATOMIC_ACQUIRE))
     return segops_errf(SEGOPS_E_DEVICE, err, errlen, "cuda device %d had a fault earlier; not used", d->ordinal);
   int rc = SEGOPS_OK;
@@ -536,8 +552,8 @@ static int read_settings(char *err, size_t errlen) {
                        "(--cuda-wait block)");
   wait_poll_us = (int)c->wait_poll_us;
   lanes_per_gpu = (int)c->lanes;
-  large_lanes = 0;    /* every lane takes large calls */
-  direct_copies = 1;  /* pinned regions are copied straight from and to */
+  large_lanes = 0;   /* every lane takes large calls */
+  direct_copies = 1; /* pinned regions are copied straight from and to */
   return SEGOPS_OK;
 }
 
@@ -553,15 +569,16 @@ extern "C" segops_backend *segops_cuda_backend_new(const int *devices, int n_dev
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count <= 0) {
     (void)cudaGetLastError();
-    return new_failed(code, segops_errf(SEGOPS_E_UNAVAILABLE, err, errlen, "no usable CUDA GPU: %s",
-                                        e != cudaSuccess ? cudaGetErrorString(e) : "the CUDA runtime reports 0 devices"));
+    return new_failed(code,
+                      segops_errf(SEGOPS_E_UNAVAILABLE, err, errlen, "no usable CUDA GPU: %s",
+                                  e != cudaSuccess ? cudaGetErrorString(e) : "the CUDA runtime reports 0 devices"));
   }
   int n_gpus = (devices && n_devices > 0) ? n_devices : count;
   for (int i = 0; devices && i < n_devices; i++)
     if (devices[i] < 0 || devices[i] >= count)
-      return new_failed(code, segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
-                                          "CUDA device %d does not exist (%d device%s found)", devices[i], count,
-                                          count == 1 ? "" : "s"));
+      return new_failed(
+          code, segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "CUDA device %d does not exist (%d device%s found)",
+                            devices[i], count, count == 1 ? "" : "s"));
   if ((rc = read_settings(err, errlen)) != SEGOPS_OK) return new_failed(code, rc);
   cuda_ctx *ctx = (cuda_ctx *)calloc(1, sizeof *ctx);
   segops_backend *b = (segops_backend *)calloc(1, sizeof *b);
@@ -587,6 +604,9 @@ extern "C" segops_backend *segops_cuda_backend_new(const int *devices, int n_dev
     }
   }
   b->name = "cuda";
+  b->feature_shapes =
+      "(N,) and (N,3) rows only (rms_norm (N,3), mul's y (S,)); other feature shapes are not yet on "
+      "the CUDA backend: run segopsd --backend cpu";
   b->ctx = ctx;
   b->n_devices = n;
   b->run = cuda_run;

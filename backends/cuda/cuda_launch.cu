@@ -72,9 +72,12 @@ static cudaError_t plan(const segops_cuda_job *job, layout_plan *p) {
   size_t c = 0;
   if (!segops_cuda_is_gather(job->fn)) {
     p->partial = c;
-    if (n > SEGOPS_CUDA_TILE) c += align_up((size_t)tiles(n) * 2 * 9 * sizeof(double));
+    /* Two partial rows per tile and n_segval values per segment, each row of K accumulators: the
+     * job's own table row (the kernel structs' K and NSV are checked against it, cuda_registry.cuh). */
+    const size_t k = (size_t)(job->fn->n_acc[0] > job->fn->n_acc[1] ? job->fn->n_acc[0] : job->fn->n_acc[1]);
+    if (n > SEGOPS_CUDA_TILE) c += align_up((size_t)tiles(n) * 2 * k * sizeof(double));
     p->segval = c;
-    if (fn_plan(job->fn).post) c += align_up((size_t)s * 2 * sizeof(double));
+    if (fn_plan(job->fn).post) c += align_up((size_t)s * (size_t)job->fn->n_segval * sizeof(double));
   } else if (segops_cuda_mean_quotients(job)) {
     p->segval = c; /* the per-segment quotients g_out[s] / c_s (cuda_mean.cu) */
     c += align_up((size_t)s * (size_t)job->width * sizeof(double));

@@ -94,11 +94,15 @@ constexpr bool segops_cuda_fits() {
                 "segment values for post: the reduction struct's NSV is not the row's n_segval");
   static_assert(RUN::COUNTS == (ROW::elem_reads == SEGOPS_READS_COUNTS),
                 "segment counts: the runner's COUNTS is not the row's elem_reads == COUNTS");
-  static_assert(RUN::template width_fits<ROW::vec3_only>(), "width: a kernel struct's VEC3 is not the row's vec3_only");
+  static_assert(RUN::template width_fits<true>() || RUN::template width_fits<false>(),
+                "width: a function's kernel structs are all written for width 3 (VEC3) or none is");
+  static_assert(!ROW::vec3_only || RUN::template width_fits<true>(),
+                "width: a vec3_only row needs kernel structs written for width 3 (VEC3)");
   return true;
 }
 
-/* Runs RUN for the job's dtype and width (width 3 only for a vec3_only row). */
+/* Runs RUN for the job's dtype and width (width 3 only for kernels written for it: their structs'
+ * VEC3; the backend refuses other widths for them before, cuda_backend.cu). */
 template <bool VEC3_ONLY, typename RUN>
 cudaError_t segops_cuda_dispatch(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
   if constexpr (VEC3_ONLY)
@@ -116,7 +120,7 @@ cudaError_t segops_cuda_dispatch(const segops_cuda_job *job, const segops_kargs 
 #define SEGOPS_CUDA_FN_RUN(name, RUNNER)                                                                   \
   static_assert(segops_cuda_fits<segops_cuda_row_##name, RUNNER>(), #name ": kernels do not fit the row"); \
   cudaError_t segops_cuda_run_##name(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) { \
-    return segops_cuda_dispatch<segops_cuda_row_##name::vec3_only, RUNNER>(job, a, st);                    \
+    return segops_cuda_dispatch<!RUNNER::template width_fits<false>(), RUNNER>(job, a, st);                \
   }
 #define SEGOPS_CUDA_FN(name, RED, ELEM)                              \
   typedef segops_cuda_kernels<RED, ELEM> segops_cuda_kernels_##name; \

@@ -1,5 +1,7 @@
 /* bench_cpu.c: segops_bench_cpu, every function of the CPU backend at N vec3 elements (default
- * 2^22, about 32 per segment, sorted idx), reporting GB/s of minimal memory traffic (each input
+ * 2^22, about 32 per segment, sorted idx), or at rows of other widths w = prod(F) (--width 1,16,256:
+ * N = --elems / w rows each, so every width moves the same bytes; --unsorted shuffles idx),
+ * reporting GB/s of minimal memory traffic (each input
  * the formula reads, read once; each output written once; idx included) and the ratio to a
  * memcpy moving as many bytes (read + written), with as many threads as the backend, measured
  * in the same run, rep by rep alternating with the function. */
@@ -17,7 +19,12 @@ typedef struct {
   int reps, threads, seg_min, seg_max;
   int dtypes; /* bit 0: float32, bit 1: float64 */
   bool csv;
-  const char *only; /* run only functions whose "op/pass" contains this */
+  const char *only;   /* run only functions whose "op/pass" contains this */
+  int64_t widths[16]; /* row widths w = prod(F) */
+  int nwidths;
+  int64_t elems; /* > 0: N = elems / w rows at each width (else N = n) */
+  bool unsorted; /* idx shuffled (the same segments, in random order) */
+  bool mul_wide; /* mul with y (S,*F) instead of y (S,) */
 } options;
 
 static double now(void) {
@@ -108,16 +115,22 @@ static void floor_free(copy_floor *f) {
   free(f->dst);
 }
 
-static int bench_fn(segops_backend *be, const segops_fn_desc *fn, segops_dtype dt, int64_t n, int64_t s,
+static int bench_fn(segops_backend *be, const segops_fn_desc *fn, segops_dtype dt, int64_t w, int64_t n, int64_t s,
                     const int32_t *idx, const options *o) {
-  const int w = 3;
   size_t isz = dt == SEGOPS_F32 ? 4 : 8, traffic = (size_t)n * sizeof(int32_t);
-  segops_call call = {.fn = fn, .dtype = dt, .width = w, .n = n, .s = s, .idx = idx, .idx_sorted = true};
+  segops_call call = {.fn = fn,
+                      .dtype = dt,
+                      .width = w,
+                      .y_wide = o->mul_wide && fn->op == SEGOPS_OP_MUL,
+                      .n = n,
+                      .s = s,
+                      .idx = idx,
+                      .idx_sorted = !o->unsorted};
   void *bufs[SEGOPS_MAX_INPUTS + SEGOPS_MAX_OUTPUTS] = {0};
   int nb = 0, rc = 0;
   for (int k = 0; k < fn->n_in; k++) {
     if (fn->in[k].use == SEGOPS_ARG_UNREAD) continue; /* not read by the formula: not passed */
-    size_t bytes = (size_t)segops_shape_count(fn->in[k].shape, w, n, s) * isz;
+    size_t bytes = (size_t)segops_call_count(&call, fn->in[k].shape) * isz;
     unsigned char *p = malloc(bytes ? bytes : 1);
     if (!p) goto oom;
     bufs[nb++] = p;
@@ -134,7 +147,7 @@ static int bench_fn(segops_backend *be, const segops_fn_desc *fn, segops_dtype d
     traffic += bytes;
   }
   for (int k = 0; k < fn->n_out; k++) {
-    size_t bytes = (size_t)segops_shape_count(fn->out[k].shape, w, n, s) * isz;
+    size_t bytes = (size_t)segops_call_count(&call, fn->out[k].shape) * isz;
     void *p = aligned_alloc(64, ((bytes + 63) & ~(size_t)63) + 64);
     if (!p) goto oom;
     memset(p, 0, bytes); /* fault the pages in before timing */
@@ -169,11 +182,11 @@ static int bench_fn(segops_backend *be, const segops_fn_desc *fn, segops_dtype d
   char name[64];
   snprintf(name, sizeof name, "%s/%s", segops_op_name(fn->op), segops_pass_name(fn->pass));
   if (o->csv)
-    printf("%s,%s,%lld,%zu,%.6e,%.3f,%.3f,%.3f\n", name, segops_dtype_name(dt), (long long)n, traffic, best, gbs, mgbs,
-           mgbs > 0 ? gbs / mgbs : 0);
+    printf("%s,%s,%lld,%zu,%.6e,%.3f,%.3f,%.3f,%lld,%d\n", name, segops_dtype_name(dt), (long long)n, traffic, best,
+           gbs, mgbs, mgbs > 0 ? gbs / mgbs : 0, (long long)w, !o->unsorted);
   else
-    printf("%-36s %-8s %9.1f %9.3f %8.2f %8.2f %7.2f\n", name, segops_dtype_name(dt), (double)traffic / 1e6, best * 1e3,
-           gbs, mgbs, mgbs > 0 ? gbs / mgbs : 0);
+    printf("%-36s %-8s %5lld %9.1f %9.3f %8.2f %8.2f %7.2f\n", name, segops_dtype_name(dt), (long long)w,
+           (double)traffic / 1e6, best * 1e3, gbs, mgbs, mgbs > 0 ? gbs / mgbs : 0);
   fflush(stdout);
   goto done;
 oom:
@@ -188,13 +201,23 @@ static void usage(const char *argv0) {
   fprintf(stderr,
           "usage: %s [--n N] [--reps R] [--threads T] [--seg-len MIN MAX] [--dtype f32|f64|both] [--only TEXT] "
           "[--csv]\n"
+          "          [--width W[,W...]] [--elems E] [--unsorted] [--mul-wide]\n"
           "  defaults: N=4194304 (2^22) vec3 elements, R=5 (best of R after one warm-up), T=all CPUs,\n"
-          "  segment lengths uniform in [16,48] (mean 32), idx sorted\n",
+          "  segment lengths uniform in [16,48] (mean 32), idx sorted, width 3.\n"
+          "  --width: row widths w = prod(F) (matvec runs at 3 only); --elems E: N = E / w rows at each\n"
+          "  width (the same bytes at every width); --unsorted: idx shuffled; --mul-wide: mul's y (S,*F)\n",
           argv0);
 }
 
 int main(int argc, char **argv) {
-  options o = {.n = (int64_t)1 << 22, .reps = 5, .threads = 0, .seg_min = 16, .seg_max = 48, .dtypes = 3};
+  options o = {.n = (int64_t)1 << 22,
+               .reps = 5,
+               .threads = 0,
+               .seg_min = 16,
+               .seg_max = 48,
+               .dtypes = 3,
+               .widths = {3},
+               .nwidths = 1};
   for (int a = 1; a < argc; a++) {
     const char *f = argv[a];
     if (!strcmp(f, "--n") && a + 1 < argc)
@@ -213,51 +236,84 @@ int main(int argc, char **argv) {
       o.only = argv[++a];
     else if (!strcmp(f, "--csv"))
       o.csv = true;
-    else {
+    else if (!strcmp(f, "--unsorted"))
+      o.unsorted = true;
+    else if (!strcmp(f, "--mul-wide"))
+      o.mul_wide = true;
+    else if (!strcmp(f, "--elems") && a + 1 < argc)
+      o.elems = strtoll(argv[++a], NULL, 0);
+    else if (!strcmp(f, "--width") && a + 1 < argc) {
+      o.nwidths = 0;
+      for (char *t = argv[++a]; *t && o.nwidths < 16;) {
+        o.widths[o.nwidths++] = strtoll(t, &t, 0);
+        if (*t == ',')
+          t++;
+        else if (*t)
+          break;
+      }
+    } else {
       usage(argv[0]);
       return 2;
     }
   }
-  if (o.n < 1 || o.reps < 1 || o.seg_min < 1 || o.seg_max < o.seg_min) {
+  if (o.n < 1 || o.reps < 1 || o.seg_min < 1 || o.seg_max < o.seg_min || o.nwidths < 1) {
     usage(argv[0]);
     return 2;
   }
-  /* Sorted idx, segment lengths uniform in [seg_min, seg_max]. */
-  int32_t *idx = malloc((size_t)o.n * sizeof *idx);
-  if (!idx) return 1;
-  int64_t s = 0;
-  for (int64_t i = 0; i < o.n; s++) {
-    int64_t len = o.seg_min + (int64_t)(rnd() % (uint64_t)(o.seg_max - o.seg_min + 1));
-    for (int64_t j = 0; j < len && i < o.n; j++) idx[i++] = (int32_t)s;
-  }
+  for (int k = 0; k < o.nwidths; k++)
+    if (o.widths[k] < 1 || (o.elems > 0 && o.elems / o.widths[k] < 1)) {
+      usage(argv[0]);
+      return 2;
+    }
   segops_backend *be = segops_cpu_backend_new(o.threads);
   if (!be) return 1;
   if (o.threads <= 0) o.threads = be->n_devices; /* the CPU backend's n_devices is its thread count */
   segops_device_info info;
   be->device_info(be->ctx, 0, &info);
   if (o.csv)
-    printf("function,dtype,n,bytes,seconds,gbps,memcpy_gbps,ratio\n");
+    printf("function,dtype,n,bytes,seconds,gbps,memcpy_gbps,ratio,width,sorted\n");
   else
     printf(
-        "segops_bench_cpu: %s, N=%lld vec3, S=%lld (%.1f per segment), best of %d\n"
+        "segops_bench_cpu: %s, %s idx, segments of %d-%d rows, best of %d\n"
         "traffic = inputs read once + outputs written once + idx; memcpy: the same traffic (read + written)\n"
-        "copied by %d threads; ratio = GB/s / memcpy GB/s\n"
-        "%-36s %-8s %9s %9s %8s %8s %7s\n",
-        info.name, (long long)o.n, (long long)s, (double)o.n / (double)s, o.reps, o.threads, "function", "dtype", "MB",
-        "ms", "GB/s", "memcpy", "ratio");
+        "copied by %d threads; ratio = GB/s / memcpy GB/s\n",
+        info.name, o.unsorted ? "unsorted" : "sorted", o.seg_min, o.seg_max, o.reps, o.threads);
   int rc = 0;
-  for (int d = 0; d < 2; d++) {
-    if (!((o.dtypes >> d) & 1)) continue;
-    for (int op = 0; op < SEGOPS_OP_COUNT; op++)
-      for (int pass = 0; pass < SEGOPS_PASS_COUNT; pass++) {
-        const segops_fn_desc *fn = segops_fn((segops_op)op, (segops_pass)pass);
-        char name[64];
-        snprintf(name, sizeof name, "%s/%s", segops_op_name(fn->op), segops_pass_name(fn->pass));
-        if (o.only && !strstr(name, o.only)) continue;
-        rc |= bench_fn(be, fn, d ? SEGOPS_F64 : SEGOPS_F32, o.n, s, idx, &o);
+  for (int wi = 0; wi < o.nwidths; wi++) {
+    const int64_t w = o.widths[wi], n = o.elems > 0 ? o.elems / w : o.n;
+    /* Segment lengths uniform in [seg_min, seg_max], in order; shuffled for --unsorted. */
+    int32_t *idx = malloc((size_t)n * sizeof *idx);
+    if (!idx) return 1;
+    int64_t s = 0;
+    for (int64_t i = 0; i < n; s++) {
+      int64_t len = o.seg_min + (int64_t)(rnd() % (uint64_t)(o.seg_max - o.seg_min + 1));
+      for (int64_t j = 0; j < len && i < n; j++) idx[i++] = (int32_t)s;
+    }
+    if (o.unsorted)
+      for (int64_t i = n - 1; i > 0; i--) {
+        const int64_t k = (int64_t)(rnd() % (uint64_t)(i + 1));
+        const int32_t t = idx[i];
+        idx[i] = idx[k];
+        idx[k] = t;
       }
+    if (!o.csv)
+      printf("width %lld: N=%lld rows, S=%lld (%.1f per segment)\n%-36s %-8s %5s %9s %9s %8s %8s %7s\n", (long long)w,
+             (long long)n, (long long)s, (double)n / (double)s, "function", "dtype", "w", "MB", "ms", "GB/s", "memcpy",
+             "ratio");
+    for (int d = 0; d < 2; d++) {
+      if (!((o.dtypes >> d) & 1)) continue;
+      for (int op = 0; op < SEGOPS_OP_COUNT; op++)
+        for (int pass = 0; pass < SEGOPS_PASS_COUNT; pass++) {
+          const segops_fn_desc *fn = segops_fn((segops_op)op, (segops_pass)pass);
+          char name[64];
+          snprintf(name, sizeof name, "%s/%s", segops_op_name(fn->op), segops_pass_name(fn->pass));
+          if (o.only && !strstr(name, o.only)) continue;
+          if (fn->vec3_only && w != 3) continue;
+          rc |= bench_fn(be, fn, d ? SEGOPS_F64 : SEGOPS_F32, w, n, s, idx, &o);
+        }
+    }
+    free(idx);
   }
   segops_backend_free(be);
-  free(idx);
   return rc;
 }

@@ -91,8 +91,8 @@ def default_case(fn):
     """A case for a function without one in CASES, from its row (proto/optable.json): 4 elements in 2
     segments, rows of width 3 for a vec3-only op else 1, every input given, values small integers."""
     n, s, w = 4, 2, 3 if fn["vec3_only"] else 1
-    lead = {"E": n, "E3": n, "G": s, "G1": s, "M": s}
-    trail = {"E": (w,) if w == 3 else (), "E3": (3,), "G": (w,) if w == 3 else (), "G1": (), "M": (3, 3)}
+    lead = {"E": n, "E3": n, "G": s, "G1": s, "G1F": s, "M": s}
+    trail = {"E": (w,) if w == 3 else (), "E3": (3,), "G": (w,) if w == 3 else (), "G1": (), "G1F": (), "M": (3, 3)}
     args = {}
     for k, inp in enumerate(fn["inputs"]):
         shape = (lead[inp["shape"]],) + trail[inp["shape"]]

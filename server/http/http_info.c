@@ -167,6 +167,7 @@ segops_http_outcome segops_http_info(segops_http_req *r) {
   if (root && srv->native_socket[0] && same_host) /* only such a peer can use it */
     json_object_set_new(root, "native",
                         json_pack("{s:s, s:i}", "socket", srv->native_socket, "version", (int)SEGOPS_NATIVE_VERSION));
+  if (root && be->feature_shapes) json_object_set_new(root, "feature_shapes", json_string(be->feature_shapes));
   if (root) json_object_set_new(root, "settings", settings_json(same_host));
   return segops_http_send_json(r, root);
 }

@@ -12,6 +12,11 @@
 
 bool segops_batch_compatible(const segops_call *a, const segops_call *b) {
   if (a->fn != b->fn || a->dtype != b->dtype || a->width != b->width) return false;
+  /* Rows of one width but another feature shape (F = (6,) and (2,3)), or mul's y (S,) and (S,*F),
+   * are other calls: the answers' shapes are each request's own. */
+  if (a->nf != b->nf || a->y_wide != b->y_wide) return false;
+  for (int i = 0; i < a->nf; i++)
+    if (a->f[i] != b->f[i]) return false;
   /* A sorted and an unsorted idx may take different backend paths; keep the classes apart so
    * each request is computed by the path it would have taken alone. */
   if (a->idx_sorted != b->idx_sorted) return false;
@@ -24,10 +29,17 @@ bool segops_batch_compatible(const segops_call *a, const segops_call *b) {
 
 static size_t round64(size_t x) { return (x + 63) & ~(size_t)63; }
 
+/* Elements of kind k in call c's shapes with n elements and s segments (the batch's). */
+static int64_t count_of(const segops_call *c, segops_shape_kind k, int64_t n, int64_t s) {
+  segops_call t = *c;
+  t.n = n;
+  t.s = s;
+  return segops_call_count(&t, k);
+}
+
 int segops_batch_run(segops_backend *be, int device, segops_job **jobs, int n, char *err, size_t errlen) {
   const segops_call *c0 = jobs[0]->call;
   const segops_fn_desc *fn = c0->fn;
-  const int w = c0->width;
   const size_t isz = segops_dtype_size(c0->dtype);
   int64_t N = 0, S = 0;
   for (int j = 0; j < n; j++) {
@@ -42,12 +54,12 @@ int segops_batch_run(segops_backend *be, int device, segops_job **jobs, int n, c
   for (int k = 0; k < fn->n_in; k++) {
     if (!c0->in[k]) continue;
     off_in[k] = total;
-    total += round64((size_t)segops_shape_count(fn->in[k].shape, w, N, S) * isz);
+    total += round64((size_t)count_of(c0, fn->in[k].shape, N, S) * isz);
   }
   for (int k = 0; k < fn->n_out; k++) {
     if (!c0->out[k]) continue;
     off_out[k] = total;
-    total += round64((size_t)segops_shape_count(fn->out[k].shape, w, N, S) * isz);
+    total += round64((size_t)count_of(c0, fn->out[k].shape, N, S) * isz);
   }
   char *blk = segops_aligned_alloc(total);
   if (!blk) return segops_errf(SEGOPS_E_NOMEM, err, errlen, "out of memory for a batch of %d requests", n);
@@ -65,7 +77,7 @@ int segops_batch_run(segops_backend *be, int device, segops_job **jobs, int n, c
     for (int64_t i = 0; i < c->n; i++) idx[ebase + i] = (int32_t)(c->idx[i] + sbase);
     for (int k = 0; k < fn->n_in; k++) {
       if (!c0->in[k]) continue;
-      size_t bytes = (size_t)segops_shape_count(fn->in[k].shape, w, c->n, c->s) * isz;
+      size_t bytes = (size_t)segops_call_count(c, fn->in[k].shape) * isz;
       if (bytes) memcpy(blk + off_in[k] + pos_in[k], c->in[k], bytes); /* source may be unaligned */
       pos_in[k] += bytes;
     }
@@ -82,7 +94,7 @@ int segops_batch_run(segops_backend *be, int device, segops_job **jobs, int n, c
       segops_call *c = jobs[j]->call;
       for (int k = 0; k < fn->n_out; k++) {
         if (!c0->out[k]) continue;
-        size_t bytes = (size_t)segops_shape_count(fn->out[k].shape, w, c->n, c->s) * isz;
+        size_t bytes = (size_t)segops_call_count(c, fn->out[k].shape) * isz;
         if (bytes) memcpy(c->out[k], blk + off_out[k] + pos_out[k], bytes);
         pos_out[k] += bytes;
       }

@@ -62,26 +62,33 @@ typedef struct {
 
 /* Fills values for input k of fn: uniform in [-1, 1], rounded to dt. rms_norm's x gets whole
  * zero rows for every segment s with s % 5 == 1 (zero-norm segments). */
-static void fill_input(const segops_fn_desc *fn, int k, const tu_layout *L, int w, segops_dtype dt, tu_rng *rng,
+static void fill_input(const segops_fn_desc *fn, int k, const tu_layout *L, int64_t w, segops_dtype dt, tu_rng *rng,
                        double *v, int64_t count) {
   for (int64_t j = 0; j < count; j++) v[j] = tu_round(dt, tu_uniform(rng, -1.0, 1.0));
   if (fn->op == SEGOPS_OP_RMS_NORM && strcmp(fn->in[k].name, "x") == 0)
     for (int64_t i = 0; i < L->n; i++)
       if (L->idx[i] % 5 == 1)
-        for (int c = 0; c < w; c++) v[i * w + c] = 0.0;
+        for (int64_t c = 0; c < w; c++) v[i * w + c] = 0.0;
 }
 
-static void check_case(const tu_layout *L, const segops_fn_desc *fn, segops_dtype dt, int w, const variant *var,
-                       tu_rng *rng) {
+static void check_case(const tu_layout *L, const segops_fn_desc *fn, segops_dtype dt, int64_t w, bool y_wide,
+                       const variant *var, tu_rng *rng) {
   char lab[64], what[320];
-  snprintf(what, sizeof what, "[%s] %s %s w=%d %s", L->name, fn_label(fn, lab, sizeof lab), segops_dtype_name(dt), w,
-           var->label);
+  snprintf(what, sizeof what, "[%s] %s %s w=%lld%s %s", L->name, fn_label(fn, lab, sizeof lab), segops_dtype_name(dt),
+           (long long)w, y_wide ? " y=(S,*F)" : "", var->label);
   double *vals[SEGOPS_MAX_INPUTS] = {0};
   tu_buf ins[SEGOPS_MAX_INPUTS] = {0};
-  segops_call call = {.fn = fn, .dtype = dt, .width = w, .n = L->n, .s = L->s, .idx = L->idx, .idx_sorted = L->sorted};
+  segops_call call = {.fn = fn,
+                      .dtype = dt,
+                      .width = w,
+                      .y_wide = y_wide,
+                      .n = L->n,
+                      .s = L->s,
+                      .idx = L->idx,
+                      .idx_sorted = L->sorted};
   for (int k = 0; k < fn->n_in; k++) {
     if ((var->omit >> k) & 1u && fn->in[k].use != SEGOPS_ARG_REQ) continue;
-    int64_t count = segops_shape_count(fn->in[k].shape, w, L->n, L->s);
+    int64_t count = segops_call_count(&call, fn->in[k].shape);
     vals[k] = malloc((size_t)(count ? count : 1) * sizeof(double));
     fill_input(fn, k, L, w, dt, rng, vals[k], count);
     ins[k] = tu_input(dt, vals[k], count, 1 + (size_t)(3 * k) % 7); /* skews 1,4,7,3,6: never aligned */
@@ -94,10 +101,10 @@ static void check_case(const tu_layout *L, const segops_fn_desc *fn, segops_dtyp
   int64_t ocount[SEGOPS_MAX_OUTPUTS] = {0};
   tu_buf outs[SEGOPS_MAX_OUTPUTS] = {0}, outs2[SEGOPS_MAX_OUTPUTS] = {0}, outs_cpu[SEGOPS_MAX_OUTPUTS] = {0};
   for (int o = 0; o < fn->n_out; o++) {
-    ocount[o] = segops_shape_count(fn->out[o].shape, w, L->n, L->s);
+    ocount[o] = segops_call_count(&call, fn->out[o].shape);
     ref[o] = malloc((size_t)(ocount[o] ? ocount[o] : 1) * sizeof(double));
   }
-  ref_run(fn->op, fn->pass, w, L->n, L->s, L->idx, rin, ref);
+  ref_run_y(fn->op, fn->pass, w, y_wide, L->n, L->s, L->idx, rin, ref);
 
   for (int o = 0; o < fn->n_out; o++)
     if ((var->outs >> o) & 1u) {
@@ -167,40 +174,71 @@ static void check_case(const tu_layout *L, const segops_fn_desc *fn, segops_dtyp
   }
 }
 
-/* Every function, dtype and width on one layout; small layouts also get every variant. */
+/* Row widths w = prod(F) beyond 1 and 3 (the constant-width code): F = (2,), (4,3), (16,),
+ * (2,3,3), (64,), (256,) and prod(F) = 0, through the general-width code. Which a layout gets:
+ * wide_level 0 none, 1 w = 16 only, 2 all (small layouts: keeps the harness's time). */
+static const int64_t WIDE[] = {2, 12, 16, 18, 64, 256, 0};
+static int wide_level = 2;
+
+/* The CUDA backend takes rows (N,) and (N,3) only for now (rms_norm (N,3), mul's y (S,)): other
+ * shapes must be refused with not_implemented naming the CPU backend. True when it refused. */
+static bool cuda_refuses(const tu_layout *L, const segops_fn_desc *fn, segops_dtype dt, int64_t w, bool y_wide) {
+  const bool ok = (w == 1 || w == 3) && !(fn->op == SEGOPS_OP_RMS_NORM && w != 3) && !(y_wide && w != 1);
+  if (!target_is_cuda || ok) return false;
+  segops_call call = {.fn = fn, .dtype = dt, .width = w, .y_wide = y_wide, .n = L->n, .s = L->s, .idx = L->idx};
+  char err[256] = "";
+  const int rc = target->run(target->ctx, 0, &call, err, sizeof err);
+  TU_CHECK(rc == SEGOPS_E_NOT_IMPLEMENTED && strstr(err, "--backend cpu"),
+           "%s w=%lld: the CUDA backend answered %d (%s), not not_implemented naming the CPU backend",
+           segops_op_name(fn->op), (long long)w, rc, err);
+  return true;
+}
+
+/* Every function, dtype and width on one layout; small layouts also get every variant (at width
+ * 1 and 3, and at 16). mul also with y (S,*F) at every width. */
 static void check_layout(const tu_layout *L, bool variants, tu_rng *rng) {
+  int64_t widths[2 + sizeof WIDE / sizeof WIDE[0]];
+  int nw = 0;
+  widths[nw++] = 1;
+  widths[nw++] = 3;
+  for (size_t k = 0; k < sizeof WIDE / sizeof WIDE[0]; k++)
+    if (wide_level == 2 || (wide_level == 1 && WIDE[k] == 16)) widths[nw++] = WIDE[k];
   for (int op = 0; op < SEGOPS_OP_COUNT; op++)
     for (int pass = 0; pass < SEGOPS_PASS_COUNT; pass++) {
       const segops_fn_desc *fn = segops_fn((segops_op)op, (segops_pass)pass);
       unsigned all = (1u << fn->n_out) - 1;
       for (int d = 0; d < 2; d++)
-        for (int w = 1; w <= 3; w += 2) {
-          if (fn->vec3_only && w != 3) continue;
-          variant full = {0, all, "all inputs, all outputs"};
-          check_case(L, fn, DTYPES[d], w, &full, rng);
-          if (!variants || quick) continue;
-          unsigned optional = 0;
-          for (int k = 0; k < fn->n_in; k++)
-            if (fn->in[k].use != SEGOPS_ARG_REQ) optional |= 1u << k;
-          variant none = {optional, all, "optional inputs omitted"};
-          if (optional) check_case(L, fn, DTYPES[d], w, &none, rng);
-          for (int k = 0; k < fn->n_in; k++)
-            if (fn->in[k].use == SEGOPS_ARG_COTAN) {
-              char label[64];
-              snprintf(label, sizeof label, "%s omitted", fn->in[k].name);
-              variant one = {1u << k, all, label};
-              check_case(L, fn, DTYPES[d], w, &one, rng);
-            }
-          if (fn->n_out > 1)
-            for (int o = 0; o < fn->n_out; o++) {
-              char label[64];
-              snprintf(label, sizeof label, "outputs=[%s]", fn->out[o].name);
-              variant sub = {0, 1u << o, label};
-              check_case(L, fn, DTYPES[d], w, &sub, rng);
-              variant rest = {0, all & ~(1u << o), "all outputs but one"};
-              if (fn->n_out > 2) check_case(L, fn, DTYPES[d], w, &rest, rng);
-            }
-        }
+        for (int wi = 0; wi < nw; wi++)
+          for (int yw = 0; yw <= (op == SEGOPS_OP_MUL); yw++) {
+            const int64_t w = widths[wi];
+            const bool y_wide = yw;
+            if (fn->vec3_only && w != 3) continue;
+            if (cuda_refuses(L, fn, DTYPES[d], w, y_wide)) continue;
+            variant full = {0, all, "all inputs, all outputs"};
+            check_case(L, fn, DTYPES[d], w, y_wide, &full, rng);
+            if (!variants || quick || (w != 1 && w != 3 && w != 16)) continue;
+            unsigned optional = 0;
+            for (int k = 0; k < fn->n_in; k++)
+              if (fn->in[k].use != SEGOPS_ARG_REQ) optional |= 1u << k;
+            variant none = {optional, all, "optional inputs omitted"};
+            if (optional) check_case(L, fn, DTYPES[d], w, y_wide, &none, rng);
+            for (int k = 0; k < fn->n_in; k++)
+              if (fn->in[k].use == SEGOPS_ARG_COTAN) {
+                char label[64];
+                snprintf(label, sizeof label, "%s omitted", fn->in[k].name);
+                variant one = {1u << k, all, label};
+                check_case(L, fn, DTYPES[d], w, y_wide, &one, rng);
+              }
+            if (fn->n_out > 1)
+              for (int o = 0; o < fn->n_out; o++) {
+                char label[64];
+                snprintf(label, sizeof label, "outputs=[%s]", fn->out[o].name);
+                variant sub = {0, 1u << o, label};
+                check_case(L, fn, DTYPES[d], w, y_wide, &sub, rng);
+                variant rest = {0, all & ~(1u << o), "all outputs but one"};
+                if (fn->n_out > 2) check_case(L, fn, DTYPES[d], w, y_wide, &rest, rng);
+              }
+          }
     }
 }
 
@@ -216,6 +254,7 @@ static void run_layouts(void) {
 #define RUN(expr, variants)                                                                 \
   do {                                                                                      \
     L = (expr);                                                                             \
+    wide_level = L.n <= 1000 ? 2 : L.n <= 40000 ? 1 : 0;                                    \
     long before = tu_failures;                                                              \
     double t0 = tu_seconds();                                                               \
     check_layout(&L, variants, &rng);                                                       \
@@ -408,6 +447,7 @@ static void run_golden(void) {
       for (int pass = 0; pass < SEGOPS_PASS_COUNT; pass++) {
         const segops_fn_desc *fn = segops_fn((segops_op)op, (segops_pass)pass);
         for (int w = fn->vec3_only ? 3 : 1; w <= 3; w += 2) {
+          if (target_is_cuda && fn->op == SEGOPS_OP_RMS_NORM && w != 3) continue; /* cuda_refuses */
           const double *in[SEGOPS_MAX_INPUTS] = {0}, *want[SEGOPS_MAX_OUTPUTS] = {0};
           for (int k = 0; k < fn->n_in; k++)
             in[k] = (fn->in[k].shape == SEGOPS_SH_ELEM || fn->in[k].shape == SEGOPS_SH_ELEM3) ? none : segv;

@@ -12,34 +12,68 @@ static void zero(double *a, int64_t count) {
   for (int64_t k = 0; k < count; k++) a[k] = 0.0;
 }
 
-static void ref_sum_like(int w, int64_t n, int64_t s, const int32_t *idx, const int64_t *c, const double *x,
+static void ref_sum_like(int64_t w, int64_t n, int64_t s, const int32_t *idx, const int64_t *c, const double *x,
                          double *out, int mean) {
   zero(out, s * w);
   for (int64_t i = 0; i < n; i++)
-    for (int k = 0; k < w; k++) out[idx[i] * w + k] += at(x, i * w + k);
+    for (int64_t k = 0; k < w; k++) out[idx[i] * w + k] += at(x, i * w + k);
   if (mean)
     for (int64_t g = 0; g < s; g++)
-      for (int k = 0; k < w; k++) out[g * w + k] = c[g] ? out[g * w + k] / (double)c[g] : 0.0;
+      for (int64_t k = 0; k < w; k++) out[g * w + k] = c[g] ? out[g * w + k] / (double)c[g] : 0.0;
 }
 
-static double dotw(int w, const double *a, int64_t i, const double *b, int64_t j) {
+static double dotw(int64_t w, const double *a, int64_t i, const double *b, int64_t j) {
   double d = 0;
-  for (int k = 0; k < w; k++) d += at(a, i * w + k) * at(b, j * w + k);
+  for (int64_t k = 0; k < w; k++) d += at(a, i * w + k) * at(b, j * w + k);
   return d;
 }
 
-static void ref_rms(int64_t n, int64_t s, const int32_t *idx, const int64_t *c, const double *x, double *r,
+static void ref_rms(int64_t w, int64_t n, int64_t s, const int32_t *idx, const int64_t *c, const double *x, double *r,
                     double *inv) {
   zero(r, s);
-  for (int64_t i = 0; i < n; i++) r[idx[i]] += dotw(3, x, i, x, i);
+  for (int64_t i = 0; i < n; i++) r[idx[i]] += dotw(w, x, i, x, i);
   for (int64_t g = 0; g < s; g++) {
     r[g] = c[g] ? sqrt(r[g] / (double)c[g]) : 0.0;
     inv[g] = c[g] * r[g] != 0.0 ? 1.0 / ((double)c[g] * r[g]) : 0.0;
   }
 }
 
-void ref_run(segops_op op, segops_pass pass, int w, int64_t n, int64_t s, const int32_t *idx,
+void ref_run(segops_op op, segops_pass pass, int64_t w, int64_t n, int64_t s, const int32_t *idx,
              const double *const in[SEGOPS_MAX_INPUTS], double *const out[SEGOPS_MAX_OUTPUTS]) {
+  ref_run_y(op, pass, w, false, n, s, idx, in, out);
+}
+
+/* mul with y (S,*F): out[i] = x[i] ⊙ y[s] and its backward and double backward, per element. */
+static void ref_mul_wide(segops_pass pass, int64_t w, int64_t n, int64_t s, const int32_t *idx,
+                         const double *const in[SEGOPS_MAX_INPUTS], double *const out[SEGOPS_MAX_OUTPUTS]) {
+  const double *a0 = in[0], *a1 = in[1], *a2 = in[2], *a3 = in[3], *a4 = in[4];
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t k = 0; k < w; k++) {
+      const int64_t e = i * w + k, g = idx[i] * w + k;
+      if (pass == SEGOPS_PASS_FORWARD) { /* x, y */
+        out[0][e] = a0[e] * a1[g];
+      } else if (pass == SEGOPS_PASS_BACKWARD) { /* g_out, x, y */
+        out[0][e] = a0[e] * a2[g];
+      } else { /* gg_x, gg_y, g_out, x, y */
+        out[0][e] = at(a0, e) * a4[g] + at(a1, g) * a3[e];
+        out[1][e] = at(a1, g) * a2[e];
+      }
+    }
+  if (pass == SEGOPS_PASS_FORWARD) return;
+  double *gy = out[pass == SEGOPS_PASS_BACKWARD ? 1 : 2];
+  zero(gy, s * w);
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t k = 0; k < w; k++)
+      gy[idx[i] * w + k] +=
+          pass == SEGOPS_PASS_BACKWARD ? a0[i * w + k] * a1[i * w + k] : at(a0, i * w + k) * a2[i * w + k];
+}
+
+void ref_run_y(segops_op op, segops_pass pass, int64_t w, bool y_wide, int64_t n, int64_t s, const int32_t *idx,
+               const double *const in[SEGOPS_MAX_INPUTS], double *const out[SEGOPS_MAX_OUTPUTS]) {
+  if (op == SEGOPS_OP_MUL && y_wide) {
+    ref_mul_wide(pass, w, n, s, idx, in, out);
+    return;
+  }
   int64_t *c = calloc((size_t)s + 1, sizeof *c);
   double *r = calloc((size_t)s + 1, sizeof *r), *inv = calloc((size_t)s + 1, sizeof *inv);
   double *q = calloc((size_t)s + 1, sizeof *q);
@@ -57,11 +91,11 @@ void ref_run(segops_op op, segops_pass pass, int w, int64_t n, int64_t s, const 
       break;
     case SEGOPS_OP_SUM * 3 + SEGOPS_PASS_BACKWARD: /* g_out */
       for (int64_t i = 0; i < n; i++)
-        for (int k = 0; k < w; k++) out[0][i * w + k] = a0[idx[i] * w + k];
+        for (int64_t k = 0; k < w; k++) out[0][i * w + k] = a0[idx[i] * w + k];
       break;
     case SEGOPS_OP_MEAN * 3 + SEGOPS_PASS_BACKWARD:
       for (int64_t i = 0; i < n; i++)
-        for (int k = 0; k < w; k++) out[0][i * w + k] = a0[idx[i] * w + k] / (double)c[idx[i]];
+        for (int64_t k = 0; k < w; k++) out[0][i * w + k] = a0[idx[i] * w + k] / (double)c[idx[i]];
       break;
 
     case SEGOPS_OP_DOT * 3 + SEGOPS_PASS_FORWARD: /* x, y */
@@ -70,7 +104,7 @@ void ref_run(segops_op op, segops_pass pass, int w, int64_t n, int64_t s, const 
       break;
     case SEGOPS_OP_DOT * 3 + SEGOPS_PASS_BACKWARD: /* g_out, x, y */
       for (int64_t i = 0; i < n; i++)
-        for (int k = 0; k < w; k++) {
+        for (int64_t k = 0; k < w; k++) {
           out[0][i * w + k] = a0[idx[i]] * a2[i * w + k];
           out[1][i * w + k] = a0[idx[i]] * a1[i * w + k];
         }
@@ -79,7 +113,7 @@ void ref_run(segops_op op, segops_pass pass, int w, int64_t n, int64_t s, const 
       zero(out[0], s);
       for (int64_t i = 0; i < n; i++) {
         out[0][idx[i]] += dotw(w, a0, i, a4, i) + dotw(w, a1, i, a3, i);
-        for (int k = 0; k < w; k++) {
+        for (int64_t k = 0; k < w; k++) {
           out[1][i * w + k] = a2[idx[i]] * at(a1, i * w + k);
           out[2][i * w + k] = a2[idx[i]] * at(a0, i * w + k);
         }
@@ -88,19 +122,19 @@ void ref_run(segops_op op, segops_pass pass, int w, int64_t n, int64_t s, const 
 
     case SEGOPS_OP_MUL * 3 + SEGOPS_PASS_FORWARD: /* x, y */
       for (int64_t i = 0; i < n; i++)
-        for (int k = 0; k < w; k++) out[0][i * w + k] = a0[i * w + k] * a1[idx[i]];
+        for (int64_t k = 0; k < w; k++) out[0][i * w + k] = a0[i * w + k] * a1[idx[i]];
       break;
     case SEGOPS_OP_MUL * 3 + SEGOPS_PASS_BACKWARD: /* g_out, x, y */
       zero(out[1], s);
       for (int64_t i = 0; i < n; i++) {
-        for (int k = 0; k < w; k++) out[0][i * w + k] = a0[i * w + k] * a2[idx[i]];
+        for (int64_t k = 0; k < w; k++) out[0][i * w + k] = a0[i * w + k] * a2[idx[i]];
         out[1][idx[i]] += dotw(w, a0, i, a1, i);
       }
       break;
     case SEGOPS_OP_MUL * 3 + SEGOPS_PASS_DOUBLE_BACKWARD: /* gg_x, gg_y, g_out, x, y */
       zero(out[2], s);
       for (int64_t i = 0; i < n; i++) {
-        for (int k = 0; k < w; k++) {
+        for (int64_t k = 0; k < w; k++) {
           out[0][i * w + k] = at(a0, i * w + k) * a4[idx[i]] + at(a1, idx[i]) * a3[i * w + k];
           out[1][i * w + k] = at(a1, idx[i]) * a2[i * w + k];
         }
@@ -109,23 +143,23 @@ void ref_run(segops_op op, segops_pass pass, int w, int64_t n, int64_t s, const 
       break;
 
     case SEGOPS_OP_RMS_NORM * 3 + SEGOPS_PASS_FORWARD: /* x */
-      ref_rms(n, s, idx, c, a0, r, inv);
+      ref_rms(w, n, s, idx, c, a0, r, inv);
       memcpy(out[0], r, (size_t)s * sizeof(double));
       break;
     case SEGOPS_OP_RMS_NORM * 3 + SEGOPS_PASS_BACKWARD: /* g_out, x */
-      ref_rms(n, s, idx, c, a1, r, inv);
+      ref_rms(w, n, s, idx, c, a1, r, inv);
       for (int64_t i = 0; i < n; i++)
-        for (int k = 0; k < 3; k++) out[0][i * 3 + k] = a0[idx[i]] * inv[idx[i]] * a1[i * 3 + k];
+        for (int64_t k = 0; k < w; k++) out[0][i * w + k] = a0[idx[i]] * inv[idx[i]] * a1[i * w + k];
       break;
     case SEGOPS_OP_RMS_NORM * 3 + SEGOPS_PASS_DOUBLE_BACKWARD: /* gg_x, g_out, x */
-      ref_rms(n, s, idx, c, a2, r, inv);
-      for (int64_t i = 0; i < n; i++) q[idx[i]] += dotw(3, a0, i, a2, i);
+      ref_rms(w, n, s, idx, c, a2, r, inv);
+      for (int64_t i = 0; i < n; i++) q[idx[i]] += dotw(w, a0, i, a2, i);
       for (int64_t g = 0; g < s; g++) out[0][g] = q[g] * inv[g];
       for (int64_t i = 0; i < n; i++) {
         int64_t g = idx[i];
         double iv = inv[g], gs = a1[g];
-        for (int k = 0; k < 3; k++)
-          out[1][i * 3 + k] = gs * iv * at(a0, i * 3 + k) - gs * iv * iv * iv * (double)c[g] * q[g] * a2[i * 3 + k];
+        for (int64_t k = 0; k < w; k++)
+          out[1][i * w + k] = gs * iv * at(a0, i * w + k) - gs * iv * iv * iv * (double)c[g] * q[g] * a2[i * w + k];
       }
       break;
 

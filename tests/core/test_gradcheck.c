@@ -26,7 +26,14 @@ static var vars[MAXVARS];
 static int nvars;
 static int64_t N, S;
 static const int32_t *IDX;
-static int W;
+static int64_t W; /* row width prod(F): 1, 3 and general widths */
+static bool YW;   /* mul: y (S,*F) */
+
+/* Elements of kind k in the current call. */
+static int64_t count_of(segops_shape_kind k) {
+  const segops_call c = {.width = W, .y_wide = YW, .n = N, .s = S};
+  return segops_call_count(&c, k);
+}
 
 static var *find(const char *name) {
   for (int k = 0; k < nvars; k++)
@@ -40,7 +47,7 @@ static void make_vars(const segops_fn_desc *fn, tu_rng *rng) {
     if (find(fn->in[k].name)) continue;
     var *v = &vars[nvars++];
     snprintf(v->name, sizeof v->name, "%s", fn->in[k].name);
-    v->count = segops_shape_count(fn->in[k].shape, W, N, S);
+    v->count = count_of(fn->in[k].shape);
     v->v = malloc((size_t)(v->count ? v->count : 1) * sizeof(double));
     /* Away from 0 so that rms_norm stays differentiable (no zero-norm segment). */
     for (int64_t j = 0; j < v->count; j++) {
@@ -52,8 +59,14 @@ static void make_vars(const segops_fn_desc *fn, tu_rng *rng) {
 
 /* Runs fn on the backend with the current variables; outs[o] receives output o. */
 static void eval(const segops_fn_desc *fn, double *outs[SEGOPS_MAX_OUTPUTS]) {
-  segops_call call = {
-      .fn = fn, .dtype = SEGOPS_F64, .width = W, .n = N, .s = S, .idx = IDX, .idx_sorted = tu_is_sorted(IDX, N)};
+  segops_call call = {.fn = fn,
+                      .dtype = SEGOPS_F64,
+                      .width = W,
+                      .y_wide = YW,
+                      .n = N,
+                      .s = S,
+                      .idx = IDX,
+                      .idx_sorted = tu_is_sorted(IDX, N)};
   for (int k = 0; k < fn->n_in; k++) call.in[k] = find(fn->in[k].name)->v;
   for (int o = 0; o < fn->n_out; o++) call.out[o] = outs[o];
   char err[256];
@@ -71,13 +84,12 @@ static var *cotangent_of(const char *out_name) {
 
 static double loss(const segops_fn_desc *f) {
   double *outs[SEGOPS_MAX_OUTPUTS] = {0};
-  for (int o = 0; o < f->n_out; o++)
-    outs[o] = calloc((size_t)segops_shape_count(f->out[o].shape, W, N, S) + 1, sizeof(double));
+  for (int o = 0; o < f->n_out; o++) outs[o] = calloc((size_t)count_of(f->out[o].shape) + 1, sizeof(double));
   eval(f, outs);
   double l = 0;
   for (int o = 0; o < f->n_out; o++) {
     var *c = cotangent_of(f->out[o].name);
-    int64_t cnt = segops_shape_count(f->out[o].shape, W, N, S);
+    int64_t cnt = count_of(f->out[o].shape);
     for (int64_t j = 0; j < cnt; j++) l += c->v[j] * outs[o][j];
     free(outs[o]);
   }
@@ -87,11 +99,10 @@ static double loss(const segops_fn_desc *f) {
 static void check_pair(segops_op op, segops_pass pf, const char *layout) {
   const segops_fn_desc *f = segops_fn(op, pf), *g = segops_fn(op, (segops_pass)(pf + 1));
   char what[160];
-  snprintf(what, sizeof what, "[%s] %s %s vs %s w=%d", layout, segops_op_name(op), segops_pass_name(g->pass),
-           segops_pass_name(pf), W);
+  snprintf(what, sizeof what, "[%s] %s %s vs %s w=%lld%s", layout, segops_op_name(op), segops_pass_name(g->pass),
+           segops_pass_name(pf), (long long)W, YW ? " y=(S,*F)" : "");
   double *an[SEGOPS_MAX_OUTPUTS] = {0};
-  for (int o = 0; o < g->n_out; o++)
-    an[o] = calloc((size_t)segops_shape_count(g->out[o].shape, W, N, S) + 1, sizeof(double));
+  for (int o = 0; o < g->n_out; o++) an[o] = calloc((size_t)count_of(g->out[o].shape) + 1, sizeof(double));
   eval(g, an);
   /* Every input that F reads must have its gradient among G's outputs. */
   for (int k = 0; k < f->n_in; k++) {
@@ -128,15 +139,19 @@ static void run_layout(const char *name, const int32_t *idx, int64_t n, int64_t 
   S = s;
   IDX = idx;
   tu_rng rng = {99};
+  const int64_t widths[] = {1, 3, 2, 5}; /* 2 and 5: the general-width code (F = (2,), (5,)) */
   for (int op = 0; op < SEGOPS_OP_COUNT; op++)
-    for (W = 1; W <= 3; W += 2) {
-      if (segops_fn((segops_op)op, SEGOPS_PASS_FORWARD)->vec3_only && W != 3) continue;
-      nvars = 0;
-      for (int p = 0; p < SEGOPS_PASS_COUNT; p++) make_vars(segops_fn((segops_op)op, (segops_pass)p), &rng);
-      check_pair((segops_op)op, SEGOPS_PASS_FORWARD, name);
-      check_pair((segops_op)op, SEGOPS_PASS_BACKWARD, name);
-      for (int k = 0; k < nvars; k++) free(vars[k].v);
-    }
+    for (int wi = 0; wi < 4; wi++)
+      for (int yw = 0; yw <= (op == SEGOPS_OP_MUL); yw++) {
+        W = widths[wi];
+        YW = yw;
+        if (segops_fn((segops_op)op, SEGOPS_PASS_FORWARD)->vec3_only && W != 3) continue;
+        nvars = 0;
+        for (int p = 0; p < SEGOPS_PASS_COUNT; p++) make_vars(segops_fn((segops_op)op, (segops_pass)p), &rng);
+        check_pair((segops_op)op, SEGOPS_PASS_FORWARD, name);
+        check_pair((segops_op)op, SEGOPS_PASS_BACKWARD, name);
+        for (int k = 0; k < nvars; k++) free(vars[k].v);
+      }
 }
 
 int main(void) {

@@ -124,12 +124,13 @@ static void test_rules(void) {
   expect_error("mixed dtypes", &r, SEGOPS_E_INVALID_ARGUMENT, NAMES("y", "float32", "x", "float64"));
 
   r = mul_request();
-  *arg(&r, "x") = tensor(SEGOPS_F64, 3, 5, 3, 1);
-  expect_error("wrong rank", &r, SEGOPS_E_INVALID_ARGUMENT, NAMES("x", "(5,3,1)"));
+  *arg(&r, "x") = tensor(SEGOPS_F64, 0, 0, 0, 0);
+  expect_error("x of rank 0", &r, SEGOPS_E_INVALID_ARGUMENT, NAMES("x", "(N,*F)", "()"));
 
   r = mul_request();
-  *arg(&r, "x") = tensor(SEGOPS_F64, 2, 5, 4, 0);
-  expect_error("wrong trailing dimension", &r, SEGOPS_E_INVALID_ARGUMENT, NAMES("x", "(5,4)"));
+  *arg(&r, "y") = tensor(SEGOPS_F64, 2, 4, 2, 0);
+  expect_error("y neither (S,) nor (S,*F)", &r, SEGOPS_E_INVALID_ARGUMENT,
+               NAMES("y", "(S,) or (S,*F)", "x (5,3)", "(4,2)"));
 
   r = mul_request();
   *arg(&r, "x") = tensor(SEGOPS_F64, 2, 6, 3, 0);
@@ -147,9 +148,15 @@ static void test_rules(void) {
     segops_prepared_free(&p);
   }
 
-  r = mul_request();
-  *arg(&r, "y") = tensor(SEGOPS_F64, 2, 4, 3, 0);
-  expect_error("y not (S,)", &r, SEGOPS_E_INVALID_ARGUMENT, NAMES("y", "(S,)"));
+  r = mul_request(); /* y (S,*F) is valid; gg_y must then be (S,*F) too */
+  segops_request md = {
+      .op = SEGOPS_OP_MUL, .pass = SEGOPS_PASS_DOUBLE_BACKWARD, .ns_kind = SEGOPS_NS_INT, .ns_value = 4};
+  add_arg(&md, "gg_y", tensor(SEGOPS_F64, 1, 4, 0, 0));
+  add_arg(&md, "g_out", tensor(SEGOPS_F64, 2, 5, 3, 0));
+  add_arg(&md, "x", tensor(SEGOPS_F64, 2, 5, 3, 0));
+  add_arg(&md, "y", tensor(SEGOPS_F64, 2, 4, 3, 0));
+  add_arg(&md, "idx", tensor(SEGOPS_I32, 1, 5, 0, 0));
+  expect_error("gg_y (S,) with y (S,*F)", &md, SEGOPS_E_INVALID_ARGUMENT, NAMES("gg_y", "y", "(S,*F)"));
 
   segops_request mv = {.op = SEGOPS_OP_MATVEC, .pass = SEGOPS_PASS_FORWARD, .ns_kind = SEGOPS_NS_INT, .ns_value = 2};
   add_arg(&mv, "v", tensor(SEGOPS_F32, 2, 5, 3, 0));
@@ -162,16 +169,23 @@ static void test_rules(void) {
   *arg(&mv, "v") = tensor(SEGOPS_F32, 1, 5, 0, 0);
   expect_error("matvec v not (N,3)", &mv, SEGOPS_E_INVALID_ARGUMENT, NAMES("v", "(N,3)"));
 
-  segops_request rms = {.op = SEGOPS_OP_RMS_NORM, .pass = SEGOPS_PASS_FORWARD, .ns_kind = SEGOPS_NS_INT, .ns_value = 2};
-  add_arg(&rms, "x", tensor(SEGOPS_F64, 1, 5, 0, 0));
-  add_arg(&rms, "idx", tensor(SEGOPS_I32, 1, 5, 0, 0));
-  expect_error("rms_norm x not (N,3)", &rms, SEGOPS_E_INVALID_ARGUMENT, NAMES("x", "(N,3)"));
-
   segops_request dot = {.op = SEGOPS_OP_DOT, .pass = SEGOPS_PASS_FORWARD, .ns_kind = SEGOPS_NS_INT, .ns_value = 2};
   add_arg(&dot, "x", tensor(SEGOPS_F64, 2, 5, 3, 0));
   add_arg(&dot, "y", tensor(SEGOPS_F64, 1, 5, 0, 0));
   add_arg(&dot, "idx", tensor(SEGOPS_I32, 1, 5, 0, 0));
-  expect_error("layouts differ (x vec3, y scalar)", &dot, SEGOPS_E_INVALID_ARGUMENT, NAMES("y", "(N,3)"));
+  expect_error("trailing shapes differ (x (5,3), y (5,))", &dot, SEGOPS_E_INVALID_ARGUMENT,
+               NAMES("x (5,3)", "y (5,)", "differ"));
+  *arg(&dot, "y") = tensor(SEGOPS_F64, 2, 5, 4, 0);
+  expect_error("trailing shapes differ (x (5,3), y (5,4))", &dot, SEGOPS_E_INVALID_ARGUMENT,
+               NAMES("x (5,3)", "y (5,4)", "differ"));
+  *arg(&dot, "y") = tensor(SEGOPS_F64, 3, 5, 3, 1);
+  expect_error("trailing shapes differ (x (5,3), y (5,3,1))", &dot, SEGOPS_E_INVALID_ARGUMENT,
+               NAMES("x (5,3)", "y (5,3,1)"));
+  segops_request sb = {.op = SEGOPS_OP_SUM, .pass = SEGOPS_PASS_BACKWARD, .ns_kind = SEGOPS_NS_INT, .ns_value = 2};
+  add_arg(&sb, "g_out", tensor(SEGOPS_F64, 2, 2, 4, 0));
+  add_arg(&sb, "x", tensor(SEGOPS_F64, 2, 5, 3, 0)); /* unread, still validated */
+  add_arg(&sb, "idx", tensor(SEGOPS_I32, 1, 5, 0, 0));
+  expect_error("g_out (S,4) with x (N,3)", &sb, SEGOPS_E_INVALID_ARGUMENT, NAMES("g_out (2,4)", "x (5,3)"));
 
   r = mul_request();
   r.ns_kind = SEGOPS_NS_ABSENT;
@@ -246,7 +260,7 @@ static void test_valid(void) {
       TU_CHECK(rc == SEGOPS_OK, "double backward with idx alone: %s", err);
       if (rc != SEGOPS_OK) continue;
       TU_CHECK(p.call.dtype == (dt >= 0 ? (segops_dtype)dt : SEGOPS_F64) && p.call.width == 1,
-               "double backward with idx alone: dtype %d width %d", (int)p.call.dtype, p.call.width);
+               "double backward with idx alone: dtype %d width %lld", (int)p.call.dtype, (long long)p.call.width);
       segops_prepared_free(&p);
     }
   }
@@ -303,6 +317,62 @@ static void test_valid(void) {
     segops_prepared_free(&p);
   }
 
+  /* Feature shapes: (N,*F) in, (S,*F) / (N,*F) out, w = prod(F) (0 too); mul's y (S,*F). */
+  {
+    const struct {
+      segops_op op;
+      segops_pass pass;
+      int nd;
+      int64_t d1, d2;
+      int64_t w;
+      const char *y; /* mul: "s" for y (S,), "f" for y (S,*F) */
+    } cases[] = {{SEGOPS_OP_SUM, SEGOPS_PASS_FORWARD, 3, 2, 3, 6, NULL},
+                 {SEGOPS_OP_SUM, SEGOPS_PASS_FORWARD, 2, 1, 0, 1, NULL},
+                 {SEGOPS_OP_MEAN, SEGOPS_PASS_FORWARD, 2, 0, 0, 0, NULL},
+                 {SEGOPS_OP_RMS_NORM, SEGOPS_PASS_FORWARD, 1, 0, 0, 1, NULL},
+                 {SEGOPS_OP_RMS_NORM, SEGOPS_PASS_FORWARD, 3, 4, 3, 12, NULL},
+                 {SEGOPS_OP_DOT, SEGOPS_PASS_FORWARD, 3, 2, 3, 6, NULL},
+                 {SEGOPS_OP_MUL, SEGOPS_PASS_FORWARD, 3, 2, 3, 6, "s"},
+                 {SEGOPS_OP_MUL, SEGOPS_PASS_FORWARD, 3, 2, 3, 6, "f"},
+                 {SEGOPS_OP_MUL, SEGOPS_PASS_BACKWARD, 2, 16, 0, 16, "f"}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+      const segops_fn_desc *fn = segops_fn(cases[c].op, cases[c].pass);
+      segops_request q = {.op = cases[c].op, .pass = cases[c].pass, .ns_kind = SEGOPS_NS_INT, .ns_value = 4};
+      const int nd = cases[c].nd;
+      for (int k = 0; k < fn->n_in; k++) {
+        const segops_shape_kind kind = fn->in[k].shape;
+        if (kind == SEGOPS_SH_ELEM)
+          add_arg(&q, fn->in[k].name, tensor(SEGOPS_F64, nd, 5, cases[c].d1, cases[c].d2));
+        else if (kind == SEGOPS_SH_SEG || (kind == SEGOPS_SH_SEG1F && cases[c].y[0] == 'f'))
+          add_arg(&q, fn->in[k].name, tensor(SEGOPS_F64, nd, 4, cases[c].d1, cases[c].d2));
+        else
+          add_arg(&q, fn->in[k].name, tensor(SEGOPS_F64, 1, 4, 0, 0));
+      }
+      add_arg(&q, "idx", tensor(SEGOPS_I32, 1, 5, 0, 0));
+      rc = segops_prepare(&q, &LIM, &p, err, sizeof err);
+      TU_CHECK(rc == SEGOPS_OK, "feature case %zu (%s/%s): refused: %s", c, segops_op_name(fn->op),
+               segops_pass_name(fn->pass), err);
+      if (rc != SEGOPS_OK) continue;
+      TU_CHECK(p.call.width == cases[c].w && p.call.nf == nd - 1, "feature case %zu: width %lld nf %d", c,
+               (long long)p.call.width, p.call.nf);
+      TU_CHECK(p.call.y_wide == (cases[c].y && cases[c].y[0] == 'f'), "feature case %zu: y_wide %d", c, p.call.y_wide);
+      for (int o = 0; o < fn->n_out; o++) {
+        const segops_shape_kind kind = fn->out[o].shape;
+        const bool feat = kind == SEGOPS_SH_ELEM || kind == SEGOPS_SH_SEG || (kind == SEGOPS_SH_SEG1F && p.call.y_wide);
+        const int64_t lead = kind == SEGOPS_SH_ELEM ? 5 : 4;
+        const int64_t want[3] = {lead, cases[c].d1, cases[c].d2};
+        const int want_nd = feat ? nd : 1;
+        bool same = p.out_ndim[o] == want_nd;
+        for (int i = 0; same && i < want_nd; i++) same = p.out_shape[o][i] == want[i];
+        TU_CHECK(same, "feature case %zu: %s has rank %d, shape[0] %lld", c, fn->out[o].name, p.out_ndim[o],
+                 (long long)p.out_shape[o][0]);
+        TU_CHECK((int64_t)p.out_nbytes[o] == (feat ? lead * cases[c].w : lead) * 8, "feature case %zu: %s bytes %zu", c,
+                 fn->out[o].name, p.out_nbytes[o]);
+      }
+      segops_prepared_free(&p);
+    }
+  }
+
   /* Every row, both widths where allowed, N=5, S=4: all inputs given; output shapes inferred. */
   for (int op = 0; op < SEGOPS_OP_COUNT; op++)
     for (int pass = 0; pass < SEGOPS_PASS_COUNT; pass++) {
@@ -319,8 +389,8 @@ static void test_valid(void) {
         TU_CHECK(rc == SEGOPS_OK, "%s/%s w=%d: valid request refused: %s", segops_op_name(fn->op),
                  segops_pass_name(fn->pass), w, err);
         if (rc != SEGOPS_OK) continue;
-        TU_CHECK(p.call.width == w && p.call.fn == fn, "%s/%s w=%d: width inferred %d", segops_op_name(fn->op),
-                 segops_pass_name(fn->pass), w, p.call.width);
+        TU_CHECK(p.call.width == w && p.call.fn == fn, "%s/%s w=%d: width inferred %lld", segops_op_name(fn->op),
+                 segops_pass_name(fn->pass), w, (long long)p.call.width);
         for (int o = 0; o < fn->n_out; o++) {
           int64_t want = segops_shape_count(fn->out[o].shape, w, 5, 4) * 8;
           TU_CHECK(p.requested[o] && (int64_t)p.out_nbytes[o] == want, "%s/%s w=%d: %s has %zu bytes, want %lld",

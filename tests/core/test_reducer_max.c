@@ -18,20 +18,20 @@ static double max_combine(double a, double b) { return b > a ? b : a; }
 
 /* in[0] = x (n x w doubles); out[0] = m[s] = max over the segment of x, per component (0 for an
  * empty segment); out[1] = d[i] = x[i] - m[idx[i]][0] (post, from the one segment value m[s][0]). */
-static void max_visit(const segops_cpu_job *J, int64_t i, double *acc, int w) {
+static void max_visit(const segops_cpu_job *J, int64_t i, double *acc, int64_t w) {
   const double *x = J->in[0];
-  for (int c = 0; c < w; c++) acc[c] = max_combine(acc[c], x[i * w + c]);
+  for (int64_t c = 0; c < w; c++) acc[c] = max_combine(acc[c], x[i * w + c]);
 }
-static void max_finish(const segops_cpu_job *J, int64_t s, int64_t cnt, const double *acc, double *sv, int w) {
+static void max_finish(const segops_cpu_job *J, int64_t s, int64_t cnt, const double *acc, double *sv, int64_t w) {
   double *m = J->out[0];
-  for (int c = 0; c < w; c++) m[s * w + c] = cnt > 0 ? acc[c] : 0.0;
+  for (int64_t c = 0; c < w; c++) m[s * w + c] = cnt > 0 ? acc[c] : 0.0;
   sv[0] = m[s * w];
 }
-static void max_post(const segops_cpu_job *J, int64_t i, int64_t j, const double *sv, int w) {
+static void max_post(const segops_cpu_job *J, int64_t i, int64_t j, const double *sv, int64_t w) {
   const double *x = J->in[0];
   double *d = J->out[1];
   for (int64_t p = i; p < j; p++)
-    for (int c = 0; c < w; c++) d[p * w + c] = x[p * w + c] - sv[0];
+    for (int64_t c = 0; c < w; c++) d[p * w + c] = x[p * w + c] - sv[0];
 }
 
 #define MAX_HOOKS \
@@ -40,9 +40,9 @@ static void max_post(const segops_cpu_job *J, int64_t i, int64_t j, const double
   static void max_##driver(void *arg, int64_t c) { \
     const segops_cpu_job *J = arg;                 \
     if (J->w == 3)                                 \
-      segops_cpu_##driver(J, MAX_HOOKS, c, 3);     \
+      segops_cpu_##driver(J, MAX_HOOKS, c, 3, NULL);     \
     else                                           \
-      segops_cpu_##driver(J, MAX_HOOKS, c, 1);     \
+      segops_cpu_##driver(J, MAX_HOOKS, c, 1, NULL);     \
   }
 TASK(walk)
 TASK(reduce)
@@ -81,10 +81,10 @@ static void check(const tu_layout *L, int w, tu_rng *rng) {
          *d = malloc((size_t)(n * w + 1) * sizeof *d), *ref = malloc((size_t)(s * w + 1) * sizeof *ref);
   /* Segment s % 3 == 0: every value negative; the others: any sign. */
   for (int64_t i = 0; i < n; i++)
-    for (int c = 0; c < w; c++) x[i * w + c] = L->idx[i] % 3 == 0 ? tu_uniform(rng, -9, -1) : tu_uniform(rng, -1, 1);
+    for (int64_t c = 0; c < w; c++) x[i * w + c] = L->idx[i] % 3 == 0 ? tu_uniform(rng, -9, -1) : tu_uniform(rng, -1, 1);
   for (int64_t k = 0; k < s * w; k++) ref[k] = -INFINITY;
   for (int64_t i = 0; i < n; i++)
-    for (int c = 0; c < w; c++) {
+    for (int64_t c = 0; c < w; c++) {
       double *r = &ref[L->idx[i] * w + c];
       if (x[i * w + c] > *r) *r = x[i * w + c];
     }
@@ -98,7 +98,7 @@ static void check(const tu_layout *L, int w, tu_rng *rng) {
            (long long)bad, (long long)first, first >= 0 ? m[first] : 0.0, first >= 0 ? ref[first] : 0.0);
   bad = 0;
   for (int64_t i = 0; i < n; i++)
-    for (int c = 0; c < w; c++)
+    for (int64_t c = 0; c < w; c++)
       if (d[i * w + c] != x[i * w + c] - ref[L->idx[i] * w]) bad++;
   TU_CHECK(bad == 0, "[%s] w=%d: %lld post outputs wrong", L->name, w, (long long)bad);
   free(x);

@@ -29,11 +29,11 @@ static void *run_job(void *vp) {
   return NULL;
 }
 
-/* Fresh output buffers for call (of fn at width w on L), pointed to by call->out. */
-static void alloc_outs(segops_call *call, const tu_layout *L, tu_buf *outs) {
+/* Fresh output buffers for call, pointed to by call->out. */
+static void alloc_outs(segops_call *call, tu_buf *outs) {
   const segops_fn_desc *fn = call->fn;
   for (int o = 0; o < fn->n_out; o++) {
-    outs[o] = tu_output(call->dtype, segops_shape_count(fn->out[o].shape, call->width, L->n, L->s));
+    outs[o] = tu_output(call->dtype, segops_call_count(call, fn->out[o].shape));
     call->out[o] = outs[o].data;
   }
 }
@@ -43,13 +43,22 @@ static void check_layout(const tu_layout *L, tu_rng *rng) {
     for (int pass = 0; pass < SEGOPS_PASS_COUNT; pass++) {
       const segops_fn_desc *fn = segops_fn((segops_op)op, (segops_pass)pass);
       for (int d = 0; d < 2; d++)
-        for (int w = fn->vec3_only ? 3 : 1; w <= 3; w += 2) {
+        for (int wi = 0; wi < 4; wi++) { /* widths 1, 3, 16 (general code), 16 with mul's y (S,*F) */
+          const int w = wi == 0 ? 1 : wi == 1 ? 3 : 16;
+          const bool y_wide = wi == 3;
+          if ((fn->vec3_only && w != 3) || (y_wide && op != SEGOPS_OP_MUL)) continue;
           segops_dtype dt = d ? SEGOPS_F64 : SEGOPS_F32;
           tu_buf ins[SEGOPS_MAX_INPUTS] = {0};
-          segops_call call = {
-              .fn = fn, .dtype = dt, .width = w, .n = L->n, .s = L->s, .idx = L->idx, .idx_sorted = L->sorted};
+          segops_call call = {.fn = fn,
+                              .dtype = dt,
+                              .width = w,
+                              .y_wide = y_wide,
+                              .n = L->n,
+                              .s = L->s,
+                              .idx = L->idx,
+                              .idx_sorted = L->sorted};
           for (int k = 0; k < fn->n_in; k++) {
-            int64_t count = segops_shape_count(fn->in[k].shape, w, L->n, L->s);
+            int64_t count = segops_call_count(&call, fn->in[k].shape);
             double *v = malloc((size_t)(count ? count : 1) * sizeof(double));
             for (int64_t j = 0; j < count; j++) v[j] = tu_uniform(rng, -1, 1);
             ins[k] = tu_input(dt, v, count, 0);
@@ -59,7 +68,7 @@ static void check_layout(const tu_layout *L, tu_rng *rng) {
           tu_buf first[SEGOPS_MAX_OUTPUTS] = {0};
           for (int b = 0; b < NB; b++) {
             tu_buf outs[SEGOPS_MAX_OUTPUTS] = {0};
-            alloc_outs(&call, L, outs);
+            alloc_outs(&call, outs);
             char err[256];
             int rc = backends[b]->run(backends[b]->ctx, 0, &call, err, sizeof err);
             TU_CHECK(rc == SEGOPS_OK, "%s: run failed: %s", L->name, err);
@@ -80,7 +89,7 @@ static void check_layout(const tu_layout *L, tu_rng *rng) {
             segops_call u = call;
             u.idx_sorted = false;
             tu_buf outs[SEGOPS_MAX_OUTPUTS] = {0};
-            alloc_outs(&u, L, outs);
+            alloc_outs(&u, outs);
             char err[256];
             TU_CHECK(backends[1]->run(backends[1]->ctx, 0, &u, err, sizeof err) == SEGOPS_OK, "%s: run failed: %s",
                      L->name, err);
@@ -97,7 +106,7 @@ static void check_layout(const tu_layout *L, tu_rng *rng) {
           pthread_t th[3];
           for (int t = 0; t < 3; t++) {
             jobs[t].call = call;
-            alloc_outs(&jobs[t].call, L, jobs[t].outs);
+            alloc_outs(&jobs[t].call, jobs[t].outs);
             pthread_create(&th[t], NULL, run_job, &jobs[t]);
           }
           for (int t = 0; t < 3; t++) {

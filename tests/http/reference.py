@@ -10,8 +10,10 @@ def shape_of(shape_text, width, N, S):
     """Concrete shape for a /v1/info shape text like '(N,) or (N,3)'."""
     t = shape_text.replace(" ", "")
     lead = N if t.startswith("(N") else S
-    if t in ("(N,)or(N,3)", "(S,)or(S,3)"):
+    if t in ("(N,)or(N,3)", "(S,)or(S,3)", "(N,*F)", "(S,*F)"):
         return (lead,) if width == 1 else (lead, 3)
+    if t == "(S,)or(S,*F)":
+        return (S,)
     if t in ("(N,3)", "(S,3)"):
         return (lead, 3)
     if t in ("(N,)", "(S,)"):

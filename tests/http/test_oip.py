@@ -130,7 +130,7 @@ def test_bad_input_has_v1_message(tc, shared_daemon, binary):
     cases = [
         ("segmented_sum", "forward", {"x": np.ones(3)}, [0, 1, 2], 2),  # idx out of range
         ("segmented_mul", "forward", {"x": np.ones(3), "y": np.ones(3)}, [0, 1, 1], 4),  # y.shape[0] != S
-        ("segmented_rms_norm", "forward", {"x": np.ones(4)}, [0, 0, 1, 1], 2),  # x not (N,3)
+        ("segmented_dot", "forward", {"x": np.ones(4), "y": np.ones((4, 1))}, [0, 0, 1, 1], 2),  # trailing shapes differ
         ("segmented_sum", "forward", {"x": np.ones(3), "bogus": np.ones(3)}, [0, 0, 1], 2),  # unknown argument
         ("segmented_dot", "forward", {"x": np.ones(3)}, [0, 0, 1], 2),  # y missing
     ]

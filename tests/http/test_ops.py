@@ -90,6 +90,31 @@ def test_spec_curl_example_exact(shared_daemon):
     assert out.stdout == b'{"out":{"dtype":"float64","shape":[3],"data":[3.0,12.0,6.0]}}'
 
 
+def test_feature_shapes(shared_daemon):
+    """(N,*F) rows of any F: sum of (N,2,3) gives (S,2,3), mul with y (S,*F) multiplies element-wise, rms_norm
+    takes (N,), and trailing shapes that differ are refused naming both arguments."""
+    u = shared_daemon.url
+    rng = np.random.default_rng(5)
+    idx = np.array([0, 2, 0, 1, 2, 2, 0], np.int32)  # segment 3 empty
+    x = rng.integers(-9, 9, size=(7, 2, 3)).astype(np.float64)
+    want = np.zeros((4, 2, 3))
+    np.add.at(want, idx, x)
+    for enc in (JSON, MSGPACK):
+        st, _, g = call(u, "segmented_sum", "forward", {"x": x}, idx, 4, enc=enc)
+        assert st == 200 and g["out"].shape == (4, 2, 3) and np.array_equal(g["out"], want)
+        y = rng.integers(-9, 9, size=(4, 2, 3)).astype(np.float64)
+        st, _, g = call(u, "segmented_mul", "forward", {"x": x, "y": y}, idx, 4, enc=enc)
+        assert st == 200 and g["out"].shape == (7, 2, 3) and np.array_equal(g["out"], x * y[idx])
+        st, _, g = call(u, "segmented_mul", "backward", {"g_out": x, "x": x, "y": y}, idx, 4, enc=enc)
+        gy = np.zeros((4, 2, 3))
+        np.add.at(gy, idx, x * x)
+        assert st == 200 and g["grad_y"].shape == (4, 2, 3) and np.array_equal(g["grad_y"], gy)
+        st, _, g = call(u, "segmented_rms_norm", "forward", {"x": np.array([3.0, 4.0, 2.0])}, [0, 0, 1], 2, enc=enc)
+        assert st == 200 and g["out"].tolist() == [np.sqrt(12.5), 2.0]
+        st, _, e = call(u, "segmented_dot", "forward", {"x": x, "y": x.reshape(7, 6)}, idx, 4, enc=enc)
+        assert st == 400 and "x (7,2,3)" in e["error"]["message"] and "y (7,6)" in e["error"]["message"], e
+
+
 def test_golden_cases_exact(shared_daemon):
     """A few of proto/API.md's exact cases through both encodings (== in float64)."""
     u = shared_daemon.url

@@ -169,8 +169,9 @@ static void errors(segops_transport *t, const char *url) {
   same_error(t, url, "y.shape[0] != S", SEGOPS_FN_SEGMENTED_MUL_FORWARD, mul, &ag, 2);
   const segops_array *dot[2] = {&ax, &xf};
   same_error(t, url, "mixed dtypes", SEGOPS_FN_SEGMENTED_DOT_FORWARD, dot, &ag, 2);
-  const segops_array *rms[1] = {&ax};
-  same_error(t, url, "rms_norm of a scalar array", SEGOPS_FN_SEGMENTED_RMS_NORM_FORWARD, rms, &ag, 2);
+  segops_array x2 = {SEGOPS_F64, 2, {4, 1}, x, 0};
+  const segops_array *dot2[2] = {&ax, &x2};
+  same_error(t, url, "trailing shapes of x and y differ", SEGOPS_FN_SEGMENTED_DOT_FORWARD, dot2, &ag, 2);
   const segops_array *none[1] = {NULL};
   same_error(t, url, "x missing", SEGOPS_FN_SEGMENTED_SUM_FORWARD, none, &ag, 2);
   const segops_array *vv[2] = {&v3, &ax};

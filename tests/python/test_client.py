@@ -68,7 +68,7 @@ def test_invalid_argument_errors(client):
     _expect(segops.InvalidArgument, 400, "invalid_argument",
             lambda: client.segmented_dot(x, x.astype(np.float32), idx, 4), "segmented_dot")
     _expect(segops.InvalidArgument, 400, "invalid_argument",
-            lambda: client.segmented_rms_norm(np.ones(4), idx, 4), "segmented_rms_norm", "x")
+            lambda: client.segmented_dot(np.ones(4), np.ones((4, 2)), idx, 4), "segmented_dot", "x (4,)", "y (4,2)")
     _expect(segops.InvalidArgument, 400, "invalid_argument",
             lambda: client.segmented_sum(x, idx, -1), "num_segments")
     _expect(segops.InvalidArgument, 400, "invalid_argument",

@@ -20,7 +20,7 @@ OPS = {
     "segmented_dot": (("x", "y"), False),
     "segmented_mul": (("x", "y"), False),
     "segmented_mean": (("x",), False),
-    "segmented_rms_norm": (("x",), True),
+    "segmented_rms_norm": (("x",), False),
     "segmented_matvec": (("v", "m"), True),
 }
 
