@@ -63,7 +63,7 @@ def cases(f, dtype=np.float64):
         ("segmented_sum", {"x": x}),
         ("segmented_mean", {"x": x}),
         ("segmented_dot", {"x": x, "y": y}),
-        ("segmented_mul", {"x": x, "y": ys[:, tuple(0 for _ in f)].copy()}),  # y (S,)
+        ("segmented_mul", {"x": x, "y": ys.reshape(S, -1)[:, 0].copy()}),  # y (S,)
         ("segmented_mul", {"x": x, "y": ys}),  # y (S, *F)
         ("segmented_rms_norm", {"x": x}),
     ]
