@@ -37,7 +37,7 @@ def _flat(a):
 
 
 def reference(op, args):
-    """The forward of op in float64 numpy (SPEC's feature-channel formulas)."""
+    """The forward of op in float64 numpy (proto/API.md's feature-channel formulas)."""
     x = args["x"].astype(np.float64)
     if op == "segmented_sum":
         return {"out": _seg_sum(x)}
