@@ -11,7 +11,7 @@
 
 /* The channel's version. Any change to a message or to the ring's layout changes it; peers of
  * different versions refuse each other with a message naming both versions (proto/native.md). */
-#define SEGOPS_NATIVE_VERSION 1u
+#define SEGOPS_NATIVE_VERSION 2u
 
 /* ---- the control messages ---------------------------------------------------------------------
  * The socket is AF_UNIX, SOCK_SEQPACKET: one message per packet, at most SEGOPS_MSG_MAX bytes, a
@@ -130,13 +130,13 @@ typedef struct {
  * ignored: the daemon answers them. */
 typedef struct {
   uint32_t dtype; /* segops_dtype: SEGOPS_F32, SEGOPS_F64, SEGOPS_I32, SEGOPS_I64 */
-  uint32_t ndim;  /* 0..SEGOPS_MAX_NDIM */
-  int64_t shape[3];
+  uint32_t ndim;  /* 0..SEGOPS_MAX_NDIM (6) */
+  int64_t shape[6];
   uint32_t pool;
   uint32_t flags; /* SEGOPS_TENSOR_PRESENT; 0: an omitted input, an output not asked for */
   uint64_t offset;
   uint64_t nbytes;
-  uint64_t reserved;
+  uint64_t reserved[2];
 } segops_ring_tensor;
 
 /* segops_ring_request.flags */
@@ -159,8 +159,8 @@ typedef struct {
 
 typedef struct {
   uint32_t dtype;
-  uint32_t ndim;
-  int64_t shape[3];
+  uint32_t ndim; /* 0..SEGOPS_MAX_NDIM (6) */
+  int64_t shape[6];
 } segops_ring_shape;
 
 typedef struct {
@@ -170,7 +170,7 @@ typedef struct {
   segops_ring_shape out[3]; /* on success: each requested output's dtype and shape */
   char name[40];            /* on failure: the wire code ("invalid_argument"), NUL-terminated */
   char message[512];        /* on failure: the same message HTTP gives, NUL-terminated */
-  uint8_t reserved1[40];
+  uint8_t reserved1[32];
 } segops_ring_answer;
 
 typedef struct {
@@ -180,7 +180,7 @@ typedef struct {
   uint8_t reserved1[48];
   segops_ring_request req; /* written by the client while the slot is FREE */
   segops_ring_answer ans;  /* written by the daemon before it sets DONE */
-  uint8_t reserved2[SEGOPS_RING_SLOT_BYTES - 64 - 640 - 704];
+  uint8_t reserved2[SEGOPS_RING_SLOT_BYTES - 64 - 928 - 768];
 } segops_ring_slot;
 
 #if defined(__cplusplus)
@@ -201,17 +201,17 @@ SEGOPS_RING_ASSERT_(sizeof(segops_ring_header) == SEGOPS_RING_HEADER_BYTES, "rin
 SEGOPS_RING_ASSERT_(offsetof(segops_ring_header, version) == 8, "the version stays at byte 8 in every version");
 SEGOPS_RING_ASSERT_(offsetof(segops_ring_header, doorbell) == 64, "doorbell on its own cache line");
 SEGOPS_RING_ASSERT_(offsetof(segops_ring_header, daemon_sleeps) == 128, "daemon's word on its own line");
-SEGOPS_RING_ASSERT_(sizeof(segops_ring_tensor) == 64, "tensor descriptor");
-SEGOPS_RING_ASSERT_(offsetof(segops_ring_tensor, offset) == 40, "tensor offset");
-SEGOPS_RING_ASSERT_(sizeof(segops_ring_request) == 640, "request");
+SEGOPS_RING_ASSERT_(sizeof(segops_ring_tensor) == 96, "tensor descriptor");
+SEGOPS_RING_ASSERT_(offsetof(segops_ring_tensor, offset) == 64, "tensor offset");
+SEGOPS_RING_ASSERT_(sizeof(segops_ring_request) == 928, "request");
 SEGOPS_RING_ASSERT_(offsetof(segops_ring_request, in) == 64, "request inputs");
-SEGOPS_RING_ASSERT_(offsetof(segops_ring_request, idx) == 384, "request idx");
-SEGOPS_RING_ASSERT_(offsetof(segops_ring_request, out) == 448, "request outputs");
-SEGOPS_RING_ASSERT_(sizeof(segops_ring_shape) == 32, "answer shape");
-SEGOPS_RING_ASSERT_(sizeof(segops_ring_answer) == 704, "answer");
-SEGOPS_RING_ASSERT_(offsetof(segops_ring_answer, message) == 152, "answer message");
+SEGOPS_RING_ASSERT_(offsetof(segops_ring_request, idx) == 544, "request idx");
+SEGOPS_RING_ASSERT_(offsetof(segops_ring_request, out) == 640, "request outputs");
+SEGOPS_RING_ASSERT_(sizeof(segops_ring_shape) == 56, "answer shape");
+SEGOPS_RING_ASSERT_(sizeof(segops_ring_answer) == 768, "answer");
+SEGOPS_RING_ASSERT_(offsetof(segops_ring_answer, message) == 224, "answer message");
 SEGOPS_RING_ASSERT_(offsetof(segops_ring_slot, req) == 64, "slot request");
-SEGOPS_RING_ASSERT_(offsetof(segops_ring_slot, ans) == 704, "slot answer");
+SEGOPS_RING_ASSERT_(offsetof(segops_ring_slot, ans) == 992, "slot answer");
 SEGOPS_RING_ASSERT_(sizeof(segops_ring_slot) == SEGOPS_RING_SLOT_BYTES, "slot");
 #undef SEGOPS_RING_ASSERT_
 

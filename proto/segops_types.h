@@ -77,7 +77,7 @@ typedef enum {
 
 #define SEGOPS_MAX_INPUTS 5 /* per function, idx and num_segments not counted */
 #define SEGOPS_MAX_OUTPUTS 3
-#define SEGOPS_MAX_NDIM 3
+#define SEGOPS_MAX_NDIM 6 /* (N, *F) with up to five trailing dimensions */
 
 #ifdef __cplusplus
 }

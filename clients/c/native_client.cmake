@@ -3,7 +3,7 @@
 # builds these files into itself.
 add_library(segops_native_client STATIC
   ${CMAKE_CURRENT_LIST_DIR}/src/native.c ${CMAKE_CURRENT_LIST_DIR}/src/mem.c ${CMAKE_CURRENT_LIST_DIR}/src/util.c
-  ${PROJECT_SOURCE_DIR}/core/ops.c)
+  ${CMAKE_CURRENT_LIST_DIR}/src/call_check.c ${PROJECT_SOURCE_DIR}/core/ops.c)
 target_include_directories(segops_native_client PUBLIC ${CMAKE_CURRENT_LIST_DIR}/include ${CMAKE_CURRENT_LIST_DIR}/src
                                                        ${PROJECT_SOURCE_DIR}/proto ${PROJECT_SOURCE_DIR}/core)
 target_link_libraries(segops_native_client PUBLIC Threads::Threads)

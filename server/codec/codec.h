@@ -25,7 +25,7 @@ typedef struct {
  * Errors: SEGOPS_E_MALFORMED_BODY (not msgpack/JSON, truncated, too deep, wrong value types
  * for a key: e.g. a tensor that is not a map, a shape that is not a list of ints),
  * SEGOPS_E_TOO_LARGE (over limits), SEGOPS_E_INVALID_ARGUMENT (e.g. unknown dtype name,
- * more than 3 dimensions, too many arguments), with a message naming op and argument.
+ * more than SEGOPS_MAX_NDIM dimensions, too many arguments), with a message naming op and argument.
  * On error *out owns nothing. */
 int segops_decode_msgpack(const char *body, size_t len, segops_op op, segops_pass pass, const segops_codec_limits *lim,
                           segops_decoded *out, char *err, size_t errlen);

@@ -107,7 +107,7 @@ static int check_rect(segops_op op, const char *an, const segops_tensor_record *
                                  "%s is not a rectangular nested list of numbers", an);
     return SEGOPS_OK;
   }
-  if (level + 1 >= SEGOPS_MAX_NDIM) return SEGOPS_E_INTERNAL; /* ndim <= 3 here; bounds the recursion */
+  if (level + 1 >= SEGOPS_MAX_NDIM) return SEGOPS_E_INTERNAL; /* ndim <= SEGOPS_MAX_NDIM here: bounds the recursion */
   for (size_t i = 0; i < json_array_size(v); i++) {
     json_t *e = json_array_get(v, i);
     if (!json_is_array(e) || (int64_t)json_array_size(e) != r->shape[level + 1])

@@ -128,6 +128,7 @@ segops_http_outcome segops_http_info(segops_http_req *r) {
         limits, "max_queue_per_uid",
         json_integer((json_int_t)(c->max_queue_per_uid > 0 ? c->max_queue_per_uid
                                                            : (c->max_queue / 2 > 0 ? c->max_queue / 2 : 1))));
+    json_object_set_new(limits, "max_ndim", json_integer(SEGOPS_MAX_NDIM)); /* (N, *F): 1 + rank of F */
     json_object_set_new(limits, "min_upload_rate", json_integer((json_int_t)c->min_upload_rate));
     json_object_set_new(limits, "max_connections_per_peer", json_integer((json_int_t)c->max_connections_per_peer));
     json_object_set_new(limits, "max_inflight_bytes_per_peer",

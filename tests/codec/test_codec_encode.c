@@ -97,6 +97,14 @@ static void test_json_format(void) {
              "\"a\":{\"dtype\":\"int32\",\"shape\":[2],\"data\":[-2147483648,7]},"
              "\"b\":{\"dtype\":\"int64\",\"shape\":[1],\"data\":[-9223372036854775808]}}");
   check_json(NULL, 0, "{}");
+  /* Feature channels: the shape as it is, up to rank 6; the data flat. */
+  const float r5[6] = {1, 2, 3, 4, 5, 6};
+  segops_out_tensor o5[2] = {
+      {.name = "out", .dtype = SEGOPS_F32, .ndim = 5, .shape = {1, 2, 1, 3, 1}, .data = r5, .nbytes = sizeof r5},
+      {.name = "grad_y", .dtype = SEGOPS_F64, .ndim = 6, .shape = {0, 2, 3, 4, 5, 6}, .data = m, .nbytes = 0}};
+  check_json(o5, 2,
+             "{\"out\":{\"dtype\":\"float32\",\"shape\":[1,2,1,3,1],\"data\":[1.0,2.0,3.0,4.0,5.0,6.0]},"
+             "\"grad_y\":{\"dtype\":\"float64\",\"shape\":[0,2,3,4,5,6],\"data\":[]}}");
 
   /* Random bit patterns (every exponent, NaNs, infinities, subnormals) and random integers:
    * the encoder must print exactly what the rule prints. */
@@ -198,8 +206,8 @@ static void test_msgpack(void) {
   double a[6] = {1, 2, 3, 4, 5, 6.5};
   float b[2] = {0.5f, -1};
   segops_out_tensor os[3] = {
-      {.name = "grad_x", .dtype = SEGOPS_F64, .ndim = 2, .shape = {2, 3}, .data = a, .nbytes = sizeof a},
-      {.name = "grad_y", .dtype = SEGOPS_F32, .ndim = 1, .shape = {2}, .data = b, .nbytes = sizeof b},
+      {.name = "grad_x", .dtype = SEGOPS_F64, .ndim = 6, .shape = {2, 1, 3, 1, 1, 1}, .data = a, .nbytes = sizeof a},
+      {.name = "grad_y", .dtype = SEGOPS_F32, .ndim = 4, .shape = {2, 1, 1, 1}, .data = b, .nbytes = sizeof b},
       {.name = "empty", .dtype = SEGOPS_F64, .ndim = 1, .shape = {0}, .data = a, .nbytes = 0}};
   segops_encoded e;
   CHECK(segops_encode_msgpack(os, 3, &e) == 0);

@@ -139,7 +139,8 @@ static void test_errors(void) {
             "unknown argument 'foo'");
   CHECK_ERR(dec("{\"x\":[[1,2],[3]]}", &d, err), SEGOPS_E_INVALID_ARGUMENT, err, "x is not a rectangular nested list");
   CHECK_ERR(dec("{\"x\":[1,[2]]}", &d, err), SEGOPS_E_INVALID_ARGUMENT, err, "x is not a rectangular nested list");
-  CHECK_ERR(dec("{\"x\":[[[[1]]]]}", &d, err), SEGOPS_E_INVALID_ARGUMENT, err, "x has more than 3 dimensions");
+  CHECK_ERR(dec("{\"x\":[[[[[[[1]]]]]]]}", &d, err), SEGOPS_E_INVALID_ARGUMENT, err,
+            "segmented_sum: x has more than 6 dimensions; at most 6 are allowed");
   CHECK_ERR(dec("{\"x\":[1,\"2\"]}", &d, err), SEGOPS_E_MALFORMED_BODY, err, "x[1] must be a number");
   CHECK_ERR(dec("{\"x\":[[1,2],[3,null]]}", &d, err), SEGOPS_E_MALFORMED_BODY, err, "x[1][1] must be a number");
   CHECK_ERR(dec("{\"x\":[1,true]}", &d, err), SEGOPS_E_MALFORMED_BODY, err, "x[1] must be a number");
@@ -161,8 +162,8 @@ static void test_errors(void) {
             "x.shape must be a list of non-negative integers");
   CHECK_ERR(dec("{\"x\":{\"dtype\":\"float64\",\"shape\":3,\"data\":[1]}}", &d, err), SEGOPS_E_MALFORMED_BODY, err,
             "x.shape must be a list of non-negative integers");
-  CHECK_ERR(dec("{\"x\":{\"dtype\":\"float64\",\"shape\":[1,1,1,1],\"data\":[1]}}", &d, err), SEGOPS_E_INVALID_ARGUMENT,
-            err, "x has 4 dimensions; at most 3 are allowed");
+  CHECK_ERR(dec("{\"x\":{\"dtype\":\"float64\",\"shape\":[1,1,1,1,1,1,1],\"data\":[1]}}", &d, err),
+            SEGOPS_E_INVALID_ARGUMENT, err, "segmented_sum: x has 7 dimensions; at most 6 are allowed");
   CHECK_ERR(dec("{\"x\":{\"dtype\":\"float64\",\"shape\":[1],\"data\":[[1]]}}", &d, err), SEGOPS_E_MALFORMED_BODY, err,
             "x.data must be a flat list of numbers");
   CHECK_ERR(dec("{\"x\":{\"dtype\":\"float64\",\"shape\":[1],\"data\":\"AAAA\"}}", &d, err), SEGOPS_E_MALFORMED_BODY,
@@ -252,11 +253,64 @@ static void test_limits(void) {
   CHECK_ERR(dec(deep, &d, err), SEGOPS_E_MALFORMED_BODY, err, "nested too deeply");
 }
 
+/* A bare nested list of `shape` (rank nd) holding 1, 2, 3, ... in row-major order. */
+static size_t nested(char *buf, size_t at, const int64_t *shape, int nd, int level, int *next) {
+  if (level == nd) return at + (size_t)sprintf(buf + at, "%d", (*next)++);
+  buf[at++] = '[';
+  for (int64_t i = 0; i < shape[level]; i++) {
+    if (i) buf[at++] = ',';
+    at = nested(buf, at, shape, nd, level + 1, next);
+  }
+  buf[at++] = ']';
+  buf[at] = 0;
+  return at;
+}
+
+/* Feature channels: (N, *F) up to rank 6 in both tensor forms, rank 7 refused by name. */
+static void test_ranks(void) {
+  char err[512], body[4096];
+  segops_decoded d;
+  const int64_t shapes[3][6] = {{2, 3, 1, 2}, {2, 1, 2, 1, 3}, {3, 1, 2, 1, 1, 2}};
+  for (int k = 0; k < 3; k++) {
+    int nd = 4 + k, next = 1;
+    size_t at = (size_t)sprintf(body, "{\"dtype\":\"float32\",\"x\":");
+    at = nested(body, at, shapes[k], nd, 0, &next);
+    sprintf(body + at, ",\"idx\":[0,1%s],\"num_segments\":2}", shapes[k][0] == 3 ? ",1" : "");
+    int rc = dec(body, &d, err);
+    CHECK(rc == 0);
+    if (rc) continue;
+    const segops_tensor *x = arg(&d, "x");
+    CHECK(x->dtype == SEGOPS_F32 && x->ndim == nd && x->nbytes == (size_t)(next - 1) * 4);
+    for (int i = 0; i < nd; i++) CHECK(x->shape[i] == shapes[k][i]);
+    for (int i = 0; i < next - 1; i++) CHECK(((const float *)x->data)[i] == (float)(i + 1));
+    segops_decoded_free(&d);
+  }
+  /* The map form at rank 6: flat data, the shape as given. */
+  int rc =
+      dec("{\"x\":{\"dtype\":\"float64\",\"shape\":[2,1,1,1,1,3],\"data\":[1,2,3,4,5,6]},\"idx\":[0,1],"
+          "\"num_segments\":2}",
+          &d, err);
+  CHECK(rc == 0);
+  if (!rc) {
+    const segops_tensor *x = arg(&d, "x");
+    CHECK(x->ndim == 6 && x->shape[0] == 2 && x->shape[5] == 3 && x->nbytes == 48 && ((const double *)x->data)[5] == 6);
+    segops_decoded_free(&d);
+  }
+  /* Rank 7: refused in either form, naming the argument and the limit; a ragged rank-6 list too. */
+  CHECK_ERR(dec("{\"x\":[[[[[[[1,2]]]]]]],\"idx\":[0],\"num_segments\":1}", &d, err), SEGOPS_E_INVALID_ARGUMENT, err,
+            "segmented_sum: x has more than 6 dimensions; at most 6 are allowed");
+  CHECK_ERR(dec("{\"x\":{\"dtype\":\"float32\",\"shape\":[1,1,1,1,1,1,2],\"data\":[1,2]}}", &d, err),
+            SEGOPS_E_INVALID_ARGUMENT, err, "segmented_sum: x has 7 dimensions; at most 6 are allowed");
+  CHECK_ERR(dec("{\"x\":[[[[[[1,2]]]]],[[[[[3]]]]]]}", &d, err), SEGOPS_E_INVALID_ARGUMENT, err,
+            "x is not a rectangular nested list");
+}
+
 int main(void) {
   test_spec_example();
   test_forms();
   test_errors();
   test_every_prefix();
   test_limits();
+  test_ranks();
   return test_result("test_codec_json");
 }

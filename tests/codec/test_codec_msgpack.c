@@ -217,9 +217,9 @@ static void x_shape_neg(msgpack_packer *pk) {
   long long sh[1] = {-6};
   pk_tensor(pk, "x", "float64", 1, sh, X6, 0);
 }
-static void x_4d(msgpack_packer *pk) {
-  long long sh[4] = {6, 1, 1, 1};
-  pk_tensor(pk, "x", "float64", 4, sh, X6, sizeof X6);
+static void x_7d(msgpack_packer *pk) {
+  long long sh[7] = {6, 1, 1, 1, 1, 1, 1};
+  pk_tensor(pk, "x", "float64", 7, sh, X6, sizeof X6);
 }
 static void x_data_str(msgpack_packer *pk) {
   pk_str(pk, "x"), msgpack_pack_map(pk, 3), pk_str(pk, "dtype"), pk_str(pk, "float64");
@@ -255,7 +255,8 @@ static void test_tensor_errors(void) {
             "x.shape must be a list of non-negative integers");
   CHECK_ERR(dec_with(x_shape_huge, err), SEGOPS_E_TOO_LARGE, err, "x.shape[0] is too large");
   CHECK_ERR(dec_with(x_shape_neg, err), SEGOPS_E_INVALID_ARGUMENT, err, "x.shape[0] (-6) must be >= 0");
-  CHECK_ERR(dec_with(x_4d, err), SEGOPS_E_INVALID_ARGUMENT, err, "x has 4 dimensions; at most 3 are allowed");
+  CHECK_ERR(dec_with(x_7d, err), SEGOPS_E_INVALID_ARGUMENT, err,
+            "segmented_sum: x has 7 dimensions; at most 6 are allowed");
   CHECK_ERR(dec_with(x_data_str, err), SEGOPS_E_MALFORMED_BODY, err, "x.data must be binary");
   CHECK_ERR(dec_with(x_no_data, err), SEGOPS_E_MALFORMED_BODY, err, "x is missing \"data\"");
   CHECK_ERR(dec_with(x_extra_key, err), SEGOPS_E_MALFORMED_BODY, err, "x has unknown key 'strides'");
@@ -381,6 +382,36 @@ static void test_bad_op(void) {
   segops_decoded_free(&z);
 }
 
+/* Feature channels: x of rank 4, 5 and 6 decodes with its shape as sent and its bytes in place. */
+static void test_ranks(void) {
+  char err[512];
+  const long long shapes[3][6] = {{3, 1, 2, 1}, {1, 2, 1, 3, 1}, {2, 1, 1, 3, 1, 1}};
+  const double x6[6] = {1, 2, 3, 4, 5, 6};
+  for (int k = 0; k < 3; k++) {
+    int nd = 4 + k;
+    body_t b;
+    body_init(&b);
+    msgpack_pack_map(&b.pk, 3);
+    pk_tensor(&b.pk, "x", "float64", nd, shapes[k], x6, sizeof x6);
+    long long sn[1] = {shapes[k][0]};
+    pk_tensor(&b.pk, "idx", "int32", 1, sn, IDX6, (size_t)sn[0] * 4);
+    pk_str(&b.pk, "num_segments");
+    msgpack_pack_int(&b.pk, 3);
+    segops_decoded d;
+    int rc = dec(b.sb.data, b.sb.size, &d, err);
+    CHECK(rc == 0);
+    if (!rc) {
+      const segops_tensor *x = NULL;
+      for (int i = 0; i < d.req.nargs; i++)
+        if (d.req.args[i].name_len == 1 && d.req.args[i].name[0] == 'x') x = &d.req.args[i].t;
+      CHECK(x && x->ndim == nd && x->nbytes == sizeof x6 && !memcmp(x->data, x6, sizeof x6));
+      for (int i = 0; x && i < nd; i++) CHECK(x->shape[i] == shapes[k][i]);
+      segops_decoded_free(&d);
+    }
+    msgpack_sbuffer_destroy(&b.sb);
+  }
+}
+
 int main(void) {
   test_good_and_unaligned();
   test_truncated_and_trailing();
@@ -389,5 +420,6 @@ int main(void) {
   test_body_shape_errors();
   test_top_keys();
   test_bad_op();
+  test_ranks();
   return test_result("test_codec_msgpack");
 }

@@ -104,8 +104,17 @@ def record_seeds():
                      "num_segments": 2},
         "shm_negative": {"x": {"dtype": "float64", "shape": [-3], "shm": {"region": "r"}}, "idx": idx,
                          "num_segments": 2},
-        "four_dims": {"x": {"dtype": "float64", "shape": [1, 1, 1, 3], "data": f64(1, 2, 3)}, "idx": idx,
-                      "num_segments": 2},
+        "seven_dims": {"x": {"dtype": "float64", "shape": [1, 1, 1, 1, 1, 1, 3], "data": f64(1, 2, 3)},
+                       "idx": {"dtype": "int32", "shape": [1], "data": i32(0)}, "num_segments": 2},
+        # feature channels: (N, *F) of rank 2 to 6
+        "features_16": {"x": {"dtype": "float32", "shape": [3, 16], "data": np.arange(48, dtype="<f4").tobytes()},
+                        "idx": idx, "num_segments": 2},
+        "features_2_3": {"x": {"dtype": "float64", "shape": [3, 2, 3], "data": f64(*range(18))}, "idx": idx,
+                         "num_segments": 2},
+        "features_2_3_3": {"x": {"dtype": "float64", "shape": [3, 2, 3, 3], "data": f64(*range(54))}, "idx": idx,
+                           "num_segments": 2},
+        "features_rank6": {"x": {"dtype": "float64", "shape": [3, 1, 2, 1, 2, 1], "data": f64(*range(12))},
+                           "idx": idx, "num_segments": 2},
         "unknown_dtype": {"x": {"dtype": "bfloat16", "shape": [3], "data": b"\0" * 6}, "idx": idx, "num_segments": 2},
         "unknown_name": {"q": {"dtype": "float16", "shape": [3], "data": b"\0" * 6}, "idx": idx, "num_segments": 2},
         "int64_idx": {"x": {"dtype": "float64", "shape": [3], "data": f64(1, 2, 3)},
@@ -115,7 +124,11 @@ def record_seeds():
     js = {
         "bare_idx_int64": '{"x":[1,2,3],"idx":[0,1,4294967296],"num_segments":2}',
         "bare_float32": '{"dtype":"float32","x":[[1,2,3],[4,5,6]],"idx":[0,1],"num_segments":2}',
-        "bare_four_dims": '{"x":[[[[1]]]],"idx":[0],"num_segments":1}',
+        "bare_seven_dims": '{"x":[[[[[[[1]]]]]]],"idx":[0],"num_segments":1}',
+        "bare_features_2_3": '{"x":[[[1,2,3],[4,5,6]],[[7,8,9],[1,2,3]]],"idx":[0,1],"num_segments":2}',
+        "bare_rank6": '{"dtype":"float32","x":[[[[[[1,2]]]]],[[[[[3,4]]]]]],"idx":[1,0],"num_segments":2}',
+        "map_features_rank5": '{"x":{"dtype":"float64","shape":[2,1,2,1,2],"data":[1,2,3,4,5,6,7,8]},'
+                              '"idx":[0,0],"num_segments":1}',
         "float32_range": '{"x":{"dtype":"float32","shape":[2],"data":[1,1e39]},"idx":[0,0],"num_segments":1}',
         "int32_range": '{"x":[1,2],"idx":{"dtype":"int32","shape":[2],"data":[0,2147483648]},"num_segments":1}',
         "idx_real": '{"x":[1,2],"idx":[0,0.5],"num_segments":1}',
@@ -142,7 +155,10 @@ def record_seeds():
         "ns_scalar_int32": [x, idx3, {"name": "num_segments", "datatype": "INT32", "shape": [], "data": [2]}],
         "unknown_datatype": [dict(x, datatype="BF16"), idx3, ns],
         "unknown_name": [dict(x, name="q", datatype="FP16"), idx3, ns],
-        "four_dims": [dict(x, shape=[1, 1, 1, 3]), idx3, ns],
+        "seven_dims": [dict(x, shape=[1, 1, 1, 1, 1, 1, 3]), idx3, ns],
+        "features_2_3": [dict(x, shape=[3, 2, 3], data=list(range(18))), idx3, ns],
+        "features_nested_rank4": [dict(x, shape=[3, 1, 2, 1], data=[[[[1], [2]]], [[[3], [4]]], [[[5], [6]]]]), idx3, ns],
+        "features_rank6": [dict(x, shape=[3, 1, 1, 1, 1, 2], data=list(range(6))), idx3, ns],
         "float32_range": [dict(x, data=[1, 1e39, 3]), idx3, ns],
         "idx_real": [x, dict(idx3, data=[0, 0.5, 1]), ns],
         "shm_size_mismatch": [{"name": "x", "datatype": "FP64", "shape": [3], "parameters": {
@@ -157,9 +173,10 @@ def record_seeds():
 
 
 def ring_tensor(dtype=1, shape=(), pool=0, present=True, offset=0, nbytes=0, ndim=None):
-    sh = list(shape) + [0] * (3 - len(shape))
+    """A segops_ring_tensor: 96 bytes, up to 6 dimensions (SEGOPS_NATIVE_VERSION 2)."""
+    sh = list(shape) + [0] * (6 - len(shape))
     ndim = len(shape) if ndim is None else ndim
-    return struct.pack("<IIqqqIIQQQ", dtype, ndim, *sh, pool, 1 if present else 0, offset, nbytes, 0)
+    return struct.pack("<II6qIIQQQQ", dtype, ndim, *sh, pool, 1 if present else 0, offset, nbytes, 0, 0)
 
 
 def native_seeds():
@@ -177,7 +194,11 @@ def native_seeds():
     out = ring_tensor(1, (), offset=1024, nbytes=64)
     seeds = {
         "record_bad_dtype": request(0, 2, [ring_tensor(9, (4,), offset=128, nbytes=32)], idx, [out]),
-        "record_four_dims": request(0, 2, [ring_tensor(1, (1, 1, 4), offset=128, nbytes=32, ndim=4)], idx, [out]),
+        "record_seven_dims": request(0, 2, [ring_tensor(1, (4, 1, 1, 1, 1, 1), offset=128, nbytes=32, ndim=7)], idx,
+                                     [out]),
+        "record_features_2_2": request(0, 2, [ring_tensor(1, (4, 2, 2), offset=128, nbytes=128)], idx, [out]),
+        "record_features_rank6": request(0, 2, [ring_tensor(1, (4, 1, 2, 1, 1, 2), offset=128, nbytes=128)], idx,
+                                         [out]),
         "record_int64_idx": request(0, 2, [x], ring_tensor(3, (4,), offset=64, nbytes=32), [out]),
         "record_call_dtype": request(2, 2, [], idx, [out], flags=1, dtype=0),  # sum double backward, zeros
         "record_call_dtype_int": request(2, 2, [], idx, [out], flags=1, dtype=2),

@@ -101,8 +101,8 @@ static void bad_calls(segops_client *c) {
   bad.dtype = (segops_dtype)9;
   refused(segops_segmented_sum_forward(c, &bad, &ai, 2, &out, &e), &e, "x.dtype (9) is not a segops_dtype");
   bad = ax;
-  bad.ndim = 4;
-  refused(segops_segmented_sum_forward(c, &bad, &ai, 2, &out, &e), &e, "x.ndim (4) must be 0 to 3");
+  bad.ndim = 7;
+  refused(segops_segmented_sum_forward(c, &bad, &ai, 2, &out, &e), &e, "x.ndim (7) must be 0 to 6");
   bad = ax;
   bad.shape[0] = -3;
   refused(segops_segmented_sum_forward(c, &bad, &ai, 2, &out, &e), &e, "x.shape[0] (-3) must be >= 0");
@@ -369,9 +369,54 @@ static void nobody_there(void) {
   segops_close(c);
 }
 
+/* Feature channels: the outputs foretold for (N, *F) inputs up to rank 6, as the daemon answers them
+ * (the transports check every answer against this, and the native channel sizes outputs from it). */
+static void feature_shapes(void) {
+  segops_error e;
+  int32_t idx[4] = {0, 1, 1, 0};
+  double buf[4 * 2 * 3 * 2] = {0};
+  segops_array ai = {SEGOPS_I32, 1, {4}, idx, 0};
+  segops_array x23 = {SEGOPS_F32, 3, {4, 2, 3}, buf, 0}, x16 = {SEGOPS_F32, 2, {4, 16}, buf, 0};
+  segops_array x6 = {SEGOPS_F64, 6, {4, 1, 2, 1, 3, 2}, buf, 0};
+  segops_array ys = {SEGOPS_F32, 1, {2}, buf, 0}, ysf = {SEGOPS_F32, 3, {2, 2, 3}, buf, 0};
+  segops_array g23 = {SEGOPS_F32, 3, {4, 2, 3}, buf, 0}, gs23 = {SEGOPS_F32, 3, {2, 2, 3}, buf, 0};
+  segops_array sh[3];
+  struct {
+    int fn;
+    const segops_array *in[5];
+    int out; /* which output */
+    int ndim;
+    int64_t shape[6];
+  } cases[] = {
+      {SEGOPS_FN_SEGMENTED_SUM_FORWARD, {&x23}, 0, 3, {2, 2, 3}},
+      {SEGOPS_FN_SEGMENTED_SUM_FORWARD, {&x16}, 0, 2, {2, 16}},
+      {SEGOPS_FN_SEGMENTED_SUM_FORWARD, {&x6}, 0, 6, {2, 1, 2, 1, 3, 2}},
+      {SEGOPS_FN_SEGMENTED_MEAN_FORWARD, {&x16}, 0, 2, {2, 16}},
+      {SEGOPS_FN_SEGMENTED_DOT_FORWARD, {&x23, &x23}, 0, 1, {2}},
+      {SEGOPS_FN_SEGMENTED_MUL_FORWARD, {&x23, &ys}, 0, 3, {4, 2, 3}},
+      {SEGOPS_FN_SEGMENTED_MUL_BACKWARD, {&g23, &x23, &ys}, 1, 1, {2}},
+      {SEGOPS_FN_SEGMENTED_MUL_BACKWARD, {&g23, &x23, &ysf}, 1, 3, {2, 2, 3}},
+      {SEGOPS_FN_SEGMENTED_SUM_BACKWARD, {&gs23, NULL}, 0, 3, {4, 2, 3}},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    memset(sh, 0, sizeof sh);
+    int rc = segops_output_shapes(cases[k].fn, cases[k].in, &ai, 2, 1u << cases[k].out, sh, &e);
+    const segops_array *o = &sh[cases[k].out];
+    size_t count = 1;
+    for (int d = 0; d < cases[k].ndim; d++) count *= (size_t)cases[k].shape[d];
+    int same = rc == SEGOPS_OK && o->ndim == cases[k].ndim &&
+               o->nbytes == count * (cases[k].in[0]->dtype == SEGOPS_F32 ? 4 : 8);
+    for (int d = 0; same && d < cases[k].ndim; d++) same = o->shape[d] == cases[k].shape[d];
+    TL_CHECK(same, "feature case %zu (%s %s): rc %d ndim %d shape[0..1] %lld %lld: %s", k, segops_fn_op(cases[k].fn),
+             segops_fn_pass(cases[k].fn), rc, o->ndim, (long long)o->shape[0], (long long)o->shape[1],
+             rc ? e.message : "");
+  }
+}
+
 int main(void) {
   tables();
   opening();
+  feature_shapes();
   segops_client *local = NULL;
   segops_error e;
   TL_CHECK(segops_open(&local, "local", NULL, &e) == 0, "open local: %s", e.message);

@@ -682,8 +682,8 @@ segops_ring_request nh_sum_request(int64_t n, int64_t s, uint64_t x_off, uint64_
   memset(&q, 0, sizeof q);
   q.fn = SEGOPS_FN_SEGMENTED_SUM_FORWARD;
   q.num_segments = s;
-  q.in[0] = (segops_ring_tensor){SEGOPS_F64, 1, {n, 0, 0}, 0, SEGOPS_TENSOR_PRESENT, x_off, (uint64_t)n * 8, 0};
-  q.idx = (segops_ring_tensor){SEGOPS_I32, 1, {n, 0, 0}, 0, SEGOPS_TENSOR_PRESENT, idx_off, (uint64_t)n * 4, 0};
-  q.out[0] = (segops_ring_tensor){0, 0, {0, 0, 0}, 0, SEGOPS_TENSOR_PRESENT, out_off, (uint64_t)s * 8, 0};
+  q.in[0] = (segops_ring_tensor){SEGOPS_F64, 1, {n, 0, 0}, 0, SEGOPS_TENSOR_PRESENT, x_off, (uint64_t)n * 8, {0}};
+  q.idx = (segops_ring_tensor){SEGOPS_I32, 1, {n, 0, 0}, 0, SEGOPS_TENSOR_PRESENT, idx_off, (uint64_t)n * 4, {0}};
+  q.out[0] = (segops_ring_tensor){0, 0, {0}, 0, SEGOPS_TENSOR_PRESENT, out_off, (uint64_t)s * 8, {0}};
   return q;
 }

@@ -85,7 +85,7 @@ static void run_case(segops_transport *t, const char *url, int fn, segops_dtype 
   const segops_array *inp[SEGOPS_MAX_INPUTS] = {0};
   for (int k = 0; k < d->n_in; k++) {
     if (variant == 1 && d->in[k].use != SEGOPS_ARG_REQ) continue;
-    int64_t shape[3];
+    int64_t shape[SEGOPS_MAX_NDIM];
     int nd = dims(d->in[k].shape, width, n, NSEG, shape);
     in[k] = make(dt, nd, shape, pooled, rng);
     inp[k] = &in[k];
@@ -100,7 +100,7 @@ static void run_case(segops_transport *t, const char *url, int fn, segops_dtype 
   memset(nat, 0, sizeof nat);
   memset(web, 0, sizeof web);
   for (int k = 0; k < d->n_out; k++) {
-    int64_t shape[3];
+    int64_t shape[SEGOPS_MAX_NDIM];
     int nd = dims(d->out[k].shape, width, n, NSEG, shape);
     if (variant == 1) nat[k] = make(odt, nd, shape, true, rng);  /* in place */
     if (variant == 2) nat[k] = make(odt, nd, shape, false, rng); /* copied out */

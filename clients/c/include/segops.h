@@ -45,7 +45,7 @@
 extern "C" {
 #endif
 
-#define SEGOPS_ABI_VERSION 1
+#define SEGOPS_ABI_VERSION 2
 
 /* What the shared library exports (it is built with -fvisibility=hidden). */
 #if defined(__GNUC__) || defined(__clang__)
@@ -100,7 +100,7 @@ SEGOPS_API const char *segops_fn_output_name(int fn, int k);
  * reserved until the daemon is done with it and is given back then (nothing leaks). */
 typedef struct {
   segops_dtype dtype;
-  int ndim; /* 0..3 */
+  int ndim; /* 0..SEGOPS_MAX_NDIM */
   int64_t shape[SEGOPS_MAX_NDIM];
   void *data;
   size_t nbytes;

@@ -45,17 +45,48 @@ static int check_array(const char *fname, const char *name, const segops_array *
   return SEGOPS_OK;
 }
 
-/* Width 1 or 3 of the call's layout, as core/prepare.c infers it: fixed for vec3-only rows, else
- * from the first given input of a layout-dependent shape; 0 when that input fits neither. */
-static int layout_width(const segops_fn_desc *row, const segops_tcall *tc) {
-  if (row->vec3_only) return 3;
+/* The call's feature shape F (proto/API.md: every (N,)/(N,3) of the table may be any (N, *F)), as
+ * core/prepare.c infers it: (3,) for vec3-only rows, else the trailing dimensions of the first given input of an
+ * element or segment shape. Returns F's rank, or -1 when that input has no leading dimension (the daemon refuses it).
+ */
+static int feature_shape(const segops_fn_desc *row, const segops_tcall *tc, int64_t f[SEGOPS_MAX_NDIM]) {
+  if (row->vec3_only) {
+    f[0] = 3;
+    return 1;
+  }
   for (int k = 0; k < row->n_in; k++) {
     const segops_array *a = tc->in[k];
     if (!a || (row->in[k].shape != SEGOPS_SH_ELEM && row->in[k].shape != SEGOPS_SH_SEG)) continue;
-    if (a->ndim == 1) return 1;
-    return a->ndim == 2 && a->shape[1] == 3 ? 3 : 0;
+    if (a->ndim < 1 || a->ndim > SEGOPS_MAX_NDIM) return -1;
+    for (int d = 1; d < a->ndim; d++) f[d - 1] = a->shape[d];
+    return a->ndim - 1;
   }
-  return 1;
+  return 0;
+}
+
+/* Output o's shape: a gradient is shaped like its input when that input is given (mul's grad_y is
+ * (S,) or (S, *F) as y is); else the row's kind with F: (N, *F), (S, *F), (S,), (N,3), (S,3,3).
+ * Returns its rank, -1 for a kind this library does not know. */
+static int output_dims(const segops_fn_desc *row, const segops_tcall *tc, int o, const int64_t *f, int nf,
+                       int64_t shape[SEGOPS_MAX_NDIM]) {
+  const char *name = row->out[o].name;
+  for (int k = 0; k < row->n_in; k++)
+    if (tc->in[k] && !strncmp(name, "grad_", 5) && !strcmp(name + 5, row->in[k].name)) {
+      if (tc->in[k]->ndim < 0 || tc->in[k]->ndim > SEGOPS_MAX_NDIM) return -1;
+      for (int d = 0; d < tc->in[k]->ndim; d++) shape[d] = tc->in[k]->shape[d];
+      return tc->in[k]->ndim;
+    }
+  const int64_t n = tc->idx->shape[0], s = tc->num_segments;
+  const segops_shape_kind kind = row->out[o].shape;
+  if (kind == SEGOPS_SH_ELEM || kind == SEGOPS_SH_SEG) {
+    shape[0] = kind == SEGOPS_SH_ELEM ? n : s;
+    for (int d = 0; d < nf; d++) shape[d + 1] = f[d];
+    return nf + 1;
+  }
+  if (kind == SEGOPS_SH_ELEM3) return shape[0] = n, shape[1] = 3, 2;
+  if (kind == SEGOPS_SH_SEG1) return shape[0] = s, 1;
+  if (kind == SEGOPS_SH_MAT) return shape[0] = s, shape[1] = 3, shape[2] = 3, 3;
+  return -1;
 }
 
 /* The answer a valid call gets: the inputs' float dtype (float64 when none is given) and each
@@ -71,17 +102,24 @@ static void expect_outputs(const segops_fn_desc *row, segops_tcall *tc) {
     if ((a->dtype != SEGOPS_F32 && a->dtype != SEGOPS_F64) || (dtype >= 0 && (int)a->dtype != dtype)) return;
     dtype = (int)a->dtype;
   }
-  const int width = layout_width(row, tc);
-  if (!width) return;
+  int64_t f[SEGOPS_MAX_NDIM];
+  const int nf = feature_shape(row, tc, f);
+  if (nf < 0) return;
   tc->out_dtype = dtype < 0 ? SEGOPS_F64 : (segops_dtype)dtype;
   for (int o = 0; o < row->n_out; o++) {
-    tc->out_ndim[o] = segops_shape_dims(row->out[o].shape, width, idx->shape[0], tc->num_segments, tc->out_shape[o]);
+    tc->out_ndim[o] = output_dims(row, tc, o, f, nf, tc->out_shape[o]);
+    if (tc->out_ndim[o] < 0) return;
     uint64_t bytes = segops_dtype_size(tc->out_dtype);
     for (int i = 0; i < tc->out_ndim[o]; i++)
       if (__builtin_mul_overflow(bytes, (uint64_t)tc->out_shape[o][i], &bytes)) return; /* the daemon refuses it */
     tc->out_nbytes[o] = (size_t)bytes;
   }
   tc->expect_known = true;
+}
+
+void segops_call_expect(segops_tcall *tc) {
+  if (tc->fn < 0 || tc->fn >= SEGOPS_FN_COUNT) return;
+  expect_outputs(segops_fn((segops_op)(tc->fn / SEGOPS_PASS_COUNT), (segops_pass)(tc->fn % SEGOPS_PASS_COUNT)), tc);
 }
 
 static bool overlaps(const segops_array *a, const segops_array *b) {

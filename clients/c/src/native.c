@@ -532,26 +532,14 @@ static int place_input(native_t *t, placed *pl, const char *op, const char *name
   return SEGOPS_OK;
 }
 
-/* The bytes output k will have, from the op table as the daemon computes them (0 when the inputs
- * do not say: the daemon then refuses the call by its own rules before any output matters). */
-static uint64_t output_bytes(const segops_tcall *call, int k, const segops_ring_request *r) {
-  const segops_fn_desc *fn =
-      segops_fn((segops_op)(call->fn / SEGOPS_PASS_COUNT), (segops_pass)(call->fn % SEGOPS_PASS_COUNT));
-  int width = fn->vec3_only ? 3 : 0;
-  uint32_t dtype = (r->flags & SEGOPS_REQ_DTYPE) ? r->dtype : SEGOPS_F64;
-  bool have_dtype = false;
-  for (int j = 0; j < fn->n_in; j++) {
-    const segops_ring_tensor *d = &r->in[j];
-    if (!(d->flags & SEGOPS_TENSOR_PRESENT)) continue;
-    if (!have_dtype) dtype = d->dtype, have_dtype = true;
-    segops_shape_kind kind = fn->in[j].shape;
-    if (!width && (kind == SEGOPS_SH_ELEM || kind == SEGOPS_SH_SEG)) width = d->ndim == 2 && d->shape[1] == 3 ? 3 : 1;
-  }
-  if (!width) width = 1;
-  int64_t n = r->idx.ndim == 1 ? r->idx.shape[0] : 0, s = r->num_segments;
-  if (n < 0 || s < 0 || n > INT32_MAX || s > INT32_MAX || dtype > SEGOPS_F64) return 0;
-  int64_t count = segops_shape_count(fn->out[k].shape, width, n, s);
-  return (uint64_t)count * (dtype == SEGOPS_F32 ? 4u : 8u);
+/* The bytes output k will have: the answer the call should get, as call_check.c predicts it from
+ * the op table and the inputs' shapes (0 when the inputs do not say: the daemon then refuses the
+ * call by its own rules before any output matters). */
+static uint64_t output_bytes(const segops_tcall *call, int k) {
+  if (call->expect_known) return (uint64_t)call->out_nbytes[k];
+  segops_tcall c = *call; /* assembled without segops_call_build */
+  segops_call_expect(&c);
+  return c.expect_known ? (uint64_t)c.out_nbytes[k] : 0;
 }
 
 /* True when [off, off + n) of pool overlaps an input's bytes. */
@@ -570,7 +558,7 @@ static bool meets_input(const segops_ring_request *r, uint32_t pool, uint64_t of
 static int place_output(native_t *t, placed *pl, const segops_tcall *call, int k, segops_error *e) {
   segops_array *o = call->out[k];
   segops_ring_tensor *d = &pl->req.out[k];
-  uint64_t need = output_bytes(call, k, &pl->req);
+  uint64_t need = output_bytes(call, k);
   pl->out_need[k] = need;
   d->flags = SEGOPS_TENSOR_PRESENT;
   if (o->data) {

@@ -42,6 +42,10 @@ typedef struct {
   size_t out_nbytes[SEGOPS_MAX_OUTPUTS];
 } segops_tcall;
 
+/* Sets tc's expected answer (expect_known, out_dtype, out_ndim, out_shape, out_nbytes) from its
+ * row and inputs, as segops_call_build does (call_check.c); for a tcall assembled without it. */
+void segops_call_expect(segops_tcall *tc);
+
 typedef struct segops_transport segops_transport;
 
 typedef struct {

@@ -350,7 +350,9 @@ static PyObject *client_empty(PyObject *op, PyObject *args) {
   }
   Py_DECREF(seq);
   if (PyErr_Occurred()) return NULL;
-  if (bad) return PyErr_Format(PyExc_ValueError, "segops: empty: shape %R (at most 3 dimensions, each >= 0)", shape);
+  if (bad)
+    return PyErr_Format(PyExc_ValueError, "segops: empty: shape %R (at most %d dimensions, each >= 0)", shape,
+                        SEGOPS_MAX_NDIM);
   sx_core *k = use((sx_client *)op);
   if (!k) return NULL;
   a.nbytes = n;

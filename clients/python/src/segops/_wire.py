@@ -16,6 +16,9 @@ JOIN_BELOW = 64 * 1024
 _READ_CHUNK = 64 * 1024
 
 WIRE_DTYPES = {"float32": "<f4", "float64": "<f8", "int32": "<i4", "int64": "<i8"}
+# The most dimensions a tensor may have, inputs and answers alike ((N, *F) with up to five
+# trailing dimensions; SEGOPS_MAX_NDIM of libsegops, the daemon and the native ring).
+MAX_NDIM = 6
 
 
 @contextlib.contextmanager
@@ -270,8 +273,8 @@ _FIXED = {
 
 
 def _shape(name, v):
-    """An answer's shape: a list of at most 3 non-negative integers."""
-    if not isinstance(v, (list, tuple)) or len(v) > 3 or not all(isinstance(d, int) and d >= 0 for d in v):
+    """An answer's shape: a list of at most MAX_NDIM non-negative integers."""
+    if not isinstance(v, (list, tuple)) or len(v) > MAX_NDIM or not all(isinstance(d, int) and d >= 0 for d in v):
         raise ProtocolError(200, "protocol_error", f"segops: output {name!r} has a bad shape {str(v)[:80]}")
     return tuple(v)
 
