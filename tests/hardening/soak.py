@@ -86,8 +86,8 @@ BAD = [
     ("/v1/segmented_sum/forward", "text/plain", b"hello", 415, "unsupported_media_type"),
     ("/v1/segmented_nope/forward", "application/json", b"{}", 404, "not_found"),
     ("/v1/segmented_sum/sideways", "application/json", b"{}", 404, "not_found"),
-    ("/v1/segmented_rms_norm/forward", "application/json", b'{"x":[1,2],"idx":[0,1],"num_segments":2}', 400,
-     "invalid_argument"),
+    ("/v1/segmented_matvec/forward", "application/json", b'{"v":[1,2],"m":[[[1,0,0],[0,1,0],[0,0,1]]],"idx":[0,0],"num_segments":1}',
+     400, "invalid_argument"),
     ("/v1/segmented_sum/forward", "application/json", b'{"x":[1],"idx":[0],"num_segments":1099511627776}', 413,
      "too_large"),
 ]

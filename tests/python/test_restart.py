@@ -271,7 +271,7 @@ def test_json_answers_are_bounded():
     {"dtype": "float64", "shape": "abc", "data": np.zeros(3).tobytes()},
     {"dtype": "float64", "shape": [2, "x"], "data": np.zeros(2).tobytes()},
     {"dtype": "float64", "shape": [2], "data": [1.0, 2.0, 3.0]},
-    {"dtype": "float64", "shape": [1, 2, 3, 4], "data": np.zeros(24).tobytes()},
+    {"dtype": "float64", "shape": [1, 1, 1, 1, 1, 1, 1], "data": np.zeros(1).tobytes()},
 ])
 def test_hostile_answer_shapes_are_protocol_errors(out):
     body = msgpack.packb({"out": out})
