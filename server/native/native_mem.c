@@ -121,15 +121,7 @@ int segops_native_mem_open(segops_native_mem *m, int fd, uint64_t expect, uint64
   if (m->guard < 0) {
     int why = m->guard;
     munmap(p, size);
-    if (why == -2)
-      return segops_errf(SEGOPS_E_RESOURCE_EXHAUSTED, err, errlen,
-                         "%s: uid %lld holds its share of the daemon's guard table already (%d mapped objects: shm "
-                         "regions and native channels' rings and pools)",
-                         what, (long long)uid, SEGOPS_GUARD_SLOTS_PER_UID);
-    return segops_errf(SEGOPS_E_RESOURCE_EXHAUSTED, err, errlen,
-                       "%s: the daemon's guard table (%d mapped objects, shared by every channel and shm region) is "
-                       "full",
-                       what, SEGOPS_GUARD_SLOTS);
+    return segops_guard_refusal(why, what, uid, err, errlen);
   }
   m->base = p;
   m->size = size;

@@ -237,15 +237,9 @@ static int map_region(region *g, int fd, uint64_t offset, uint64_t byte_size, in
   if (g->slot < 0) {
     int why = g->slot;
     munmap(m, g->map_len);
-    if (why == -2)
-      return segops_errf(SEGOPS_E_RESOURCE_EXHAUSTED, err, errlen,
-                         "region '%s': uid %lld holds its share of the daemon's guard table already (%d mapped "
-                         "objects: shm regions and native channels' rings and pools)",
-                         nb, (long long)uid, SEGOPS_GUARD_SLOTS_PER_UID);
-    return segops_errf(SEGOPS_E_RESOURCE_EXHAUSTED, err, errlen,
-                       "region '%s': the daemon's guard table (%d mapped objects, shared by every shm region and "
-                       "native channel) is full",
-                       nb, SEGOPS_GUARD_SLOTS);
+    char what[SEGOPS_SHM_NAME_MAX + 16];
+    snprintf(what, sizeof what, "region '%s'", nb);
+    return segops_guard_refusal(why, what, uid, err, errlen);
   }
   return SEGOPS_OK;
 }

@@ -8,6 +8,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "errors.h"
+
 /* Reading or writing a MAP_SHARED page beyond the end of its object raises SIGBUS, and so does
  * a page the kernel cannot provide; a client can cause either at any time. The handler looks the
  * faulting address up in a table of guarded mappings (lock-free, with a sequence count per slot
@@ -96,6 +98,18 @@ int segops_guard_add(void *base, size_t len, atomic_int *flag, int64_t uid) {
   }
   pthread_mutex_unlock(&g_mu);
   return k < SEGOPS_GUARD_SLOTS ? k : -1;
+}
+
+int segops_guard_refusal(int why, const char *what, int64_t uid, char *err, size_t errlen) {
+  if (why == -2)
+    return segops_errf(SEGOPS_E_RESOURCE_EXHAUSTED, err, errlen,
+                       "%s: uid %lld holds its share of the daemon's guard table already (%d mapped objects: shm "
+                       "regions and native channels' rings and pools)",
+                       what, (long long)uid, SEGOPS_GUARD_SLOTS_PER_UID);
+  return segops_errf(SEGOPS_E_RESOURCE_EXHAUSTED, err, errlen,
+                     "%s: the daemon's guard table (%d mapped objects, shared by every shm region and native "
+                     "channel) is full",
+                     what, SEGOPS_GUARD_SLOTS);
 }
 
 void segops_guard_remove(int k) {

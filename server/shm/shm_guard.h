@@ -27,6 +27,9 @@ bool segops_guard_install(void);
  * (SEGOPS_GUARD_SLOTS_PER_UID) already. Async-signal-safe readers: the handler never blocks on
  * this. */
 int segops_guard_add(void *base, size_t len, atomic_int *flag, int64_t uid);
+/* The error of a refused segops_guard_add (why: its -1 or -2) for the mapping of `what` (e.g.
+ * "region 'x'"), held for uid, written to err: SEGOPS_E_RESOURCE_EXHAUSTED, naming the table. */
+int segops_guard_refusal(int why, const char *what, int64_t uid, char *err, size_t errlen);
 /* Stops guarding a slot from segops_guard_add, before the mapping goes; accepts -1. */
 void segops_guard_remove(int slot);
 
