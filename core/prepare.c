@@ -281,8 +281,17 @@ static int check_shapes(prep *x) {
     x->nf = t->ndim - 1;
     for (int i = 0; i < x->nf; i++) x->f[i] = t->shape[1 + i];
   }
+  /* The row's size prod(F): bounded by --max-elements like a tensor's, also where N = 0 leaves the
+   * tensor itself empty (its size check saw a product of 0, not of F). */
   x->width = 1;
-  for (int i = 0; i < x->nf; i++) x->width *= x->f[i]; /* no overflow: the tensor's size was checked */
+  bool wide = false;
+  for (int i = 0; i < x->nf; i++) wide |= __builtin_mul_overflow(x->width, x->f[i], &x->width);
+  if (wide || x->width > x->lim->max_elements) {
+    char fs[96];
+    return segops_errf(SEGOPS_E_TOO_LARGE, x->err, x->errlen,
+                       "%s: a row of %s %s has more elements than the limit (--max-elements %" PRId64 ")", x->op,
+                       from, fmt_shape(fs, sizeof fs, ft->ndim, ft->shape), x->lim->max_elements);
+  }
   /* mul's y (and gg_y): (S,) scales each row, (S,*F) multiplies element-wise; the first given decides. */
   const char *y_from = NULL;
   x->y_wide = false;

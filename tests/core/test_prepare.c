@@ -215,6 +215,9 @@ static void test_rules(void) {
   arg(&r, "x")->shape[0] = LIM.max_elements; /* within int64, over the element limit */
   expect_error("elements over the limit", &r, SEGOPS_E_TOO_LARGE, NAMES("x", "limit"));
   r = mul_request();
+  *arg(&r, "x") = tensor(SEGOPS_F64, 3, 0, (int64_t)1 << 40, (int64_t)1 << 40); /* no elements, rows of 2^80 */
+  expect_error("row size overflow with N = 0", &r, SEGOPS_E_TOO_LARGE, NAMES("a row of x", "limit"));
+  r = mul_request();
   arg(&r, "x")->shape[1] = -3;
   expect_error("negative dimension", &r, SEGOPS_E_INVALID_ARGUMENT, NAMES("x.shape[1] (-3)"));
 

@@ -11,7 +11,8 @@ static void check_prepared(const segops_prepared *p) {
   const segops_call *c = &p->call;
   FUZZ_ASSERT(c->fn != NULL);
   FUZZ_ASSERT(c->dtype == SEGOPS_F32 || c->dtype == SEGOPS_F64);
-  FUZZ_ASSERT(c->width == 1 || c->width == 3);
+  FUZZ_ASSERT(c->width >= 0 && c->width <= FUZZ_LIMITS.max_elements); /* prod(F) */
+  FUZZ_ASSERT(c->nf >= 0 && c->nf < SEGOPS_MAX_NDIM);
   FUZZ_ASSERT(c->n >= 0 && c->n <= FUZZ_LIMITS.max_elements && c->s >= 0 && c->s <= FUZZ_LIMITS.max_segments);
   FUZZ_ASSERT(((uintptr_t)c->idx & 3) == 0 || c->n == 0);
   bool sorted = true;
@@ -27,14 +28,14 @@ static void check_prepared(const segops_prepared *p) {
       FUZZ_ASSERT(c->fn->in[k].use != SEGOPS_ARG_REQ);
       continue;
     }
-    size_t nb = (size_t)segops_shape_count(c->fn->in[k].shape, c->width, c->n, c->s) * isz;
+    size_t nb = (size_t)segops_call_count(c, c->fn->in[k].shape) * isz;
     if (nb) sink ^= ((const unsigned char *)c->in[k])[0] ^ ((const unsigned char *)c->in[k])[nb - 1];
   }
   (void)sink;
   segops_out_tensor outs[SEGOPS_MAX_OUTPUTS];
   int n = 0;
   for (int o = 0; o < c->fn->n_out; o++) {
-    size_t nb = (size_t)segops_shape_count(c->fn->out[o].shape, c->width, c->n, c->s) * isz;
+    size_t nb = (size_t)segops_call_count(c, c->fn->out[o].shape) * isz;
     FUZZ_ASSERT(nb == p->out_nbytes[o]);
     if (!p->requested[o]) {
       FUZZ_ASSERT(c->out[o] == NULL);
