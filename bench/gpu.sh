@@ -102,6 +102,19 @@ fail() {
   say "FAILED: $*"
   failed=1
 }
+# build_client SECONDS [TARGET...]: segopsd, the Python package's C extension (segops._native, for
+# the native channel and 'local') and TARGETs; SEGOPS_NATIVE_LIB then names the extension for every
+# Python step (the source tree's import looks in build/, not in this build folder).
+build_client() {
+  local t=$1
+  shift
+  build "$t" segopsd segops_python_ext "$@" || return 1
+  [ $BUILD_ONLY = 1 ] && return 0
+  local ext
+  ext=$(ls "$B"/clients/python/lib/segops/_native*.so 2>/dev/null | head -1)
+  [ -n "$ext" ] || { say "no segops._native in $B/clients/python/lib (build.log)" && return 1; }
+  export SEGOPS_NATIVE_LIB=$ext
+}
 # configure [SRC BUILD]: a Release build with CUDA for sm_90, once per build folder.
 configure() {
   local src=${1:-$ROOT} dir=${2:-$B}
@@ -240,17 +253,19 @@ step_compare() {
 }
 
 step_worker() {
-  build 300 segopsd || { fail "worker: build (build.log)" && return; }
+  build_client 300 || { fail "worker: build (build.log)" && return; }
   [ $BUILD_ONLY = 1 ] && return
   local args=("$@")
   [ ${#args[@]} -gt 0 ] || args=(--transport all --window 0.8 --warmup 0.3)
   PYTHONUNBUFFERED=1 timeout 540 "$PY" bench/worker/worker_bench.py --segopsd "$B/server/segopsd" --backend cuda \
     --json "$WORK/worker.json" "${args[@]}" >"$WORK/worker.log" 2>&1 || fail "worker: rc=$? (worker.log)"
-  tail -n 40 "$WORK/worker.log" | tee -a "$SUMMARY"
+  ! grep -q "is not available here, left out" "$WORK/worker.log" ||
+    fail "worker: a transport asked for was left out: $(grep -m1 "left out" "$WORK/worker.log")"
+  grep -E "^(###|\|)|^worker_bench: daemon" "$WORK/worker.log" | tee -a "$SUMMARY"
 }
 
 step_service() {
-  build 300 segopsd segops_http_echo segops_http_loadgen || { fail "service: build (build.log)" && return; }
+  build_client 300 segops_http_echo segops_http_loadgen || { fail "service: build (build.log)" && return; }
   [ $BUILD_ONLY = 1 ] && return
   timeout 240 bash bench/http/run.sh --build "$B" --backend cuda --duration 2 --repeat 2 --threads 8 "$@" \
     >"$WORK/service.log" 2>&1 || fail "service: run.sh (service.log)"
@@ -260,7 +275,7 @@ step_service() {
 }
 
 step_stepcost() {
-  build 300 segopsd || { fail "stepcost: build (build.log)" && return; }
+  build_client 300 || { fail "stepcost: build (build.log)" && return; }
   [ $BUILD_ONLY = 1 ] && return
   local ops=${*:-sum rms_norm matvec} op k mode steps
   for op in $ops; do
@@ -278,7 +293,7 @@ step_stepcost() {
 }
 
 step_mlip() {
-  build 300 segopsd || { fail "mlip: build (build.log)" && return; }
+  build_client 300 || { fail "mlip: build (build.log)" && return; }
   [ $BUILD_ONLY = 1 ] && return
   local w sizes spec
   w=$(nproc)
