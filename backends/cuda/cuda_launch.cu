@@ -75,7 +75,8 @@ static cudaError_t plan(const segops_cuda_job *job, layout_plan *p) {
     /* Two partial rows per tile and n_segval values per segment, each row of K accumulators: the
      * job's own table row (the kernel structs' K and NSV are checked against it, cuda_registry.cuh). */
     const size_t k = (size_t)(job->fn->n_acc[0] > job->fn->n_acc[1] ? job->fn->n_acc[0] : job->fn->n_acc[1]);
-    if (n > SEGOPS_CUDA_TILE) c += align_up((size_t)tiles(n) * 2 * k * sizeof(double));
+    /* (the run-time-width kernels keep no partials: cuda_wide.cuh) */
+    if (n > SEGOPS_CUDA_TILE && !segops_cuda_job_wide(job)) c += align_up((size_t)tiles(n) * 2 * k * sizeof(double));
     p->segval = c;
     if (fn_plan(job->fn).post) c += align_up((size_t)s * (size_t)job->fn->n_segval * sizeof(double));
   } else if (segops_cuda_mean_quotients(job)) {
@@ -236,6 +237,17 @@ extern "C" int segops_cuda_layout_build(const segops_cuda_job *job, void *keep, 
 
 extern "C" int segops_cuda_is_gather(const segops_fn_desc *fn) { return !fn_plan(fn).reduce; }
 
+extern "C" int segops_cuda_fn_wide(const segops_fn_desc *fn) {
+  switch ((int)fn->op * SEGOPS_PASS_COUNT + (int)fn->pass) {
+#define SEGOPS_FN(o, p, name, ...)                                   \
+  case (int)SEGOPS_OP_##o *SEGOPS_PASS_COUNT + (int)SEGOPS_PASS_##p: \
+    return segops_cuda_wide_##name();
+#include "ops.def"
+#undef SEGOPS_FN
+  }
+  return 0;
+}
+
 /* The runner of a function: segops_cuda_run_<c_name>, one case per ops.def row. */
 static segops_cuda_run_fn runner_of(const segops_fn_desc *fn) {
   switch ((int)fn->op * SEGOPS_PASS_COUNT + (int)fn->pass) {
@@ -258,6 +270,8 @@ cudaError_t segops_cuda_kargs(const segops_cuda_job *job, segops_kargs *a, cudaS
   a->idx = job->idx;
   a->n = job->n;
   a->s = job->s;
+  a->w = job->width;
+  a->y_wide = job->y_wide;
   if (p.keep) {
     const void *keep = job->layout;
     if (!keep) {

@@ -180,20 +180,6 @@ static void check_case(const tu_layout *L, const segops_fn_desc *fn, segops_dtyp
 static const int64_t WIDE[] = {2, 12, 16, 18, 64, 256, 0};
 static int wide_level = 2;
 
-/* The CUDA backend takes rows (N,) and (N,3) only for now (rms_norm (N,3), mul's y (S,)): other
- * shapes must be refused with not_implemented naming the CPU backend. True when it refused. */
-static bool cuda_refuses(const tu_layout *L, const segops_fn_desc *fn, segops_dtype dt, int64_t w, bool y_wide) {
-  const bool ok = (w == 1 || w == 3) && !(fn->op == SEGOPS_OP_RMS_NORM && w != 3) && !(y_wide && w != 1);
-  if (!target_is_cuda || ok) return false;
-  segops_call call = {.fn = fn, .dtype = dt, .width = w, .y_wide = y_wide, .n = L->n, .s = L->s, .idx = L->idx};
-  char err[256] = "";
-  const int rc = target->run(target->ctx, 0, &call, err, sizeof err);
-  TU_CHECK(rc == SEGOPS_E_NOT_IMPLEMENTED && strstr(err, "--backend cpu"),
-           "%s w=%lld: the CUDA backend answered %d (%s), not not_implemented naming the CPU backend",
-           segops_op_name(fn->op), (long long)w, rc, err);
-  return true;
-}
-
 /* Every function, dtype and width on one layout; small layouts also get every variant (at width
  * 1 and 3, and at 16). mul also with y (S,*F) at every width. */
 static void check_layout(const tu_layout *L, bool variants, tu_rng *rng) {
@@ -213,7 +199,6 @@ static void check_layout(const tu_layout *L, bool variants, tu_rng *rng) {
             const int64_t w = widths[wi];
             const bool y_wide = yw;
             if (fn->vec3_only && w != 3) continue;
-            if (cuda_refuses(L, fn, DTYPES[d], w, y_wide)) continue;
             variant full = {0, all, "all inputs, all outputs"};
             check_case(L, fn, DTYPES[d], w, y_wide, &full, rng);
             if (!variants || quick || (w != 1 && w != 3 && w != 16)) continue;
@@ -332,7 +317,7 @@ static void run_layouts(void) {
         for (int pass = 0; pass < 2; pass++)
           for (int yw = 0; yw <= (op == SEGOPS_OP_MUL); yw++) {
             const segops_fn_desc *fn = segops_fn((segops_op)op, (segops_pass)pass);
-            if (fn->vec3_only || cuda_refuses(&L, fn, SEGOPS_F32, (int64_t)1 << 20, yw)) continue;
+            if (fn->vec3_only) continue;
             variant full = {0, (1u << fn->n_out) - 1, "all inputs, all outputs"};
             check_case(&L, fn, SEGOPS_F32, (int64_t)1 << 20, yw, &full, &rng);
           }
@@ -466,7 +451,6 @@ static void run_golden(void) {
       for (int pass = 0; pass < SEGOPS_PASS_COUNT; pass++) {
         const segops_fn_desc *fn = segops_fn((segops_op)op, (segops_pass)pass);
         for (int w = fn->vec3_only ? 3 : 1; w <= 3; w += 2) {
-          if (target_is_cuda && fn->op == SEGOPS_OP_RMS_NORM && w != 3) continue; /* cuda_refuses */
           const double *in[SEGOPS_MAX_INPUTS] = {0}, *want[SEGOPS_MAX_OUTPUTS] = {0};
           for (int k = 0; k < fn->n_in; k++)
             in[k] = (fn->in[k].shape == SEGOPS_SH_ELEM || fn->in[k].shape == SEGOPS_SH_ELEM3) ? none : segv;

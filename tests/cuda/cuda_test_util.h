@@ -5,6 +5,7 @@
 #ifndef SEGOPS_CUDA_TEST_UTIL_H
 #define SEGOPS_CUDA_TEST_UTIL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "backend.h"
@@ -36,6 +37,9 @@ int ct_make(ct_call *tc, const segops_fn_desc *fn, segops_dtype dt, int width, i
 /* Like ct_make but with the caller's idx (copied); values drawn from seed. */
 int ct_make_idx(ct_call *tc, const segops_fn_desc *fn, segops_dtype dt, int width, int64_t n, int64_t s,
                 const int32_t *idx, unsigned cotan_mask, unsigned out_mask, uint64_t seed);
+/* The same with rows of any width and, for mul, y (S,*F) (y_wide) or (S,). */
+int ct_make_idx_wide(ct_call *tc, const segops_fn_desc *fn, segops_dtype dt, int64_t width, bool y_wide, int64_t n,
+                     int64_t s, const int32_t *idx, unsigned cotan_mask, unsigned out_mask, uint64_t seed);
 void ct_free(ct_call *tc);
 /* Poisons every requested output with NaN bytes. */
 void ct_poison(ct_call *tc);
