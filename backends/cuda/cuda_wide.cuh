@@ -93,7 +93,8 @@ __device__ __forceinline__ void wide_chunk(const segops_kargs *a, int64_t s, int
 
 /* Per-column reduction: thread (s, c) sums column c of segment s's rows in increasing sorted
  * position (PK: through the permutation), or of a long segment its chunks' partials in chunk
- * order (wide_col_chunk_kernel's), then col_finish. */
+ * order (wide_col_chunk_kernel's), then col_finish. The walks keep SEGOPS_CHUNK_ROWS rows (and
+ * SEGOPS_COMBINE_ROWS partials) in flight, as seg_kernel's: the same additions in the same order. */
 template <typename T, typename OP, int PK>
 __global__ void __launch_bounds__(SEGOPS_WIDE_THREADS) wide_col_kernel(segops_kargs ka) {
   const segops_kargs *a = &ka;
@@ -103,10 +104,12 @@ __global__ void __launch_bounds__(SEGOPS_WIDE_THREADS) wide_col_kernel(segops_ka
                 const int64_t b = __ldg(a->L.off + s), e = __ldg(a->L.off + s + 1);
                 double acc = OP::identity();
                 if (e - b <= SEGOPS_CUDA_TILE) {
+#pragma unroll SEGOPS_CHUNK_ROWS
                   for (int64_t p = b; p < e; p++) OP::template term<T>(a, elem_at<PK>(&a->L, p) * w + c, &acc);
                 } else {
                   const int sh = chunk_shift(e - b);
                   const int64_t nch = (e - b + ((int64_t)1 << sh) - 1) >> sh;
+#pragma unroll SEGOPS_COMBINE_ROWS
                   for (int64_t q = 0; q < nch; q++)
                     acc = OP::combine(__ldcg(a->L.partial + chunk_row(b, q, sh) * w + c), acc);
                 }
@@ -130,6 +133,7 @@ __global__ void __launch_bounds__(SEGOPS_WIDE_THREADS) wide_col_chunk_kernel(seg
                   int sh;
                   wide_chunk(a, seg[q], chunk[q], &b, &sh, &cb, &ce);
                   double acc = OP::identity();
+#pragma unroll SEGOPS_CHUNK_ROWS
                   for (int64_t p = cb; p < ce; p++) OP::template term<T>(a, elem_at<PK>(&a->L, p) * w + c, &acc);
                   a->L.partial[chunk_row(b, chunk[q], sh) * w + c] = acc;
                 }
