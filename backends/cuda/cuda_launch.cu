@@ -73,10 +73,13 @@ static cudaError_t plan(const segops_cuda_job *job, layout_plan *p) {
   if (!segops_cuda_is_gather(job->fn)) {
     p->partial = c;
     /* Two partial rows per tile and n_segval values per segment, each row of K accumulators: the
-     * job's own table row (the kernel structs' K and NSV are checked against it, cuda_registry.cuh). */
-    const size_t k = (size_t)(job->fn->n_acc[0] > job->fn->n_acc[1] ? job->fn->n_acc[0] : job->fn->n_acc[1]);
-    /* (the run-time-width kernels keep no partials: cuda_wide.cuh) */
-    if (n > SEGOPS_CUDA_TILE && !segops_cuda_job_wide(job)) c += align_up((size_t)tiles(n) * 2 * k * sizeof(double));
+     * job's own table row (the kernel structs' K and NSV are checked against it, cuda_registry.cuh);
+     * rows of a run-time width (cuda_wide.cuh), the row's accumulators at the job's width
+     * (segops_fn_acc: w per column for the sums, K for whole rows). */
+    const size_t k = segops_cuda_job_wide(job)
+                         ? (size_t)segops_fn_acc(job->fn, job->width, job->y_wide != 0)
+                         : (size_t)(job->fn->n_acc[0] > job->fn->n_acc[1] ? job->fn->n_acc[0] : job->fn->n_acc[1]);
+    if (n > SEGOPS_CUDA_TILE) c += align_up((size_t)tiles(n) * 2 * k * sizeof(double));
     p->segval = c;
     if (fn_plan(job->fn).post) c += align_up((size_t)s * (size_t)job->fn->n_segval * sizeof(double));
   } else if (segops_cuda_mean_quotients(job)) {
