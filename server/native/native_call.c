@@ -67,7 +67,7 @@ static void finish(native_call *c, int status, const char *msg) {
    * count's relaxed increments before the client's acquire load of DONE. */
   segops_metrics_native_call(c->chk.fn, status, segops_now() - c->t0);
   uint32_t old = __atomic_exchange_n(&s->state, SEGOPS_SLOT_DONE, __ATOMIC_SEQ_CST);
-  if (old & SEGOPS_SLOT_WAITING) segops_native_futex_wake(&s->state, 1);
+  if (old & SEGOPS_SLOT_WAITING) segops_chan_futex_wake(&s->state, 1);
   segops_test_hook_answered();
   segops_prepared_free(&c->prep);
   atomic_store_explicit(&ch->busy[c->slot], 0, memory_order_release);
@@ -92,8 +92,7 @@ static void on_done(segops_job *job) {
   /* The client may have submitted this slot again while it was still busy here, and the channel's
    * thread, finding it busy, gone to sleep: ring the doorbell for it (Dekker with daemon_sleeps,
    * as the client does). */
-  __atomic_fetch_add(&ch->hdr->doorbell, 1, __ATOMIC_SEQ_CST);
-  if (__atomic_load_n(&ch->hdr->daemon_sleeps, __ATOMIC_SEQ_CST)) segops_native_futex_wake(&ch->hdr->doorbell, 1);
+  segops_chan_ring_doorbell(ch->hdr);
   pthread_mutex_lock(&ch->mu);
   if (--ch->inflight == 0) pthread_cond_broadcast(&ch->idle);
   pthread_mutex_unlock(&ch->mu);

@@ -1,8 +1,8 @@
 /* native.c: the native same-node channel's client side (transport.h; the wire contract is
- * proto/segops_ring.h, the protocol proto/native.md). A channel is one SOCK_SEQPACKET connection
- * to the daemon's channel socket, the ring's memfd and the client's pools (mem.h) handed over on
- * it. A call claims a slot, writes its descriptor, rings the doorbell and waits for the slot's
- * state: spinning for spin_us, then asleep on the futex. A daemon that goes away mid-call is
+ * proto/segops_ring.h, the protocol proto/native.md, the mechanics both ends share
+ * proto/segops_chan.h). A channel is one SOCK_SEQPACKET connection to the daemon's channel socket, the ring's memfd and
+ * the client's pools (mem.h) handed over on it. A call claims a slot, writes its descriptor, rings the doorbell and
+ * waits for the slot's state: spinning for spin_us, then asleep on the futex. A daemon that goes away mid-call is
  * reported at once (SEGOPS_E_CONNECTION; a drain answer SEGOPS_E_UNAVAILABLE) after one attempt
  * to open the channel again that never waits for a daemon to come (its socket may have a successor
  * already): waiting, back-off and moving to another daemon are client.c's (endpoints.c), which
@@ -11,7 +11,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -22,13 +21,13 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "mem.h"
 #include "ops.h"
+#include "segops_chan.h"
 #include "segops_ring.h"
 #include "transport.h"
 
@@ -94,9 +93,7 @@ typedef struct {
   unsigned epoch;
 } native_t;
 
-static segops_ring_slot *slot_at(chan *c, uint32_t k) {
-  return (segops_ring_slot *)(void *)(c->ring + SEGOPS_RING_HEADER_BYTES + (size_t)k * SEGOPS_RING_SLOT_BYTES);
-}
+static segops_ring_slot *slot_at(chan *c, uint32_t k) { return segops_chan_slot(c->ring, k); }
 
 static void unhold_abandoned(chan *c, abandoned *a) {
   for (int i = 0; i < a->n; i++) segops_mem_unhold(c->mem, a->held[i]);
@@ -152,63 +149,13 @@ static void chan_put(chan *c) {
   if (c && atomic_fetch_sub(&c->refs, 1) == 1) chan_destroy(c);
 }
 
-static int futex_wait(uint32_t *w, uint32_t expect, double timeout_s) {
-  struct timespec ts = {(time_t)timeout_s, (long)((timeout_s - (double)(time_t)timeout_s) * 1e9)};
-  return (int)syscall(SYS_futex, w, FUTEX_WAIT, expect, &ts, NULL, 0);
-}
-
-static void futex_wake(uint32_t *w) { syscall(SYS_futex, w, FUTEX_WAKE, 1, NULL, NULL, 0); }
-
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield");
-#endif
-}
-
 static void sleep_s(double s) {
   if (s <= 0) return;
   struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
   nanosleep(&ts, NULL);
 }
 
-static void ring_doorbell(chan *c) {
-  __atomic_fetch_add(&c->hdr->doorbell, 1, __ATOMIC_SEQ_CST);
-  if (__atomic_load_n(&c->hdr->daemon_sleeps, __ATOMIC_SEQ_CST)) futex_wake(&c->hdr->doorbell);
-}
-
 /* ---- messages ----------------------------------------------------------------------------------- */
-
-static void head(segops_msg_head *h, uint32_t type, size_t size) {
-  h->magic = SEGOPS_MSG_MAGIC;
-  h->version = SEGOPS_NATIVE_VERSION;
-  h->type = type;
-  h->size = (uint32_t)size;
-}
-
-/* Sends msg with fd (or none, fd < 0). 0 or -1 (errno). */
-static int send_msg(int sock, const void *msg, size_t len, int fd) {
-  struct iovec iov = {(void *)msg, len};
-  union {
-    struct cmsghdr align;
-    char buf[CMSG_SPACE(sizeof(int))];
-  } ctl;
-  struct msghdr mh = {0};
-  mh.msg_iov = &iov;
-  mh.msg_iovlen = 1;
-  if (fd >= 0) {
-    mh.msg_control = ctl.buf;
-    mh.msg_controllen = sizeof ctl.buf;
-    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &fd, sizeof fd);
-  }
-  ssize_t n = sendmsg(sock, &mh, MSG_NOSIGNAL);
-  return n == (ssize_t)len ? 0 : -1;
-}
 
 typedef union {
   segops_msg_head h;
@@ -228,7 +175,11 @@ static int recv_reply(int sock, uint32_t want, size_t want_len, reply *r, double
   struct pollfd p = {sock, POLLIN, 0};
   int pr = poll(&p, 1, left > 0 ? (int)(left * 1e3) + 1 : 0);
   if (pr == 0) return segops_client_err(e, SEGOPS_E_TIMEOUT, "the native channel's daemon did not answer in time");
-  ssize_t n = recv(sock, r, sizeof *r, MSG_CMSG_CLOEXEC);
+  int fd = -1;
+  ssize_t n = pr < 0 ? -1 : segops_chan_recv(sock, r, sizeof *r, &fd, 0);
+  if (fd >= 0) close(fd); /* the daemon sends none */
+  if (n < 0 && errno == EMSGSIZE)
+    return segops_client_err(e, SEGOPS_E_PROTOCOL, "unexpected native-channel message (over %u bytes)", SEGOPS_MSG_MAX);
   if (pr < 0 || n <= 0) {
     *gone = true;
     return segops_client_err(e, SEGOPS_E_CONNECTION, "the native channel closed (%s)",
@@ -349,7 +300,7 @@ static int make_ring(chan *c, segops_error *e) {
 static int handshake(chan *c, const native_t *t, double deadline, bool *gone, segops_error *e) {
   segops_msg_hello h;
   memset(&h, 0, sizeof h);
-  head(&h.h, SEGOPS_MSG_HELLO, sizeof h);
+  segops_chan_head(&h.h, SEGOPS_MSG_HELLO, sizeof h);
   size_t tl = t->token ? strlen(t->token) : 0;
   if (tl > SEGOPS_TOKEN_BYTES)
     return segops_client_err(e, SEGOPS_E_INVALID_ARGUMENT, "the token is longer than %u bytes", SEGOPS_TOKEN_BYTES);
@@ -357,16 +308,16 @@ static int handshake(chan *c, const native_t *t, double deadline, bool *gone, se
   if (tl) memcpy(h.token, t->token, tl);
   /* A daemon that refuses at once (a full channel table) has sent its ERROR already: a failed
    * send still reads it. */
-  (void)send_msg(c->sock, &h, sizeof h, -1);
+  (void)segops_chan_send(c->sock, &h, sizeof h, -1);
   explicit_bzero(h.token, sizeof h.token);
   reply r;
   int rc = recv_reply(c->sock, SEGOPS_MSG_WELCOME, sizeof r.welcome, &r, deadline, gone, e);
   if (rc) return rc;
   segops_msg_ring m;
   memset(&m, 0, sizeof m);
-  head(&m.h, SEGOPS_MSG_RING, sizeof m);
+  segops_chan_head(&m.h, SEGOPS_MSG_RING, sizeof m);
   m.slot_count = SLOTS;
-  if (send_msg(c->sock, &m, sizeof m, c->ring_fd) != 0) {
+  if (segops_chan_send(c->sock, &m, sizeof m, c->ring_fd) != 0) {
     *gone = true;
     return segops_client_err(e, SEGOPS_E_CONNECTION, "the native channel closed during the handshake: %s",
                              strerror(errno));
@@ -387,15 +338,15 @@ static int send_pools(chan *c, double deadline, bool *gone, segops_error *e) {
     int fd = segops_mem_pool_fd(c->mem, id, &size);
     segops_msg_pool m;
     memset(&m, 0, sizeof m);
-    head(&m.h, SEGOPS_MSG_POOL, sizeof m);
+    segops_chan_head(&m.h, SEGOPS_MSG_POOL, sizeof m);
     m.pool_id = (uint32_t)id;
     m.size = size;
-    if (send_msg(c->sock, &m, sizeof m, fd) != 0) {
+    if (segops_chan_send(c->sock, &m, sizeof m, fd) != 0) {
       *gone = true;
       rc = segops_client_err(e, SEGOPS_E_CONNECTION, "the native channel closed: %s", strerror(errno));
       break;
     }
-    ring_doorbell(c); /* the daemon reads control messages when its ring is idle: wake it */
+    segops_chan_ring_doorbell(c->hdr); /* the daemon reads control messages when its ring is idle: wake it */
     reply r;
     rc = recv_reply(c->sock, SEGOPS_MSG_OK, sizeof r.ok, &r, deadline, gone, e);
     if (rc == SEGOPS_OK) atomic_fetch_add(&c->pools_sent, 1);
@@ -650,7 +601,7 @@ static int await(chan *c, uint32_t k, int spin_us, double deadline) {
   for (unsigned i = 0;; i++) {
     if ((__atomic_load_n(st, __ATOMIC_ACQUIRE) & SEGOPS_SLOT_STATE_MASK) == SEGOPS_SLOT_DONE) return SEGOPS_OK;
     if ((i & 63u) == 0 && segops_client_now() >= spin_until) break;
-    cpu_relax();
+    segops_chan_cpu_relax();
   }
   for (;;) {
     uint32_t v = __atomic_load_n(st, __ATOMIC_ACQUIRE);
@@ -664,7 +615,7 @@ static int await(chan *c, uint32_t k, int spin_us, double deadline) {
       continue;
     v |= SEGOPS_SLOT_WAITING;
     double nap = deadline - now < SLEEP_S ? deadline - now : SLEEP_S;
-    futex_wait(st, v, nap);
+    segops_chan_futex_wait(st, v, nap);
   }
 }
 
@@ -773,7 +724,7 @@ static int call_on(native_t *t, chan *c, const segops_tcall *call, placed *pl, d
   memcpy(&s->req, &pl->req, sizeof s->req);
   s->seq = seq;
   __atomic_store_n(&s->state, SEGOPS_SLOT_SUBMITTED, __ATOMIC_RELEASE);
-  ring_doorbell(c);
+  segops_chan_ring_doorbell(c->hdr);
   rc = await(c, (uint32_t)k, t->spin_us, deadline);
   if (rc == SEGOPS_E_TIMEOUT) {
     abandon(t, c, (uint32_t)k, pl);
