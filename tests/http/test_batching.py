@@ -83,6 +83,37 @@ def test_batched_bit_identical_to_unbatched(daemon_factory):
     assert metric(t, "segops_batch_size_bucket", le="1") < calls
 
 
+def test_batches_keep_feature_shapes_apart(daemon_factory):
+    """Requests whose rows hold the same number of values in other feature shapes ((N,6) and
+    (N,2,3)), or other numbers of values ((N,), (N,3), (N,16)), queued at once: each answer has its
+    own request's shape and bits, as from a daemon that runs each alone, and batches still form."""
+    alone = daemon_factory("--max-batch-elements", "0")
+    batched = daemon_factory("--max-batch-elements", "100000", "--max-queue-delay-us", "2000",
+                             env={"SEGOPS_TEST_DELAY_MS": "3"}, test_build=True)
+    rng = np.random.default_rng(7)
+    feats = [(), (3,), (6,), (2, 3), (16,), (3, 2)]
+    reqs = []
+    for k in range(120):
+        f = feats[k % len(feats)]
+        n, s = int(rng.integers(1, 200)), int(rng.integers(1, 9))
+        idx = np.sort(rng.integers(0, s, n)).astype(np.int32)
+        op, pas = ("segmented_sum", "forward") if k % 2 else ("segmented_mean", "backward")
+        args = {"x": rng.standard_normal((n, *f))}
+        if pas == "backward":
+            args["g_out"] = rng.standard_normal((s, *f))
+        reqs.append((op, pas, encode(args, idx, s, MSGPACK, "float64")))
+    want = run_all(alone.url, reqs, 4)
+    got = run_all(batched.url, reqs, 48)
+    for i, (w, g) in enumerate(zip(want, got)):
+        assert w[0] == 200 and g[0] == 200, (i, w[0], g[0], g[1][:200])
+        wm, gm = msgpack.unpackb(w[1]), msgpack.unpackb(g[1])
+        assert wm == gm, f"request {i} ({reqs[i][0]}/{reqs[i][1]}, F = {feats[i % len(feats)]}) differs when batched"
+    t = request(batched.url, "GET", "/metrics")[2].decode()
+    calls, joined = metric(t, "segops_batch_size_count"), metric(t, "segops_batch_size_sum")
+    assert joined == len(reqs), (joined, len(reqs))
+    assert calls < joined, f"no batch formed ({calls} backend calls for {joined} requests)"
+
+
 def test_large_requests_run_alone(daemon_factory):
     """Requests past 2^14 rows never join a batch (batching copies every input and output on the
     host, which costs more than it saves at that size); smaller ones waiting beside them do."""
