@@ -27,7 +27,7 @@ import os
 import threading
 import time
 
-from .errors import ProtocolError, SegopsConnectionError, SegopsError, SegopsTimeout
+from .errors import SegopsConnectionError, SegopsError, SegopsTimeout
 
 _local = threading.local()  # this thread's call: its deadline, and whether an endpoint set runs it
 
@@ -61,6 +61,24 @@ def wait_seconds(wait=None):
     if w is None or not 0 <= w <= 1e6:
         raise ValueError(f"segops: {src} must be a number of seconds from 0 to 1000000, not {wait!r}")
     return w if w > 0 else FIRST_CONTACT_S
+
+
+def spin_us(v=None):
+    """Client(spin_us=...): how long a call to this host polls for its answer before sleeping
+    (microseconds; the extension's native channel and HTTP): `v` when given, else
+    $SEGOPS_CLIENT_SPIN_US, else None (the client's default)."""
+    src = "spin_us"
+    if v is None:
+        v, src = os.environ.get("SEGOPS_CLIENT_SPIN_US"), "SEGOPS_CLIENT_SPIN_US"
+        if v is None or not v.strip():
+            return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        f = None
+    if f is None or not 0 <= f <= 100000:  # the comparison also refuses nan
+        raise ValueError(f"segops: {src} must be a number of microseconds from 0 to 100000, not {v!r}")
+    return f
 
 
 class Contact:
@@ -226,10 +244,8 @@ def split_urls(url):
 
 def retryable(err):
     """True for a failure another daemon may not have: no connection, a connection dropped in
-    the middle of the answer (a truncated body), 503 (draining, busy), or an attempt that used up
-    its share of the call's time."""
-    if isinstance(err, ProtocolError):
-        return "truncated" in str(err)
+    the middle of the answer, 503 (draining, busy), or an attempt that used up its share of the
+    call's time."""
     return isinstance(err, (SegopsConnectionError, SegopsTimeout)) or (
         isinstance(err, SegopsError) and err.status == 503)
 
