@@ -159,7 +159,7 @@ class HTTPClient:
         if self._endpoints is not None:
             return self._endpoints.run(lambda c: c._roundtrip(method, path, body, length, headers, read))
         where = f"{method} {self.url}{path}"
-        hdrs = dict(self._headers, **headers) if headers else self._headers
+        hdrs = dict(self._headers, **(headers or {}), **({} if body is None else {"Content-Length": str(len(body))}))
         deadline = _endpoints.current_deadline() or time.monotonic() + self.timeout
         for attempt in (0, 1):
             conn, reused = self._acquire()
@@ -169,7 +169,8 @@ class HTTPClient:
                 if conn.sock is None:
                     conn.connect()
                 try:
-                    conn.request(method, self._prefix + path, body=body, headers=hdrs)
+                    conn.pending = body  # sent with the head
+                    conn.request(method, self._prefix + path, headers=hdrs)
                 except _STALE:
                     # The server may have answered before reading the whole body (413, 401)
                     # and closed: that answer is still readable. Else the error stands.

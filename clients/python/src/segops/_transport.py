@@ -81,9 +81,16 @@ def _resolves(host, port, timeout):
 
 
 class _Bounded:
-    """A connection whose socket is a DeadlineSocket: set_deadline bounds its next call."""
+    """A connection whose socket is a DeadlineSocket: set_deadline bounds its next call. A body set
+    in `pending` goes out with the request's head, in one send (http.client sends them apart: two
+    wake-ups of the daemon per call)."""
 
     deadline = None
+    pending = None
+
+    def send(self, data):
+        body, self.pending = self.pending, None
+        super().send(data + body if body else data)
 
     def set_deadline(self, deadline):
         self.deadline = deadline
