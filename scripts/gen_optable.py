@@ -309,7 +309,7 @@ def main():
     if args.write and os.path.exists(gen_functions):
         subprocess.run([sys.executable, gen_functions], check=True)
     if args.check and differ:
-        print(f"{len(differ)} file(s) disagree with core/ops.def and core/ops.c: run python3 {GEN} --write")
+        print(f"{len(differ)} file(s) disagree with core/ops.def, core/ops.c and proto/segops_types.h: run python3 {GEN} --write")
     if missing or (args.check and differ):
         return 1
     print(f"{GEN}: {'wrote ' + str(len(differ)) if args.write else 'checked'} files, the op table's "
