@@ -159,7 +159,9 @@ class HTTPClient:
         if self._endpoints is not None:
             return self._endpoints.run(lambda c: c._roundtrip(method, path, body, length, headers, read))
         where = f"{method} {self.url}{path}"
-        hdrs = dict(self._headers, **(headers or {}), **({} if body is None else {"Content-Length": str(len(body))}))
+        hdrs = {**self._headers, **(headers or {})}
+        if body is not None:
+            hdrs["Content-Length"] = str(len(body))
         deadline = _endpoints.current_deadline() or time.monotonic() + self.timeout
         for attempt in (0, 1):
             conn, reused = self._acquire()
