@@ -13,6 +13,8 @@ segops_optable_dump), or checks that the committed files agree with it:
   clients/python/src/segops/_table.py   the Python client's table (its generated section)
   clients/c/include/segops.h, clients/c/src/typed.c   libsegops' function ids and typed functions
                                         (clients/c/gen_typed.py)
+  clients/python/src/segops/errors.py   the Python client's exception classes, from the error table
+                                        (proto/segops_types.h, SEGOPS_ERRNO_MAP)
 
 --write then runs clients/python/gen_functions.py, which writes the Python client's typed functions
 from its table (checked by its own CTest, python_functions_current).
@@ -187,6 +189,50 @@ def missing_formulas(text, table):
     return [f"{f['op']}/{f['pass']}" for f in table["functions"] if f"\n| `{f['op']}/{f['pass']}` | " not in body]
 
 
+# The error table's wire codes whose Python class is not their camel case (which would shadow or
+# read as a builtin), and the builtin exception each client-side failure also is.
+ERROR_NAMES = {"connection_error": "SegopsConnectionError", "timeout": "SegopsTimeout",
+               "not_implemented": "Unimplemented"}
+ERROR_BASES = {"connection_error": "ConnectionError", "timeout": "TimeoutError"}
+
+
+def error_rows():
+    """[(wire code, HTTP status, generic message)] of proto/segops_types.h's SEGOPS_ERRNO_MAP, in its
+    order (a wire code shared by several values: its first row)."""
+    import re
+
+    macro = read("proto/segops_types.h").split("SEGOPS_ERRNO_MAP(X)", 1)[1].split("\n\n")[0]
+    rows = re.findall(r'X\(\w+, -\d+, "(\w+)", (\d+), "([^"]*)"\)', macro)
+    if not rows:
+        raise SystemExit(f"{GEN}: no SEGOPS_ERRNO_MAP rows in proto/segops_types.h")
+    seen = {}
+    for code, status, msg in rows:
+        seen.setdefault(code, (code, int(status), msg))
+    return list(seen.values())
+
+
+def errors_section():
+    """The generated section of clients/python/src/segops/errors.py: one class per wire code, and the
+    maps error_for reads."""
+    out, names = [], []
+    for code, status, msg in error_rows():
+        name = ERROR_NAMES.get(code) or "".join(w.capitalize() for w in code.split("_"))
+        bases = ", ".join(["SegopsError"] + ([ERROR_BASES[code]] if code in ERROR_BASES else []))
+        where = f"HTTP {status}" if status else "status 0: the client's own, no answer"
+        out += [f"class {name}({bases}):", f'    """{code} ({where}): {msg}."""', "",
+                f'    code_name = "{code}"', "", ""]
+        names.append((code, status, name))
+    out.append("# the daemon's wire codes -> class (another code, or a client-side one, in an answer: SegopsError)")
+    out += ["_BY_CODE = {"] + [f'    "{c}": {n},' for c, s, n in names if s] + ["}"]
+    out.append("# HTTP status -> the wire code of its first row, for an error answer that names none (a proxy's page)")
+    by_status = {}
+    for c, s, n in names:
+        if s:
+            by_status.setdefault(s, c)
+    out += ["_BY_STATUS = {"] + [f'    {s}: "{c}",' for s, c in sorted(by_status.items())] + ["}"]
+    return "\n".join(out) + "\n"
+
+
 def targets(table):
     """{path relative to the root: the bytes it must hold}."""
     t = {"proto/optable.json": table_json(table).encode()}
@@ -197,6 +243,8 @@ def targets(table):
         text = replace_section(text, name, body)
     t[p] = text.encode()
     t["proto/API.md"] = api_doc(read("proto/API.md"), table).encode()
+    p = "clients/python/src/segops/errors.py"
+    t[p] = replace_section(read(p), "error table", errors_section()).encode()
     sys.path.insert(0, os.path.join(ROOT, "clients", "c"))
     import gen_typed  # noqa: E402 (clients/c: libsegops' function ids and typed functions)
 
@@ -261,7 +309,7 @@ def main():
     if args.write and os.path.exists(gen_functions):
         subprocess.run([sys.executable, gen_functions], check=True)
     if args.check and differ:
-        print(f"{len(differ)} file(s) disagree with core/ops.def and core/ops.c: run python3 {GEN} --write")
+        print(f"{len(differ)} file(s) disagree with core/ops.def, core/ops.c and proto/segops_types.h: run python3 {GEN} --write")
     if missing or (args.check and differ):
         return 1
     print(f"{GEN}: {'wrote ' + str(len(differ)) if args.write else 'checked'} files, the op table's "

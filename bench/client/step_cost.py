@@ -101,7 +101,8 @@ def main():
         if a.fake_http:  # the pure-Python client's HTTP exchanges are what it replays
             from segops.client import PurePythonClient
 
-            client = PurePythonClient(url, transport=a.transport if a.transport in ("unix", "http") else "http")
+            unix = a.transport == "unix" and a.segopsd and wb.supports_unix(a.segopsd)  # its unix:/// URL
+            client = PurePythonClient("unix://" + sock if unix else url, transport="unix" if unix else "http")
         else:
             client = segops.Client("local" if a.transport == "local" else url, transport=a.transport)
         inputs, idx_t, idx_np, s = wb.make_inputs(op, 1 << a.log2n, 1000)

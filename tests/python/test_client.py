@@ -2,6 +2,8 @@
 32 threads sharing one client, bearer-token auth, info/health, the module-level default client; and
 the pure-Python client's keep-alive reuse and reconnect after the server drops an idle connection."""
 
+import os
+import re
 import threading
 import time
 
@@ -94,6 +96,25 @@ def test_malformed_body(server_url):
     client = PurePythonClient(server_url)
     _expect(segops.MalformedBody, 400, "malformed_body",
             lambda: client._roundtrip("POST", "/v1/segmented_sum/forward", b"\xc1\xff\x00", 3, read=lambda r: r.read()))
+
+
+def test_every_error_of_the_table_has_its_class():
+    """The error table (proto/segops_types.h, read here on its own): every wire code the daemon
+    answers is a class of its own that segops exports, which error_for picks by the code and, for an
+    answer that names none, by its status (the status's first row)."""
+    header = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "proto", "segops_types.h")
+    with open(header) as f:
+        rows = re.findall(r'X\(\w+, -\d+, "(\w+)", (\d+), "[^"]*"\)', f.read())
+    assert len(rows) >= 19, rows
+    first = {}
+    for code, status in rows:
+        if int(status):
+            err = segops.errors.error_for(int(status), code, "a message")
+            assert type(err) is not segops.SegopsError and type(err).code_name == code, code
+            assert getattr(segops, type(err).__name__) is type(err) and type(err).__name__ in segops.__all__, code
+            first.setdefault(int(status), code)
+    for status, code in first.items():
+        assert segops.errors.error_for(status, None, "a message").code == code, status
 
 
 def test_client_refuses_what_it_cannot_send(client):

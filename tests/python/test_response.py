@@ -1,5 +1,5 @@
-"""test_response.py: the pure-Python client's own HTTP response reader (segops._transport.read_response,
-used for every op call when the C extension is not in use). segopsd always answers with a Content-Length; a proxy in front of it
+"""test_response.py: how the pure-Python client (the client when the C extension is not in use) reads
+HTTP answers. segopsd always answers with a Content-Length; a proxy in front of it
 (a service mesh, an ingress) may not. So besides a check against the real daemon, these tests
 put a scripted peer on a local socket that answers with the framings a proxy may use (chunked,
 close-delimited, an interim 100) and with broken answers, and check what the client makes of
@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 import segops
-from segops import _transport
 from segops.client import PurePythonClient
 
 X = np.arange(1.0, 7.0)
@@ -199,7 +198,3 @@ def test_broken_answers_are_connection_errors(peer, answer, what):
     assert not c._idle, f"{what}: a connection left in an unknown state was kept for reuse"
     c.close()
 
-
-def test_reader_is_the_one_in_use():
-    """The op path reads answers with read_response (http.client's parser only for the rest)."""
-    assert _transport._PREBUILT, "CPython's http.client lacks what request_prebuilt relies on"

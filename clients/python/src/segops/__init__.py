@@ -39,6 +39,7 @@ from .errors import (
     TooLarge,
     Unauthenticated,
     Unavailable,
+    Unimplemented,
     UnsupportedMediaType,
 )
 
@@ -99,6 +100,7 @@ __all__ = [
     "ResourceExhausted",
     "DeadlineExceeded",
     "Internal",
+    "Unimplemented",
     "ShmRegionUnknown",
     "SegopsConnectionError",
     "SegopsTimeout",

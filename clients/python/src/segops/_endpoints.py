@@ -1,33 +1,26 @@
-"""_endpoints.py: a set of segops daemons behind one Client, and a call's deadline
-(clients/python/README.md).
+"""_endpoints.py: a set of segops daemons behind one Client, and a call's deadline (the rules:
+clients/python/README.md, "Several daemons"; libsegops keeps the same ones).
 
-Each endpoint is a one-daemon Client of its own (its own connection pool and transport). A call
-goes to the healthy endpoint with the fewest calls in flight (ties in turn). A refused or dropped
-connection, a 503, or an attempt that used up its share of the call's time marks that endpoint failed and moves the call to another: every segops
-function is pure, so sending it again is always safe. A failed endpoint rests for a back-off
-(at least the server's Retry-After; doubling with each failure in a row) and is then asked
-/readyz before work goes to it again; it rejoins when that answers 200.
+Each endpoint is a one-daemon client of its own (its own connection pool). A call goes to the
+healthy endpoint with the fewest calls in flight (ties in turn); a refused or dropped connection, a
+503, or an attempt that used up its share of the call's time marks that endpoint failed (it rests
+for a back-off, at least the Retry-After, then must answer /readyz 200) and moves the call to
+another: every segops function is pure. A call's `timeout` bounds it whole: every connect, send and
+receive gets what is left of it (_transport.DeadlineSocket). A client of one daemon waits for it
+while it restarts (wait_for); when the time is up, the error names every daemon's last failure and
+the time spent (gave_up). A client that has never reached any daemon (first contact) gives up after
+`wait` seconds (wait_seconds), at once on a host name that does not resolve, naming every URL, why,
+and how to start one (first_contact_error); a call that waits for a daemon it reached before says so
+once on the `segops` logger after a second."""
 
-A call's `timeout` bounds it whole: every connect, send and receive gets what is left of it
-(_transport.DeadlineSocket). A client of one daemon waits for it while it restarts (refused
-connections, 503 unavailable), with back-off, within that timeout (wait_for); when the time is up,
-the error names every daemon's last failure and the time spent (gave_up).
-
-That wait is for daemons the client has reached before (a restart). A client that has never reached
-any (first contact: a forgotten daemon, a typo in the URL) gives up after `wait` seconds (1 unless
-Client(wait=...) or $SEGOPS_WAIT_S says otherwise; a connection, name resolution included, must be
-made within it too), and at once on a host name that does not resolve (unless told to wait
-longer); its error names every URL,
-why, and how to start a daemon (first_contact_error). A call that waits for a daemon it reached
-before says so once on the `segops` logger after a second."""
-
+import contextlib
 import itertools
 import logging
 import os
 import threading
 import time
 
-from .errors import ProtocolError, SegopsConnectionError, SegopsError, SegopsTimeout
+from .errors import SegopsConnectionError, SegopsError, SegopsTimeout
 
 _local = threading.local()  # this thread's call: its deadline, and whether an endpoint set runs it
 
@@ -61,6 +54,24 @@ def wait_seconds(wait=None):
     if w is None or not 0 <= w <= 1e6:
         raise ValueError(f"segops: {src} must be a number of seconds from 0 to 1000000, not {wait!r}")
     return w if w > 0 else FIRST_CONTACT_S
+
+
+def spin_us(v=None):
+    """Client(spin_us=...): how long a call to this host polls for its answer before sleeping
+    (microseconds; the extension's native channel and HTTP): `v` when given, else
+    $SEGOPS_CLIENT_SPIN_US, else None (the client's default)."""
+    src = "spin_us"
+    if v is None:
+        v, src = os.environ.get("SEGOPS_CLIENT_SPIN_US"), "SEGOPS_CLIENT_SPIN_US"
+        if v is None or not v.strip():
+            return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        f = None
+    if f is None or not 0 <= f <= 100000:  # the comparison also refuses nan
+        raise ValueError(f"segops: {src} must be a number of microseconds from 0 to 100000, not {v!r}")
+    return f
 
 
 class Contact:
@@ -112,39 +123,26 @@ def first_contact_error(failures, elapsed):
         "wait for a daemon that is starting, set SEGOPS_WAIT_S (or Client(wait=...)) to the seconds to wait")
 
 
-class connect_scope:
+@contextlib.contextmanager
+def connect_scope(connect_by):
     """Within it, this thread's connections are made by `connect_by` (None: by the deadline)."""
-
-    __slots__ = ("connect_by", "prev")
-
-    def __init__(self, connect_by):
-        self.connect_by = connect_by
-
-    def __enter__(self):
-        self.prev = getattr(_local, "connect_by", None)
-        _local.connect_by = self.connect_by
-
-    def __exit__(self, *exc):
-        _local.connect_by = self.prev
+    prev, _local.connect_by = getattr(_local, "connect_by", None), connect_by
+    try:
+        yield
+    finally:
+        _local.connect_by = prev
 
 
-class call_scope:
-    """Within it, this thread's call ends at `deadline` (the tighter of it and an enclosing one);
-    single=True: one attempt only (an endpoint set moves the call itself)."""
-
-    __slots__ = ("deadline", "single", "prev")
-
-    def __init__(self, deadline, single=False):
-        self.deadline, self.single = deadline, single
-
-    def __enter__(self):
-        self.prev = (getattr(_local, "deadline", None), getattr(_local, "single", False))
-        d = self.deadline if self.prev[0] is None else min(self.prev[0], self.deadline)
-        _local.deadline, _local.single = d, self.single or self.prev[1]
-        return d
-
-    def __exit__(self, *exc):
-        _local.deadline, _local.single = self.prev
+@contextlib.contextmanager
+def call_scope(deadline, single=False):
+    """Within it, this thread's call ends at `deadline` (the tighter of it and an enclosing one),
+    which it yields; single=True: one attempt only (an endpoint set moves the call itself)."""
+    prev = (getattr(_local, "deadline", None), getattr(_local, "single", False))
+    _local.deadline, _local.single = deadline if prev[0] is None else min(prev[0], deadline), single or prev[1]
+    try:
+        yield _local.deadline
+    finally:
+        _local.deadline, _local.single = prev
 
 
 def waitable(err):
@@ -226,10 +224,8 @@ def split_urls(url):
 
 def retryable(err):
     """True for a failure another daemon may not have: no connection, a connection dropped in
-    the middle of the answer (a truncated body), 503 (draining, busy), or an attempt that used up
-    its share of the call's time."""
-    if isinstance(err, ProtocolError):
-        return "truncated" in str(err)
+    the middle of the answer, 503 (draining, busy), or an attempt that used up its share of the
+    call's time."""
     return isinstance(err, (SegopsConnectionError, SegopsTimeout)) or (
         isinstance(err, SegopsError) and err.status == 503)
 

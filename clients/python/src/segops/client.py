@@ -20,7 +20,7 @@ DEFAULT_URL = "http://127.0.0.1:8080"
 TRANSPORTS = ("auto", "native", "unix", "http", "local")  # and "shm", a deprecated alias of "native"
 # How long a call polls for its answer before sleeping, in microseconds, when neither spin_us nor
 # $SEGOPS_CLIENT_SPIN_US says: the native channel's budget (proto/native.md, Doorbells). The
-# pure-Python client's HTTP polling stays off by default (_http.DEFAULT_SPIN_US).
+# pure-Python client does not poll (its spin_us: 0).
 DEFAULT_SPIN_US = 50
 
 # Function ids: the op table's order, which is libsegops' (segops.h, SEGOPS_FN_*; _ext checks).
@@ -83,9 +83,10 @@ class Client(FunctionMethods):
     transport: "auto" (default): the native channel when the daemon is on this host (its /v1/info
     names the channel and it opens), else HTTP over its unix socket when it lists one that answers
     here, else HTTP over the URL; "native", "unix", "http" and "local" force one ("shm": deprecated,
-    means "native"). The native channel and "local" need the extension (native_available()).
+    means "native"). The native channel, "local" and a daemon's unix socket found from its TCP URL
+    need the extension (native_available()); without it, "auto" is the URL's own socket.
     spin_us: how long a call to this host polls for its answer before sleeping (0 to 100000;
-    default $SEGOPS_CLIENT_SPIN_US, else 50 with the extension, 0 without).
+    default $SEGOPS_CLIENT_SPIN_US, else 50; the pure-Python client does not poll: 0).
     threads: CPU backend threads of "local" (default: the CPUs this process may run on).
     wait: seconds a client that has never reached any of its daemons waits for one (default
     $SEGOPS_WAIT_S, else 1: a forgotten daemon or a typo in the URL fails at once, naming every URL
@@ -111,6 +112,7 @@ class Client(FunctionMethods):
     ) -> None:
         self._nc = self._py = self._probes = None
         wait_s = _endpoints.wait_seconds(wait)  # checked here, on either path
+        spin = _endpoints.spin_us(spin_us)
         transport = _transport(transport)
         urls = [_normal_url(u) for u in _endpoints.split_urls(url or os.environ.get("SEGOPS_URL") or DEFAULT_URL)]
         self.url = ",".join(urls)
@@ -118,8 +120,7 @@ class Client(FunctionMethods):
         self._token = token
         self._want = transport
         if _ext.native is not None:
-            env = os.environ.get("SEGOPS_CLIENT_SPIN_US")
-            self.spin_us = _http._spin_us(spin_us) if spin_us is not None or (env and env.strip()) else DEFAULT_SPIN_US
+            self.spin_us = DEFAULT_SPIN_US if spin is None else spin
             # (libsegops reads $SEGOPS_WAIT_S itself: wait goes over only when given)
             more = {} if wait is None else {"wait": wait_s}
             self._nc = _ext.native.Client(self.url, token, float(timeout), transport, int(self.spin_us),
@@ -130,8 +131,8 @@ class Client(FunctionMethods):
             raise ValueError(f"segops: {'transport ' + repr(transport) if transport in ('native', 'local') else 'local'}"
                              f" needs segops' C extension, which is not available: {_ext.why_not}")
         self._py = _http.HTTPClient(urls, token=token, timeout=timeout, max_idle=max_idle, transport=transport,
-                                    spin_us=spin_us, wait=wait_s)
-        self.spin_us = self._py.spin_us if self._py._endpoints is None else _http._spin_us(spin_us)
+                                    wait=wait_s)
+        self.spin_us = 0.0  # (checked above: the pure-Python client does not poll)
         self._run = self._py_run
 
     def __repr__(self) -> str:
@@ -204,13 +205,10 @@ class Client(FunctionMethods):
     def transport_used(self) -> str:
         """"native", "unix", "http" or "local": what this client's calls use (found now with an
         empty call when no call has run yet); for several daemons, the one the last call used
-        (the pure-Python client: each one's, comma-separated). Never raises: "" when no daemon
-        could be reached to find out."""
+        (the pure-Python client: each one's, from its URL, comma-separated). Never raises: "" when
+        no daemon could be reached to find out."""
         if self._py is not None:
-            try:
-                return self._py.transport_used
-            except Exception:  # noqa: BLE001 - a property that answers what is known
-                return ""
+            return self._py.transport_used
         used = self._nc.transport_used
         if not used:
             try:

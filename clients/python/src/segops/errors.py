@@ -1,14 +1,19 @@
-"""errors.py: the typed exceptions of the segops client, one per server error code (proto/API.md)."""
+"""errors.py: the typed exceptions of the segops client, one per wire code of the error table
+(proto/segops_types.h, SEGOPS_ERRNO_MAP; proto/API.md): the classes are generated from it."""
 
 
 class SegopsError(Exception):
     """An error reported by the segops server, or a transport failure talking to it.
 
     status: the HTTP status (0 when no response came back), code: the wire error code
-    (e.g. "invalid_argument"), message: the server's message.
+    (e.g. "invalid_argument"), message: the server's message, retry_after: seconds from the
+    answer's Retry-After, when it had one. unreachable (a SegopsConnectionError's): True when
+    nothing answered at all (refused, reset or closed before any answer), as while a daemon
+    restarts; False when something answered that is no HTTP.
     """
 
     code_name = None  # wire code a subclass stands for
+    unreachable = False
 
     def __init__(self, status, code, message, *, retry_after=None):
         # The status is shown when a daemon answered with it: a refusal of the client's own
@@ -18,105 +23,130 @@ class SegopsError(Exception):
         self.status = status
         self.code = code
         self.message = message
-        self.retry_after = retry_after  # seconds from Retry-After, when the server sent one
+        self.retry_after = retry_after
 
 
+# BEGIN generated: error table (scripts/gen_optable.py; edit proto/segops_types.h instead)
 class InvalidArgument(SegopsError):
+    """invalid_argument (HTTP 400): invalid argument."""
+
     code_name = "invalid_argument"
 
 
 class MalformedBody(SegopsError):
+    """malformed_body (HTTP 400): malformed request body."""
+
     code_name = "malformed_body"
 
 
-class Unauthenticated(SegopsError):
-    code_name = "unauthenticated"
-
-
 class NotFound(SegopsError):
+    """not_found (HTTP 404): not found."""
+
     code_name = "not_found"
 
 
-class MethodNotAllowed(SegopsError):
-    code_name = "method_not_allowed"
-
-
-class NotAcceptable(SegopsError):
-    code_name = "not_acceptable"
-
-
 class TooLarge(SegopsError):
+    """too_large (HTTP 413): request too large."""
+
     code_name = "too_large"
 
 
 class UnsupportedMediaType(SegopsError):
+    """unsupported_media_type (HTTP 415): unsupported media type."""
+
     code_name = "unsupported_media_type"
 
 
+class NotAcceptable(SegopsError):
+    """not_acceptable (HTTP 406): not acceptable."""
+
+    code_name = "not_acceptable"
+
+
+class Unauthenticated(SegopsError):
+    """unauthenticated (HTTP 401): missing or invalid bearer token."""
+
+    code_name = "unauthenticated"
+
+
+class MethodNotAllowed(SegopsError):
+    """method_not_allowed (HTTP 405): method not allowed."""
+
+    code_name = "method_not_allowed"
+
+
 class Unavailable(SegopsError):
+    """unavailable (HTTP 503): service unavailable."""
+
     code_name = "unavailable"
 
 
 class ResourceExhausted(SegopsError):
+    """resource_exhausted (HTTP 503): resource exhausted."""
+
     code_name = "resource_exhausted"
 
 
 class DeadlineExceeded(SegopsError):
+    """deadline_exceeded (HTTP 504): deadline exceeded."""
+
     code_name = "deadline_exceeded"
 
 
 class Internal(SegopsError):
+    """internal (HTTP 500): internal error."""
+
     code_name = "internal"
 
 
-class ShmRegionUnknown(SegopsError):
-    """The daemon does not know a shared-memory region the call named (it restarted, or the region
-    belongs to another uid). The client registers its regions again and resends: every call is pure."""
+class Unimplemented(SegopsError):
+    """not_implemented (HTTP 501): not implemented."""
 
-    code_name = "shm_region_unknown"
+    code_name = "not_implemented"
 
 
 class SegopsConnectionError(SegopsError, ConnectionError):
-    """No HTTP response: the server could not be reached or dropped the connection. unreachable:
-    True when nothing answered at all (refused, reset or closed before any answer), as while a
-    daemon restarts; False when something answered that is no HTTP."""
+    """connection_error (status 0: the client's own, no answer): no connection to the daemon."""
 
     code_name = "connection_error"
-    unreachable = False
 
 
 class SegopsTimeout(SegopsError, TimeoutError):
-    """The server did not answer within the client's timeout."""
+    """timeout (status 0: the client's own, no answer): the call's timeout passed."""
 
     code_name = "timeout"
 
 
 class ProtocolError(SegopsError):
-    """The server answered something the client cannot decode."""
+    """protocol_error (status 0: the client's own, no answer): the daemon's answer breaks the protocol."""
 
     code_name = "protocol_error"
 
 
-_BY_CODE = {
-    cls.code_name: cls
-    for cls in (
-        InvalidArgument,
-        MalformedBody,
-        Unauthenticated,
-        NotFound,
-        MethodNotAllowed,
-        NotAcceptable,
-        TooLarge,
-        UnsupportedMediaType,
-        Unavailable,
-        ResourceExhausted,
-        DeadlineExceeded,
-        Internal,
-        ShmRegionUnknown,
-    )
-}
+class ShmRegionUnknown(SegopsError):
+    """shm_region_unknown (HTTP 404): shared-memory region not registered."""
 
-# When an error body carries no code (e.g. a proxy's page), the status picks the class.
+    code_name = "shm_region_unknown"
+
+
+# the daemon's wire codes -> class (another code, or a client-side one, in an answer: SegopsError)
+_BY_CODE = {
+    "invalid_argument": InvalidArgument,
+    "malformed_body": MalformedBody,
+    "not_found": NotFound,
+    "too_large": TooLarge,
+    "unsupported_media_type": UnsupportedMediaType,
+    "not_acceptable": NotAcceptable,
+    "unauthenticated": Unauthenticated,
+    "method_not_allowed": MethodNotAllowed,
+    "unavailable": Unavailable,
+    "resource_exhausted": ResourceExhausted,
+    "deadline_exceeded": DeadlineExceeded,
+    "internal": Internal,
+    "not_implemented": Unimplemented,
+    "shm_region_unknown": ShmRegionUnknown,
+}
+# HTTP status -> the wire code of its first row, for an error answer that names none (a proxy's page)
 _BY_STATUS = {
     400: "invalid_argument",
     401: "unauthenticated",
@@ -126,9 +156,11 @@ _BY_STATUS = {
     413: "too_large",
     415: "unsupported_media_type",
     500: "internal",
+    501: "not_implemented",
     503: "unavailable",
     504: "deadline_exceeded",
 }
+# END generated: error table
 
 
 def error_for(status, code, message, retry_after=None):
