@@ -364,6 +364,9 @@ static void job_at(segops_cuda_job *job, const request_map *m, char *base) {
  * or 3), rms_norm's (N,3), mul's y (S,). Other feature shapes run on the CPU backend for now. */
 static int segops_cuda_shape_supported(const segops_call *call, char *err, size_t errlen) {
   const segops_fn_desc *fn = call->fn;
+  if (fn->op == SEGOPS_OP_MAX || fn->op == SEGOPS_OP_MIN) /* cuda_max.cu */
+    return segops_errf(SEGOPS_E_NOT_IMPLEMENTED, err, errlen,
+                       "%s is not yet on the CUDA backend; run segopsd --backend cpu", segops_op_name(fn->op));
   const bool ok = (call->width == 1 || call->width == 3) && !(fn->op == SEGOPS_OP_RMS_NORM && call->width != 3) &&
                   !(call->y_wide && call->width != 1);
   if (ok) return SEGOPS_OK;

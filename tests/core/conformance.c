@@ -61,7 +61,9 @@ typedef struct {
 } variant;
 
 /* Fills values for input k of fn: uniform in [-1, 1], rounded to dt. rms_norm's x gets whole
- * zero rows for every segment s with s % 5 == 1 (zero-norm segments). */
+ * zero rows for every segment s with s % 5 == 1 (zero-norm segments). max's and min's x takes
+ * nine values (multiples of 1/4, 0 with either sign): most extrema tie, so every driver's lanes,
+ * chunks and orders must keep the lowest index. */
 static void fill_input(const segops_fn_desc *fn, int k, const tu_layout *L, int64_t w, segops_dtype dt, tu_rng *rng,
                        double *v, int64_t count) {
   for (int64_t j = 0; j < count; j++) v[j] = tu_round(dt, tu_uniform(rng, -1.0, 1.0));
@@ -69,6 +71,8 @@ static void fill_input(const segops_fn_desc *fn, int k, const tu_layout *L, int6
     for (int64_t i = 0; i < L->n; i++)
       if (L->idx[i] % 5 == 1)
         for (int64_t c = 0; c < w; c++) v[i * w + c] = 0.0;
+  if ((fn->op == SEGOPS_OP_MAX || fn->op == SEGOPS_OP_MIN) && strcmp(fn->in[k].name, "x") == 0)
+    for (int64_t j = 0; j < count; j++) v[j] = round(v[j] * 4.0) / 4.0;
 }
 
 static void check_case(const tu_layout *L, const segops_fn_desc *fn, segops_dtype dt, int64_t w, bool y_wide,
@@ -180,10 +184,15 @@ static void check_case(const tu_layout *L, const segops_fn_desc *fn, segops_dtyp
 static const int64_t WIDE[] = {2, 12, 16, 18, 64, 256, 0};
 static int wide_level = 2;
 
-/* The CUDA backend takes rows (N,) and (N,3) only for now (rms_norm (N,3), mul's y (S,)): other
- * shapes must be refused with not_implemented naming the CPU backend. True when it refused. */
+/* The CUDA backend takes rows (N,) and (N,3) only for now (rms_norm (N,3), mul's y (S,)), and not
+ * max and min: other shapes and those ops must be refused with not_implemented naming the CPU
+ * backend. True when it refused. */
+static bool cuda_takes(const segops_fn_desc *fn, int64_t w, bool y_wide) {
+  return (w == 1 || w == 3) && !(fn->op == SEGOPS_OP_RMS_NORM && w != 3) && !(y_wide && w != 1) &&
+         fn->op != SEGOPS_OP_MAX && fn->op != SEGOPS_OP_MIN;
+}
 static bool cuda_refuses(const tu_layout *L, const segops_fn_desc *fn, segops_dtype dt, int64_t w, bool y_wide) {
-  const bool ok = (w == 1 || w == 3) && !(fn->op == SEGOPS_OP_RMS_NORM && w != 3) && !(y_wide && w != 1);
+  const bool ok = cuda_takes(fn, w, y_wide);
   if (!target_is_cuda || ok) return false;
   segops_call call = {.fn = fn, .dtype = dt, .width = w, .y_wide = y_wide, .n = L->n, .s = L->s, .idx = L->idx};
   char err[256] = "";
@@ -364,6 +373,11 @@ static void run_layouts(void) {
 static void golden(const char *name, segops_op op, segops_pass pass, int w, int64_t n, int64_t s, const int32_t *idx,
                    const double *const in[SEGOPS_MAX_INPUTS], const double *const want[SEGOPS_MAX_OUTPUTS]) {
   const segops_fn_desc *fn = segops_fn(op, pass);
+  if (target_is_cuda && !cuda_takes(fn, w, false)) {
+    tu_layout L = {.n = n, .s = s, .idx = (int32_t *)idx};
+    cuda_refuses(&L, fn, SEGOPS_F32, w, false);
+    return;
+  }
   for (int d = 0; d < 2; d++) {
     segops_dtype dt = DTYPES[d];
     char what[160];
@@ -393,6 +407,8 @@ static void golden(const char *name, segops_op op, segops_pass pass, int w, int6
           double e = want[o][j];
           bool exact = dt == SEGOPS_F64 || (double)(float)e == e;
           bool ok = exact ? got == tu_round(dt, e) : tu_relerr(got, e) <= 1e-6;
+          /* max and min: a NaN is expected as NaN, and a zero with its sign. */
+          if (op == SEGOPS_OP_MAX || op == SEGOPS_OP_MIN) ok = isnan(e) ? isnan(got) : ok && signbit(got) == signbit(e);
           TU_CHECK(ok, "%s: %s[%lld] = %.17g, expected %.17g", what, fn->out[o].name, (long long)j, got, e);
         }
       }
@@ -457,6 +473,49 @@ static void run_golden(void) {
            WANT(out));
     golden("10 matvec backward", SEGOPS_OP_MATVEC, SEGOPS_PASS_BACKWARD, 3, 1, 1, idx, IN(g, v, m), WANT(gv, gm));
   }
+  { /* max and min (proto/API.md, Formulas): the lowest index among ties, NaN beyond every number
+     * (the lowest NaN wins), +0.0 and -0.0 tie (the lowest index's sign), an empty segment 0; sorted
+     * and interleaved idx. Segments: {1,3,2,3}, {-0,+0}, {+0,-0}, {2,NaN,5,NaN}, {} and {-inf}. */
+    const double x[] = {1, 3, 2, 3, -0.0, 0.0, 0.0, -0.0, 2, NAN, 5, NAN, -INFINITY};
+    const double g[] = {10, 20, 30, 40, 50, 60}, gg[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13};
+    const int32_t idx[] = {0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 3, 3, 5};
+    const double zeros[13] = {0};
+    const double max_out[] = {3, -0.0, 0.0, NAN, 0, -INFINITY}, min_out[] = {1, -0.0, 0.0, NAN, 0, -INFINITY};
+    const double max_gx[] = {0, 10, 0, 0, 20, 0, 30, 0, 0, 40, 0, 0, 60};
+    const double min_gx[] = {10, 0, 0, 0, 20, 0, 30, 0, 0, 40, 0, 0, 60};
+    const double max_gg[] = {2, 5, 7, 10, 0, 13}, min_gg[] = {1, 5, 7, 10, 0, 13};
+    golden("max forward: ties, signed zeros, NaN", SEGOPS_OP_MAX, SEGOPS_PASS_FORWARD, 1, 13, 6, idx, IN(x),
+           WANT(max_out));
+    golden("max backward: lowest index", SEGOPS_OP_MAX, SEGOPS_PASS_BACKWARD, 1, 13, 6, idx, IN(g, x), WANT(max_gx));
+    golden("max double backward", SEGOPS_OP_MAX, SEGOPS_PASS_DOUBLE_BACKWARD, 1, 13, 6, idx, IN(gg, NULL, x),
+           WANT(max_gg, zeros));
+    golden("min forward: ties, signed zeros, NaN", SEGOPS_OP_MIN, SEGOPS_PASS_FORWARD, 1, 13, 6, idx, IN(x),
+           WANT(min_out));
+    golden("min backward: lowest index", SEGOPS_OP_MIN, SEGOPS_PASS_BACKWARD, 1, 13, 6, idx, IN(g, x), WANT(min_gx));
+    golden("min double backward", SEGOPS_OP_MIN, SEGOPS_PASS_DOUBLE_BACKWARD, 1, 13, 6, idx, IN(gg, NULL, x),
+           WANT(min_gg, zeros));
+    /* The same elements interleaved (unsorted idx): element order decides the ties. */
+    const double ux[] = {3, -0.0, 0.0, 1, 0.0, NAN, 3, -0.0, 2, -INFINITY, NAN, 2, 5};
+    const int32_t uidx[] = {0, 1, 2, 0, 1, 3, 0, 2, 0, 5, 3, 3, 3};
+    const double umax_out[] = {3, -0.0, 0.0, NAN, 0, -INFINITY}, umin_out[] = {1, -0.0, 0.0, NAN, 0, -INFINITY};
+    const double umax_gx[] = {10, 20, 30, 0, 0, 40, 0, 0, 0, 60, 0, 0, 0};
+    const double umin_gx[] = {0, 20, 30, 10, 0, 40, 0, 0, 0, 60, 0, 0, 0};
+    golden("max forward, interleaved idx", SEGOPS_OP_MAX, SEGOPS_PASS_FORWARD, 1, 13, 6, uidx, IN(ux), WANT(umax_out));
+    golden("max backward, interleaved idx", SEGOPS_OP_MAX, SEGOPS_PASS_BACKWARD, 1, 13, 6, uidx, IN(g, ux),
+           WANT(umax_gx));
+    golden("min forward, interleaved idx", SEGOPS_OP_MIN, SEGOPS_PASS_FORWARD, 1, 13, 6, uidx, IN(ux), WANT(umin_out));
+    golden("min backward, interleaved idx", SEGOPS_OP_MIN, SEGOPS_PASS_BACKWARD, 1, 13, 6, uidx, IN(g, ux),
+           WANT(umin_gx));
+    /* (N,3) rows: every column has its own arg element. */
+    const double x3[] = {1, 5, 0, 2, 5, -1, 0, 9, -1}, g3[] = {1, 2, 3};
+    const double max3[] = {2, 9, 0}, min3[] = {0, 5, -1};
+    const double max3_gx[] = {0, 0, 3, 1, 0, 0, 0, 2, 0}, min3_gx[] = {0, 2, 0, 0, 0, 3, 1, 0, 0};
+    const int32_t idx3[] = {0, 0, 0};
+    golden("max forward, (N,3)", SEGOPS_OP_MAX, SEGOPS_PASS_FORWARD, 3, 3, 1, idx3, IN(x3), WANT(max3));
+    golden("max backward, (N,3)", SEGOPS_OP_MAX, SEGOPS_PASS_BACKWARD, 3, 3, 1, idx3, IN(g3, x3), WANT(max3_gx));
+    golden("min forward, (N,3)", SEGOPS_OP_MIN, SEGOPS_PASS_FORWARD, 3, 3, 1, idx3, IN(x3), WANT(min3));
+    golden("min backward, (N,3)", SEGOPS_OP_MIN, SEGOPS_PASS_BACKWARD, 3, 3, 1, idx3, IN(g3, x3), WANT(min3_gx));
+  }
   { /* 11: every function with N = 0, S = 5: zero-filled outputs (segment outputs all zeros). */
     const double segv[5 * 9] = {1, -2, 3, 4, 5, 6, 7, 8, 9, 1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 2, 3, 4, 5,
                                 6, 7,  8, 9, 1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 2, 3, 4, 5, 6, 7, 8, 9};
@@ -466,7 +525,6 @@ static void run_golden(void) {
       for (int pass = 0; pass < SEGOPS_PASS_COUNT; pass++) {
         const segops_fn_desc *fn = segops_fn((segops_op)op, (segops_pass)pass);
         for (int w = fn->vec3_only ? 3 : 1; w <= 3; w += 2) {
-          if (target_is_cuda && fn->op == SEGOPS_OP_RMS_NORM && w != 3) continue; /* cuda_refuses */
           const double *in[SEGOPS_MAX_INPUTS] = {0}, *want[SEGOPS_MAX_OUTPUTS] = {0};
           for (int k = 0; k < fn->n_in; k++)
             in[k] = (fn->in[k].shape == SEGOPS_SH_ELEM || fn->in[k].shape == SEGOPS_SH_ELEM3) ? none : segv;

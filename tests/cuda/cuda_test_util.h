@@ -16,6 +16,9 @@
 /* The CUDA backend on all devices, or exits: 77 (skip) without a GPU, 1 when
  * SEGOPS_REQUIRE_CUDA=1 demands one. Owned by the caller (segops_backend_free). */
 segops_backend *ct_backend_or_skip(const char *test);
+/* Whether the CUDA backend runs op (max and min: not yet, refused with not_implemented; the
+ * conformance harness checks the refusal). */
+static inline bool ct_on_cuda(int op) { return op != SEGOPS_OP_MAX && op != SEGOPS_OP_MIN; }
 
 /* A call with owned buffers: inputs (unaligned copies, one byte off 64-byte alignment, to
  * exercise unaligned reads), idx, outputs (poisoned with NaN). */
