@@ -9,7 +9,9 @@
 #   kernels [SIZES]       bench_cuda at the log2 sizes (default "12 17 20 25"), against the copy
 #                         bandwidth it measures: TSV and output digests; then torch's best on the same
 #                         idx (bench/cuda/torch_compare.py) and nvalchemiops' where it imports
-#                         (bench/cuda/nvalchemi_compare.py; .device/wheels/install.sh is sourced when there)
+#                         (bench/cuda/nvalchemi_compare.py; .device/wheels/install.sh is sourced when there);
+#                         with WIDTHS (e.g. WIDTHS=16,64,256) also bench_cuda --widths WIDTHS (feature rows
+#                         (N,F) of the same values, layouts WIDE_LAYOUTS, default 0123) and torch on them
 #   compare BASE [SIZES]  BASE: a baseline source tree (a directory, e.g. a git worktree of another
 #                         commit, copied into an ignored folder and carried). Builds its bench_cuda and
 #                         conformance harness (the harness's digest option taken from this tree), then at
@@ -61,6 +63,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ $# -gt 0 ] || die "no step given (see --help)"
+[[ -z "${WIDTHS:-}" || "$WIDTHS" =~ ^[0-9]+(,[0-9]+)*$ ]] || die "WIDTHS: comma-separated widths, e.g. 16,64,256"
+[[ "${WIDE_LAYOUTS:-0123}" =~ ^[0-3]+$ ]] || die "WIDE_LAYOUTS: layout numbers 0-3, e.g. 013"
 PLAN=() # "step|arg|arg..." with | between words
 while [ $# -gt 0 ]; do
   is_step "$1" || die "unknown step '$1' (steps: $STEPS)"
@@ -101,6 +105,19 @@ pack() {
 fail() {
   say "FAILED: $*"
   failed=1
+}
+# build_client SECONDS [TARGET...]: segopsd, the Python package's C extension (segops._native, for
+# the native channel and 'local') and TARGETs; SEGOPS_NATIVE_LIB then names the extension for every
+# Python step (the source tree's import looks in build/, not in this build folder).
+build_client() {
+  local t=$1
+  shift
+  build "$t" segopsd segops_python_ext "$@" || return 1
+  [ $BUILD_ONLY = 1 ] && return 0
+  local ext
+  ext=$(ls "$B"/clients/python/lib/segops/_native*.so 2>/dev/null | head -1)
+  [ -n "$ext" ] || { say "no segops._native in $B/clients/python/lib (build.log)" && return 1; }
+  export SEGOPS_NATIVE_LIB=$ext
 }
 # configure [SRC BUILD]: a Release build with CUDA for sm_90, once per build folder.
 configure() {
@@ -173,6 +190,13 @@ step_kernels() {
       >"$WORK/bench_n$k.log" 2>&1 ||
       fail "kernels: bench_cuda 2^$k (bench_n$k.log)"
     say "bench_cuda 2^$k: $(head -1 "$WORK/bench_n$k.log")"
+    if [ -n "${WIDTHS:-}" ]; then
+      mkdir -p "$WORK/idx/w$k"
+      timeout 500 "$B/bench/cuda/bench_cuda" --log2n "$k" --reps "$(reps_for "$k")" --widths "$WIDTHS" \
+        --layouts "${WIDE_LAYOUTS:-0123}" --tsv "$WORK/bench_w_n$k.tsv" --idx-dir "$WORK/idx/w$k" \
+        >"$WORK/bench_w_n$k.log" 2>&1 || fail "kernels: bench_cuda --widths $WIDTHS 2^$k (bench_w_n$k.log)"
+      say "bench_cuda --widths $WIDTHS 2^$k: $(grep -c ' w=' "$WORK/bench_w_n$k.log") rows"
+    fi
   done
   [ -f .device/wheels/install.sh ] && . .device/wheels/install.sh
   for k in $sizes; do
@@ -185,6 +209,10 @@ step_kernels() {
         --reps "$([ "$k" -ge 25 ] && echo 7 || echo 50)" >"$WORK/nvalchemi_n$k.log" 2>&1
       say "nvalchemiops 2^$k rc=$? $(tail -1 "$WORK/nvalchemi_n$k.log")"
     fi
+    [ -n "${WIDTHS:-}" ] && [ -f "$WORK/bench_w_n$k.tsv" ] || continue
+    PYTHONUNBUFFERED=1 timeout 300 "$PY" bench/cuda/torch_compare.py "$WORK/bench_w_n$k.tsv" "$WORK/idx/w$k" \
+      --reps "$([ "$k" -ge 25 ] && echo 3 || echo 5)" >"$WORK/torch_w_n$k.log" 2>&1
+    say "torch --widths 2^$k rc=$? $(tail -1 "$WORK/torch_w_n$k.log")"
   done
 }
 
@@ -240,17 +268,19 @@ step_compare() {
 }
 
 step_worker() {
-  build 300 segopsd || { fail "worker: build (build.log)" && return; }
+  build_client 300 || { fail "worker: build (build.log)" && return; }
   [ $BUILD_ONLY = 1 ] && return
   local args=("$@")
   [ ${#args[@]} -gt 0 ] || args=(--transport all --window 0.8 --warmup 0.3)
   PYTHONUNBUFFERED=1 timeout 540 "$PY" bench/worker/worker_bench.py --segopsd "$B/server/segopsd" --backend cuda \
     --json "$WORK/worker.json" "${args[@]}" >"$WORK/worker.log" 2>&1 || fail "worker: rc=$? (worker.log)"
-  tail -n 40 "$WORK/worker.log" | tee -a "$SUMMARY"
+  ! grep -q "is not available here, left out" "$WORK/worker.log" ||
+    fail "worker: a transport asked for was left out: $(grep -m1 "left out" "$WORK/worker.log")"
+  grep -E "^(###|\|)|^worker_bench: daemon" "$WORK/worker.log" | tee -a "$SUMMARY"
 }
 
 step_service() {
-  build 300 segopsd segops_http_echo segops_http_loadgen || { fail "service: build (build.log)" && return; }
+  build_client 300 segops_http_echo segops_http_loadgen || { fail "service: build (build.log)" && return; }
   [ $BUILD_ONLY = 1 ] && return
   timeout 240 bash bench/http/run.sh --build "$B" --backend cuda --duration 2 --repeat 2 --threads 8 "$@" \
     >"$WORK/service.log" 2>&1 || fail "service: run.sh (service.log)"
@@ -260,7 +290,7 @@ step_service() {
 }
 
 step_stepcost() {
-  build 300 segopsd || { fail "stepcost: build (build.log)" && return; }
+  build_client 300 || { fail "stepcost: build (build.log)" && return; }
   [ $BUILD_ONLY = 1 ] && return
   local ops=${*:-sum rms_norm matvec} op k mode steps
   for op in $ops; do
@@ -278,7 +308,7 @@ step_stepcost() {
 }
 
 step_mlip() {
-  build 300 segopsd || { fail "mlip: build (build.log)" && return; }
+  build_client 300 || { fail "mlip: build (build.log)" && return; }
   [ $BUILD_ONLY = 1 ] && return
   local w sizes spec
   w=$(nproc)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """test_gpu_tools.py: what of the GPU entry runs without a GPU. bench/gpu.sh --help names every
 step; bad arguments (no step, an unknown step or option, a missing or non-tree BASE, sizes that are
-not numbers) exit 2 before anything is built; bench/cuda/ab_compare.py passes a run within tolerance
+not numbers, bad WIDTHS or WIDE_LAYOUTS for kernels) exit 2 before anything is built; bench/cuda/ab_compare.py passes a run within tolerance
 with identical digests and fails a slower row, a row within the baseline's own spread passes, and
 a differing or missing digest fails."""
 import os
@@ -45,6 +45,11 @@ def test_gpu_sh(tmp):
     for args, msg in bad:
         r = gpu_sh(*args, work=work)
         check(r.returncode == 2 and msg in r.stderr, f"gpu.sh {' '.join(args)}: exit 2 saying '{msg}' "
+              f"(got {r.returncode}: {r.stderr.strip()})")
+    for var, value in (("WIDTHS", "16,x"), ("WIDE_LAYOUTS", "05")):
+        r = subprocess.run(["bash", GPU_SH, "--work", work, "--out", work, "kernels"], capture_output=True, text=True,
+                           env=dict(os.environ, **{var: value}))
+        check(r.returncode == 2 and f"{var}:" in r.stderr, f"gpu.sh kernels with {var}={value}: exit 2 naming {var} "
               f"(got {r.returncode}: {r.stderr.strip()})")
     check(not os.path.exists(work), "bad arguments create nothing")
 

@@ -1,6 +1,6 @@
 /* segops_ring.h: the native same-node channel's wire contract (proto/native.md): the control
  * messages on the daemon's channel socket and the layout of the shared request/answer ring.
- * This header is the definition; the daemon (server/native/) and libsegops (clients/c/src/native.c)
+ * This header is the definition; the daemon (server/native/) and libsegops (clients/c/src/native_*.c)
  * both include it. Fixed-width integers only, little-endian (the channel never leaves the host),
  * every size and offset pinned by a static assertion. */
 #ifndef SEGOPS_RING_H

@@ -344,7 +344,8 @@ static void job_of(const segops_call *call, const cuda_dev *d, segops_cuda_job *
   memset(job, 0, sizeof *job);
   job->fn = call->fn;
   job->dtype = call->dtype;
-  job->width = (int)call->width; /* 1 or 3 (segops_cuda_shape_supported) */
+  job->width = call->width;
+  job->y_wide = call->y_wide;
   job->n = call->n;
   job->s = call->s;
   job->idx_sorted = call->idx_sorted;
@@ -360,22 +361,17 @@ static void job_at(segops_cuda_job *job, const request_map *m, char *base) {
   job->scratch = job->scratch_bytes ? base + m->scratch_off : NULL;
 }
 
-/* The rows the kernels are written for: (N,) and (N,3) (F = (), (1,), (3,) or any F of prod(F) 1
- * or 3), rms_norm's (N,3), mul's y (S,). Other feature shapes run on the CPU backend for now. */
+/* The rows the kernels are written for: every (N,*F) (constant-width kernels for prod(F) 1 and 3,
+ * run-time-width ones for any other, mul's y (S,) or (S,*F)), matvec's (N,3). A function without
+ * run-time-width kernels (segops_cuda_fn_wide) takes rows of 1 and 3 values only. */
 static int segops_cuda_shape_supported(const segops_call *call, char *err, size_t errlen) {
   const segops_fn_desc *fn = call->fn;
-  if (fn->op == SEGOPS_OP_MAX || fn->op == SEGOPS_OP_MIN) /* cuda_max.cu */
-    return segops_errf(SEGOPS_E_NOT_IMPLEMENTED, err, errlen,
-                       "%s is not yet on the CUDA backend; run segopsd --backend cpu", segops_op_name(fn->op));
-  const bool ok = (call->width == 1 || call->width == 3) && !(fn->op == SEGOPS_OP_RMS_NORM && call->width != 3) &&
-                  !(call->y_wide && call->width != 1);
-  if (ok) return SEGOPS_OK;
+  const bool narrow = call->width == 1 || (call->width == 3 && !call->y_wide);
+  if (fn->vec3_only ? call->width == 3 : narrow || segops_cuda_fn_wide(fn)) return SEGOPS_OK;
   return segops_errf(SEGOPS_E_NOT_IMPLEMENTED, err, errlen,
-                     "%s: %s of %lld values per row%s is not yet on the CUDA backend (it takes rows (N,) and (N,3)%s); "
-                     "run segopsd --backend cpu",
-                     segops_op_name(fn->op), fn->op == SEGOPS_OP_RMS_NORM ? "x" : "a feature shape",
-                     (long long)call->width, call->y_wide ? " with y (S,*F)" : "",
-                     fn->op == SEGOPS_OP_RMS_NORM ? ", rms_norm (N,3) only" : "");
+                     "%s: rows of %lld values%s are not on the CUDA backend for %s; run segopsd --backend cpu",
+                     segops_op_name(fn->op), (long long)call->width, call->y_wide ? " with y (S,*F)" : "",
+                     segops_pass_name(fn->pass));
 }
 
 /* backend->run: reserve device memory, stage in, launch, stage out, wait. */
@@ -607,9 +603,7 @@ extern "C" segops_backend *segops_cuda_backend_new(const int *devices, int n_dev
     }
   }
   b->name = "cuda";
-  b->feature_shapes =
-      "(N,) and (N,3) rows only (rms_norm (N,3), mul's y (S,)); other feature shapes are not yet on "
-      "the CUDA backend: run segopsd --backend cpu";
+  b->feature_shapes = "every (N,*F)";
   b->ctx = ctx;
   b->n_devices = n;
   b->run = cuda_run;

@@ -28,7 +28,8 @@ extern "C" {
 typedef struct {
   const segops_fn_desc *fn;
   segops_dtype dtype; /* SEGOPS_F32 or SEGOPS_F64 */
-  int width;          /* 1 or 3 */
+  int64_t width;      /* w = prod(F), the values of one row (0 allowed); 3 for matvec */
+  int y_wide;         /* mul: y, gg_y and grad_y are (S,*F), not (S,) */
   int64_t n, s;
   const int32_t *idx; /* n values in [0, s) */
   int idx_sorted;     /* non-zero: idx non-decreasing (no sort needed) */
@@ -73,6 +74,15 @@ int segops_cuda_mean_quotients(const segops_cuda_job *job);
 
 /* Whether a function's outputs are all per-element gathers (no segment reduction). */
 int segops_cuda_is_gather(const segops_fn_desc *fn);
+
+/* Whether a job runs its function's run-time-width kernels (cuda_wide.cuh): rows of a width other
+ * than the constant widths 1 and 3 (w = 0 included), or mul with y (S,*F) at width 3. */
+static inline int segops_cuda_job_wide(const segops_cuda_job *job) {
+  return job->width != 1 && (job->width != 3 || job->y_wide);
+}
+/* Whether a function has run-time-width kernels (every row of ops.def but matvec's, whose rows
+ * are (N,3)): the backend refuses wide rows of the others. */
+int segops_cuda_fn_wide(const segops_fn_desc *fn);
 
 #ifdef __cplusplus
 }

@@ -72,6 +72,8 @@ typedef struct {
   int tiles_per_warp;    /* tiles each warp of the tile role checks (1..32, one per lane) */
   int64_t gather_blocks; /* seg_kernel with an ELEM: its last blocks run the gather (small N) */
   segops_seg_layout L;
+  int64_t w;  /* the job's row width (read by the run-time-width kernels, cuda_wide.cuh) */
+  int y_wide; /* mul: y, gg_y and grad_y are (S,*F) */
 } segops_kargs;
 
 /* Element index at sorted position p. PK: 0 when idx is sorted (no permutation: the kernel is
@@ -135,11 +137,24 @@ struct segops_cuda_sum {
   __device__ __forceinline__ static double combine(double a, double b) { return segops_sum_combine(a, b); }
 };
 
+/* How a reduction runs rows of a run-time width (its WIDE; cuda_wide.cuh): whole rows, per
+ * column, or per column only for mul with y (S,*F). */
+constexpr int SEGOPS_WIDE_ROWS = 1, SEGOPS_WIDE_COLS = 2, SEGOPS_WIDE_MUL = 3;
+
 /* The reduction out[OUT][s] = sum dot(in[XA][i], in[XB][i]) (dot's forward, mul's backward and
- * double backward). */
+ * double backward). Rows of a run-time width (cuda_wide.cuh): whole rows, or per column
+ * (out[OUT][s] = sum in[XA][i] ⊙ in[XB][i]) for mul with y (S,*F) (SEGOPS_WIDE_MUL). */
 template <int XA, int XB, int OUT>
 struct dot_reduce : segops_cuda_sum {
-  enum { K = 1, NSV = 1, POST = 0 };
+  enum { K = 1, NSV = 1, POST = 0, WIDE = SEGOPS_WIDE_MUL };
+  template <typename T>
+  __device__ static void term(const segops_kargs *a, int64_t k, double *t) {
+    t[0] += ld<T>(a->in[XA], k) * ld<T>(a->in[XB], k);
+  }
+  template <typename T>
+  __device__ static void col_finish(const segops_kargs *a, int64_t j, int64_t, double acc) {
+    st<T>(a->out[OUT], j, acc);
+  }
   static bool wanted(const segops_kargs *a) { return a->out[OUT] != NULL; }
   template <typename T, int W>
   __device__ static void visit(const segops_kargs *a, int64_t i, int64_t, double *acc) {

@@ -73,8 +73,12 @@ static cudaError_t plan(const segops_cuda_job *job, layout_plan *p) {
   if (!segops_cuda_is_gather(job->fn)) {
     p->partial = c;
     /* Two partial rows per tile and n_segval values per segment, each row of K accumulators: the
-     * job's own table row (the kernel structs' K and NSV are checked against it, cuda_registry.cuh). */
-    const size_t k = (size_t)(job->fn->n_acc[0] > job->fn->n_acc[1] ? job->fn->n_acc[0] : job->fn->n_acc[1]);
+     * job's own table row (the kernel structs' K and NSV are checked against it, cuda_registry.cuh);
+     * rows of a run-time width (cuda_wide.cuh), the row's accumulators at the job's width
+     * (segops_fn_acc: w per column for the sums, K for whole rows). */
+    const size_t k = segops_cuda_job_wide(job)
+                         ? (size_t)segops_fn_acc(job->fn, job->width, job->y_wide != 0)
+                         : (size_t)(job->fn->n_acc[0] > job->fn->n_acc[1] ? job->fn->n_acc[0] : job->fn->n_acc[1]);
     if (n > SEGOPS_CUDA_TILE) c += align_up((size_t)tiles(n) * 2 * k * sizeof(double));
     p->segval = c;
     if (fn_plan(job->fn).post) c += align_up((size_t)s * (size_t)job->fn->n_segval * sizeof(double));
@@ -236,6 +240,17 @@ extern "C" int segops_cuda_layout_build(const segops_cuda_job *job, void *keep, 
 
 extern "C" int segops_cuda_is_gather(const segops_fn_desc *fn) { return !fn_plan(fn).reduce; }
 
+extern "C" int segops_cuda_fn_wide(const segops_fn_desc *fn) {
+  switch ((int)fn->op * SEGOPS_PASS_COUNT + (int)fn->pass) {
+#define SEGOPS_FN(o, p, name, ...)                                   \
+  case (int)SEGOPS_OP_##o *SEGOPS_PASS_COUNT + (int)SEGOPS_PASS_##p: \
+    return segops_cuda_wide_##name();
+#include "ops.def"
+#undef SEGOPS_FN
+  }
+  return 0;
+}
+
 /* The runner of a function: segops_cuda_run_<c_name>, one case per ops.def row. */
 static segops_cuda_run_fn runner_of(const segops_fn_desc *fn) {
   switch ((int)fn->op * SEGOPS_PASS_COUNT + (int)fn->pass) {
@@ -258,6 +273,8 @@ cudaError_t segops_cuda_kargs(const segops_cuda_job *job, segops_kargs *a, cudaS
   a->idx = job->idx;
   a->n = job->n;
   a->s = job->s;
+  a->w = job->width;
+  a->y_wide = job->y_wide;
   if (p.keep) {
     const void *keep = job->layout;
     if (!keep) {

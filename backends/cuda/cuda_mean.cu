@@ -1,9 +1,18 @@
 /* cuda_mean.cu: segmented_mean on the GPU (sums divided by the segment's count; 0 when empty). */
 #include "cuda_registry.cuh"
 
-/* forward: out[s] = sum x[i] / c_s; double backward: grad_g_out[s] = sum gg_x[i] / c_s. */
+/* forward: out[s] = sum x[i] / c_s; double backward: grad_g_out[s] = sum gg_x[i] / c_s. Rows
+ * of a run-time width: per column (cuda_wide.cuh). */
 struct mean_reduce : segops_cuda_sum {
-  enum { K = 3, NSV = 1, POST = 0 };
+  enum { K = 3, NSV = 1, POST = 0, WIDE = SEGOPS_WIDE_COLS };
+  template <typename T>
+  __device__ static void term(const segops_kargs *a, int64_t k, double *t) {
+    t[0] += ld<T>(a->in[0], k);
+  }
+  template <typename T>
+  __device__ static void col_finish(const segops_kargs *a, int64_t j, int64_t cnt, double acc) {
+    st<T>(a->out[0], j, cnt > 0 ? acc / (double)cnt : 0.0);
+  }
   template <typename T, int W>
   __device__ static void visit(const segops_kargs *a, int64_t i, int64_t, double *acc) {
 #pragma unroll
@@ -22,6 +31,12 @@ struct mean_reduce : segops_cuda_sum {
  * per element. Large N: mean_quotient_kernel divides once per segment into L.segval, and the
  * gather copies the quotient (the same double, so the same bits). */
 struct mean_backward {
+  /* rows of a run-time width: each value divided (the same IEEE quotient as the quotients') */
+  template <typename T>
+  __device__ static void elem_v(const segops_kargs *a, int64_t, int64_t c, int64_t k, int64_t s) {
+    const double cnt = (double)(__ldg(a->L.off + s + 1) - __ldg(a->L.off + s));
+    st<T>(a->out[0], k, ld<T>(a->in[0], s * a->w + c) / cnt);
+  }
   template <typename T, int W>
   __device__ static void elem(const segops_kargs *a, int64_t i, int64_t s) {
     double cnt = (double)(__ldg(a->L.off + s + 1) - __ldg(a->L.off + s));
@@ -60,25 +75,30 @@ __global__ void __launch_bounds__(256) mean_quotient_kernel(segops_kargs ka) {
 }
 
 extern "C" int segops_cuda_mean_quotients(const segops_cuda_job *job) {
-  return job->fn->elem_reads == SEGOPS_READS_COUNTS && job->n >= (1 << 16) && job->s > 0;
+  return job->fn->elem_reads == SEGOPS_READS_COUNTS && job->n >= (1 << 16) && job->s > 0 && !segops_cuda_job_wide(job);
 }
 
 /* The backward's runner: a gather that reads the segment counts (the row's elem_reads COUNTS). */
 struct mean_backward_runner {
   static constexpr int K = 0, POST = 0, NSV = 0;
   static constexpr bool COUNTS = true;
+  static constexpr bool WIDE = true; /* run<T, 0>: rows of a run-time width */
   template <bool VEC3_ONLY>
   static constexpr bool width_fits() {
     return !VEC3_ONLY;
   }
   template <typename T, int W>
   static cudaError_t run(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
-    if (job->n == 0) return cudaSuccess;
-    if (!segops_cuda_mean_quotients(job)) return segops_run_gather<T, W, mean_backward>(job, a, st);
-    const int64_t b = (job->s + 255) / 256;
-    const unsigned blocks = (unsigned)(b < (int64_t)job->sm_count * 16 ? b : (int64_t)job->sm_count * 16);
-    mean_quotient_kernel<T, W><<<blocks, 256, 0, st>>>(*a);
-    return segops_run_gather<T, W, mean_backward_q>(job, a, st);
+    if constexpr (W == 0) {
+      return segops_run_wide_gather<T, mean_backward>(job, a, st);
+    } else {
+      if (job->n == 0) return cudaSuccess;
+      if (!segops_cuda_mean_quotients(job)) return segops_run_gather<T, W, mean_backward>(job, a, st);
+      const int64_t b = (job->s + 255) / 256;
+      const unsigned blocks = (unsigned)(b < (int64_t)job->sm_count * 16 ? b : (int64_t)job->sm_count * 16);
+      mean_quotient_kernel<T, W><<<blocks, 256, 0, st>>>(*a);
+      return segops_run_gather<T, W, mean_backward_q>(job, a, st);
+    }
   }
 };
 

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "cuda_runners.cuh"
+#include "cuda_wide.cuh"
 
 /* Each row at compile time, as segops_cuda_row_<c_name> (ops.def: the same values as ops.c's). */
 #define SEGOPS_FN(o, p, name, vec3, reads, acc1, acc3, nsv)                          \
@@ -32,8 +33,9 @@ cudaError_t segops_cuda_kargs(const segops_cuda_job *job, segops_kargs *a, cudaS
 
 /* A function's runner: what segops_cuda_launch calls for a job of its row. */
 typedef cudaError_t (*segops_cuda_run_fn)(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st);
-#define SEGOPS_FN(o, p, name, ...) \
-  cudaError_t segops_cuda_run_##name(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st);
+#define SEGOPS_FN(o, p, name, ...)                                                                        \
+  cudaError_t segops_cuda_run_##name(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st); \
+  int segops_cuda_wide_##name(void);
 #include "ops.def"
 #undef SEGOPS_FN
 
@@ -61,21 +63,46 @@ constexpr bool segops_cuda_width_fits() {
     return segops_cuda_vec3<OP>::value == VEC3_ONLY;
 }
 
+/* Whether a kernel struct (void: none) has run-time-width code (its WIDE, cuda_wide.cuh), and
+ * whether a runner runs rows of a run-time width (its WIDE true: run<T, 0>). */
+template <typename OP, typename = void>
+struct segops_cuda_has_wide : std::false_type {};
+template <typename OP>
+struct segops_cuda_has_wide<OP, std::void_t<decltype(OP::WIDE)>> : std::true_type {};
+template <typename OP>
+constexpr bool segops_cuda_wide_fits() {
+  if constexpr (std::is_void<OP>::value)
+    return true;
+  else
+    return segops_cuda_has_wide<OP>::value;
+}
+template <typename RUN>
+constexpr bool segops_cuda_runner_wide() {
+  if constexpr (segops_cuda_has_wide<RUN>::value)
+    return RUN::WIDE != 0;
+  else
+    return false;
+}
+
 /* The runner of a function made of a reduction RED and element outputs ELEM (either void, not
- * both): the segment kernel alone, a gather alone, or both (cuda_runners.cuh). */
+ * both): the segment kernel alone, a gather alone, or both (cuda_runners.cuh); at W = 0 (rows of a
+ * run-time width) the kernels of cuda_wide.cuh, when both structs have them. */
 template <typename RED, typename ELEM>
 struct segops_cuda_kernels {
   static_assert(!(std::is_void<RED>::value && std::is_void<ELEM>::value), "a function has outputs");
   static constexpr int K = segops_cuda_red_facts<RED>::K, POST = segops_cuda_red_facts<RED>::POST,
                        NSV = segops_cuda_red_facts<RED>::NSV;
   static constexpr bool COUNTS = false; /* its gather reads no segment counts */
+  static constexpr bool WIDE = segops_cuda_wide_fits<RED>() && segops_cuda_wide_fits<ELEM>();
   template <bool VEC3_ONLY>
   static constexpr bool width_fits() {
     return segops_cuda_width_fits<RED, VEC3_ONLY>() && segops_cuda_width_fits<ELEM, VEC3_ONLY>();
   }
   template <typename T, int W>
   static cudaError_t run(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
-    if constexpr (std::is_void<ELEM>::value)
+    if constexpr (W == 0)
+      return segops_run_wide<T, RED, ELEM>(job, a, st);
+    else if constexpr (std::is_void<ELEM>::value)
       return segops_run_seg<T, W, RED>(job, a, st);
     else if constexpr (std::is_void<RED>::value)
       return segops_run_gather<T, W, ELEM>(job, a, st);
@@ -101,26 +128,39 @@ constexpr bool segops_cuda_fits() {
   return true;
 }
 
-/* Runs RUN for the job's dtype and width (width 3 only for kernels written for it: their structs'
- * VEC3; the backend refuses other widths for them before, cuda_backend.cu). */
+/* Runs RUN for the job's dtype and width: width 3 only for kernels written for it (their structs'
+ * VEC3; the backend refuses other widths for them before, cuda_backend.cu); else the constant
+ * widths 1 and 3, and any other width (segops_cuda_job_wide) through the runner's W = 0
+ * instantiation, which only a runner with WIDE has (the backend refuses such rows for the others:
+ * segops_cuda_fn_wide). */
 template <bool VEC3_ONLY, typename RUN>
 cudaError_t segops_cuda_dispatch(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) {
-  if constexpr (VEC3_ONLY)
-    return job->dtype == SEGOPS_F64 ? RUN::template run<double, 3>(job, a, st)
-                                    : RUN::template run<float, 3>(job, a, st);
-  else
-    return job->dtype == SEGOPS_F64
-               ? (job->width == 3 ? RUN::template run<double, 3>(job, a, st) : RUN::template run<double, 1>(job, a, st))
-               : (job->width == 3 ? RUN::template run<float, 3>(job, a, st) : RUN::template run<float, 1>(job, a, st));
+  const bool f64 = job->dtype == SEGOPS_F64;
+  if constexpr (VEC3_ONLY) {
+    return f64 ? RUN::template run<double, 3>(job, a, st) : RUN::template run<float, 3>(job, a, st);
+  } else {
+    if (!segops_cuda_job_wide(job))
+      return f64 ? (job->width == 3 ? RUN::template run<double, 3>(job, a, st)
+                                    : RUN::template run<double, 1>(job, a, st))
+                 : (job->width == 3 ? RUN::template run<float, 3>(job, a, st)
+                                    : RUN::template run<float, 1>(job, a, st));
+    if constexpr (segops_cuda_runner_wide<RUN>())
+      return f64 ? RUN::template run<double, 0>(job, a, st) : RUN::template run<float, 0>(job, a, st);
+    return cudaErrorNotSupported;
+  }
 }
 
-/* Defines segops_cuda_run_<name> for ops.def's row `name`: RUNNER (a struct with K, POST, NSV,
- * COUNTS, width_fits and run<T, W>, as segops_cuda_kernels), or the reduction RED and element
+/* Defines segops_cuda_run_<name> for ops.def's row `name` (and segops_cuda_wide_<name>, whether
+ * it runs rows of a run-time width): RUNNER (a struct with K, POST, NSV, COUNTS, width_fits and
+ * run<T, W>, as segops_cuda_kernels, and WIDE when it has run<T, 0>), or the reduction RED and element
  * outputs ELEM of segops_cuda_kernels (void for none). */
 #define SEGOPS_CUDA_FN_RUN(name, RUNNER)                                                                   \
   static_assert(segops_cuda_fits<segops_cuda_row_##name, RUNNER>(), #name ": kernels do not fit the row"); \
   cudaError_t segops_cuda_run_##name(const segops_cuda_job *job, const segops_kargs *a, cudaStream_t st) { \
     return segops_cuda_dispatch<!RUNNER::template width_fits<false>(), RUNNER>(job, a, st);                \
+  }                                                                                                        \
+  int segops_cuda_wide_##name(void) {                                                                      \
+    return !RUNNER::template width_fits<true>() && segops_cuda_runner_wide<RUNNER>();                      \
   }
 #define SEGOPS_CUDA_FN(name, RED, ELEM)                              \
   typedef segops_cuda_kernels<RED, ELEM> segops_cuda_kernels_##name; \

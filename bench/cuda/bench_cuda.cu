@@ -7,11 +7,16 @@
  * layout cache hit). Optionally end-to-end through the backend (host copies included).
  * Usage: bench_cuda [--log2n 25] [--reps 20] [--e2e] [--tsv FILE] [--idx-dir DIR]
  *                   [--only SUBSTR] [--layouts 0123] [--dtypes 32,64] [--digest FILE]
+ *                   [--widths 3,16,64]
  * --only keeps the functions whose "op/pass" name contains SUBSTR, --layouts the layouts by number
  * (0 seg32, 1 powerlaw, 2 S=1, 3 seg32-unsorted), --dtypes float32 and/or float64: for profiling
  * one kernel (ncu) without timing every row; --digest writes a hash of every output of each row's
  * last call, so that two builds can be compared bit for bit; SEGOPS_BENCH_PLAIN_LAUNCH=1 in the
  * environment launches without programmatic dependent launches (the same build, compared).
+ * --widths: rows of these widths w = prod(F) (default 3, the vec3 rows); at a width w other than 3
+ * the rows are 3*N/w, so every width moves the values of N vec3 rows, and mul runs with y (S,) and
+ * with y (S,*F) (the function's name then says y=(S,*F)); matvec only at 3. The layouts are built
+ * over the rows (segments of rows), the bytes are each input and output at its shape.
  * --xsum runs only the order-free scatter-sum candidate (bench_xsum.cuh) on segmented_sum forward:
  * its time, bits and error against the production kernel's and a float atomicAdd scatter's. */
 #include <math.h>
@@ -111,6 +116,8 @@ int main(int argc, char **argv) {
   int log2n = 25, reps = 20, e2e = 0, xsum = 0;
   int64_t copy_bytes = (int64_t)1 << 30;
   const char *tsv = NULL, *idx_dir = NULL, *only = NULL, *layouts = "0123", *dtypes = "32,64", *digest = NULL;
+  int64_t widths[16] = {3};
+  int n_widths = 1;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--log2n") && i + 1 < argc)
       log2n = atoi(argv[++i]);
@@ -134,10 +141,26 @@ int main(int argc, char **argv) {
       layouts = argv[++i];
     else if (!strcmp(argv[i], "--dtypes") && i + 1 < argc)
       dtypes = argv[++i];
-    else {
+    else if (!strcmp(argv[i], "--widths") && i + 1 < argc) {
+      n_widths = 0;
+      for (char *p = argv[++i]; *p && n_widths < 16;) {
+        char *end;
+        const long long v = strtoll(p, &end, 10);
+        if (end == p || v < 1 || v > 4096) {
+          fprintf(stderr, "--widths: widths from 1 to 4096, comma-separated\n");
+          return 2;
+        }
+        widths[n_widths++] = v;
+        p = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',') {
+          fprintf(stderr, "--widths: widths from 1 to 4096, comma-separated\n");
+          return 2;
+        }
+      }
+    } else {
       fprintf(stderr,
               "usage: %s [--log2n K] [--reps R] [--e2e] [--tsv FILE] [--idx-dir DIR] [--copy-mib M]\n"
-              "          [--only SUBSTR] [--layouts 0123] [--dtypes 32,64] [--digest FILE] [--xsum]\n",
+              "          [--only SUBSTR] [--layouts 0123] [--dtypes 32,64] [--digest FILE] [--xsum] [--widths 3,16]\n",
               argv[0]);
       return 2;
     }
@@ -194,8 +217,12 @@ int main(int argc, char **argv) {
     to_f32_kernel<<<4096, 256, 0, st>>>(buf_in[k], buf_in32[k], elems);
   }
   for (int k = 0; k < SEGOPS_MAX_OUTPUTS; k++) CK(cudaMalloc(&buf_out[k], elems * 8));
-  int32_t *h_idx = (int32_t *)malloc((size_t)n * 4), *d_idx;
-  CK(cudaMalloc(&d_idx, (size_t)n * 4));
+  /* rows of each width: n vec3 rows, or the same 3n values in rows of w */
+  int64_t max_rows = n;
+  for (int wi = 0; wi < n_widths; wi++)
+    if (widths[wi] != 3) max_rows = std::max(max_rows, 3 * n / widths[wi]);
+  int32_t *h_idx = (int32_t *)malloc((size_t)max_rows * 4), *d_idx;
+  CK(cudaMalloc(&d_idx, (size_t)max_rows * 4));
   void *scratch = NULL, *layout = NULL, *ltemp = NULL;
   size_t scratch_cap = 0, layout_cap = 0, ltemp_cap = 0;
   FILE *tf = tsv ? fopen(tsv, "w") : NULL;
@@ -226,120 +253,135 @@ int main(int argc, char **argv) {
   }
   printf("\n%-34s %-8s %-15s %10s %9s %8s %7s %9s %8s %7s\n", "function", "dtype", "layout", "S", "cold ms", "GB/s",
          "%copy", "warm ms", "GB/s", "%copy");
-  for (int lay = 0; lay < 4; lay++) {
-    if (!strchr(layouts, '0' + lay)) continue;
-    const int64_t s = make_layout(lay, h_idx, n);
-    const int64_t longest = lay != 3 ? segops_cuda_sorted_longest(h_idx, n) : 0; /* as the backend measures it */
-    CK(cudaMemcpy(d_idx, h_idx, (size_t)n * 4, cudaMemcpyHostToDevice));
-    if (idx_dir) {
-      char path[512];
-      snprintf(path, sizeof path, "%s/idx_%s.i32", idx_dir, LAYOUT_NAMES[lay]);
-      FILE *f = fopen(path, "wb");
-      if (f) {
-        fwrite(h_idx, 4, (size_t)n, f);
-        fclose(f);
-      }
-    }
-    for (int op = 0; op < SEGOPS_OP_COUNT; op++)
-      for (int pass = 0; pass < SEGOPS_PASS_COUNT; pass++)
-        for (int dt = 0; dt < 2; dt++) {
-          const segops_fn_desc *fn = segops_fn((segops_op)op, (segops_pass)pass);
-          if (!strstr(dtypes, dt ? "64" : "32")) continue;
-          if (only) {
-            char nm[64];
-            snprintf(nm, sizeof nm, "%s/%s", segops_op_name(fn->op), segops_pass_name(fn->pass));
-            if (!strstr(nm, only)) continue;
-          }
-          segops_cuda_job job;
-          memset(&job, 0, sizeof job);
-          job.fn = fn;
-          job.dtype = dt ? SEGOPS_F64 : SEGOPS_F32;
-          job.width = 3;
-          job.n = n;
-          job.s = s;
-          job.idx = d_idx;
-          job.idx_sorted = lay != 3;
-          job.longest = longest;
-          job.sm_count = prop.multiProcessorCount;
-          job.sm_major = sm_major;
-          const size_t isz = dt ? 8 : 4;
-          double bytes = (double)n * 4; /* idx */
-          for (int k = 0; k < fn->n_in; k++) {
-            if (fn->in[k].use == SEGOPS_ARG_UNREAD) continue;
-            job.in[k] = dt ? (void *)buf_in[k] : (void *)buf_in32[k];
-            bytes += (double)segops_shape_count(fn->in[k].shape, 3, n, s) * isz;
-          }
-          for (int k = 0; k < fn->n_out; k++) {
-            job.out[k] = buf_out[k];
-            bytes += (double)segops_shape_count(fn->out[k].shape, 3, n, s) * isz;
-          }
-          size_t need = 0, keep = 0, temp = 0;
-          CK((cudaError_t)segops_cuda_layout_bytes(&job, &keep, &temp));
-          if (keep > layout_cap) {
-            if (layout) CK(cudaFree(layout));
-            CK(cudaMalloc(&layout, keep));
-            layout_cap = keep;
-          }
-          if (temp > ltemp_cap) {
-            if (ltemp) CK(cudaFree(ltemp));
-            CK(cudaMalloc(&ltemp, temp));
-            ltemp_cap = temp;
-          }
-          if (keep) CK((cudaError_t)segops_cuda_layout_build(&job, layout, ltemp, st));
-          CK((cudaError_t)segops_cuda_scratch_bytes(&job, &need));
-          if (need > scratch_cap) {
-            if (scratch) CK(cudaFree(scratch));
-            CK(cudaMalloc(&scratch, need));
-            scratch_cap = need;
-          }
-          job.scratch = scratch;
-          job.scratch_bytes = scratch_cap;
-          /* cold: the layout is built inside each call; warm: built once before, passed in. */
-          double med_cold = 0, med_warm = 0;
-          for (int warm = 0; warm < 2; warm++) {
-            job.layout = warm ? layout : NULL;
-            for (int r = 0; r < 3; r++) CK((cudaError_t)segops_cuda_launch(&job, st));
-            for (int r = 0; r < reps; r++) {
-              spin_kernel<<<1, 1, 0, st>>>(n <= ((int64_t)1 << 20) ? 40000 : 1000);
-              CK(cudaEventRecord(e0, st));
-              CK((cudaError_t)segops_cuda_launch(&job, st));
-              CK(cudaEventRecord(e1, st));
-              CK(cudaEventSynchronize(e1));
-              float ms;
-              CK(cudaEventElapsedTime(&ms, e0, e1));
-              tms[r] = ms;
-            }
-            (warm ? med_warm : med_cold) = median(tms, reps);
-          }
-          CK(cudaGetLastError());
-          if (dg) /* the last call's outputs, to compare builds bit for bit (bench/gpu.sh compare) */
-            for (int k = 0; k < fn->n_out; k++) {
-              const size_t ob = (size_t)segops_shape_count(fn->out[k].shape, 3, n, s) * isz;
-              unsigned char *h = (unsigned char *)malloc(ob ? ob : 1);
-              if (!h) exit(1);
-              CK(cudaMemcpy(h, buf_out[k], ob, cudaMemcpyDeviceToHost));
-              uint64_t f = 1469598103934665603ull, w; /* FNV-1a over 8-byte words (outputs are 4-byte multiples) */
-              for (size_t q = 0; q < ob; q += 8) {
-                w = 0;
-                memcpy(&w, h + q, ob - q < 8 ? ob - q : 8);
-                f = (f ^ w) * 1099511628211ull;
-              }
-              free(h);
-              fprintf(dg, "%s/%s\t%s\t%s\t%d\t%016llx\n", segops_op_name(fn->op), segops_pass_name(fn->pass),
-                      dt ? "float64" : "float32", LAYOUT_NAMES[lay], k, (unsigned long long)f);
-            }
-          double gbs = bytes / (med_cold * 1e-3) / 1e9, gbs_w = bytes / (med_warm * 1e-3) / 1e9;
-          char name[64];
-          snprintf(name, sizeof name, "%s/%s", segops_op_name(fn->op), segops_pass_name(fn->pass));
-          printf("%-34s %-8s %-15s %10lld %9.4f %8.0f %6.0f%% %9.4f %8.0f %6.0f%%\n", name, dt ? "float64" : "float32",
-                 LAYOUT_NAMES[lay], (long long)s, med_cold, gbs, 100.0 * gbs / copy_gbs, med_warm, gbs_w,
-                 100.0 * gbs_w / copy_gbs);
-          if (tf)
-            fprintf(tf, "%s\t%s\t%s\t%lld\t%lld\t%.0f\t%.5f\t%.1f\t%.1f\t%.5f\t%.1f\n", name,
-                    dt ? "float64" : "float32", LAYOUT_NAMES[lay], (long long)n, (long long)s, bytes, med_cold, gbs,
-                    copy_gbs, med_warm, gbs_w);
+  for (int wi = 0; wi < n_widths; wi++)
+    for (int lay = 0; lay < 4; lay++) {
+      if (!strchr(layouts, '0' + lay)) continue;
+      /* rows of this width (shadows the vec3 rows' n: the loop's code is the same at every width) */
+      const int64_t w = widths[wi], n_vec3 = n, n = w == 3 ? n_vec3 : 3 * n_vec3 / w;
+      if (n < 1) continue;
+      char wsuf[32] = ""; /* the function names of rows of another width than 3 */
+      if (w != 3) snprintf(wsuf, sizeof wsuf, " w=%lld", (long long)w);
+      const int64_t s = make_layout(lay, h_idx, n);
+      const int64_t longest = lay != 3 ? segops_cuda_sorted_longest(h_idx, n) : 0; /* as the backend measures it */
+      CK(cudaMemcpy(d_idx, h_idx, (size_t)n * 4, cudaMemcpyHostToDevice));
+      if (idx_dir) {
+        char path[512];
+        if (w == 3)
+          snprintf(path, sizeof path, "%s/idx_%s.i32", idx_dir, LAYOUT_NAMES[lay]);
+        else
+          snprintf(path, sizeof path, "%s/idx_%s_w%lld.i32", idx_dir, LAYOUT_NAMES[lay], (long long)w);
+        FILE *f = fopen(path, "wb");
+        if (f) {
+          fwrite(h_idx, 4, (size_t)n, f);
+          fclose(f);
         }
-  }
+      }
+      for (int op = 0; op < SEGOPS_OP_COUNT; op++)
+        for (int pass = 0; pass < SEGOPS_PASS_COUNT; pass++)
+          for (int dt = 0; dt < 2; dt++)
+            for (int yw = 0; yw <= (op == SEGOPS_OP_MUL && w != 3); yw++) {
+              const segops_fn_desc *fn = segops_fn((segops_op)op, (segops_pass)pass);
+              if (!strstr(dtypes, dt ? "64" : "32")) continue;
+              if (fn->vec3_only && w != 3) continue;
+              char name[96];
+              snprintf(name, sizeof name, "%s/%s%s%s", segops_op_name(fn->op), segops_pass_name(fn->pass), wsuf,
+                       yw ? " y=(S,*F)" : "");
+              if (only && !strstr(name, only)) continue;
+              segops_cuda_job job;
+              memset(&job, 0, sizeof job);
+              job.fn = fn;
+              job.dtype = dt ? SEGOPS_F64 : SEGOPS_F32;
+              job.width = w;
+              job.y_wide = yw;
+              job.n = n;
+              job.s = s;
+              segops_call shp; /* for the shapes' element counts */
+              memset(&shp, 0, sizeof shp);
+              shp.width = w;
+              shp.y_wide = yw;
+              shp.n = n;
+              shp.s = s;
+              job.idx = d_idx;
+              job.idx_sorted = lay != 3;
+              job.longest = longest;
+              job.sm_count = prop.multiProcessorCount;
+              job.sm_major = sm_major;
+              const size_t isz = dt ? 8 : 4;
+              double bytes = (double)n * 4; /* idx */
+              for (int k = 0; k < fn->n_in; k++) {
+                if (fn->in[k].use == SEGOPS_ARG_UNREAD) continue;
+                job.in[k] = dt ? (void *)buf_in[k] : (void *)buf_in32[k];
+                bytes += (double)segops_call_count(&shp, fn->in[k].shape) * isz;
+              }
+              for (int k = 0; k < fn->n_out; k++) {
+                job.out[k] = buf_out[k];
+                bytes += (double)segops_call_count(&shp, fn->out[k].shape) * isz;
+              }
+              size_t need = 0, keep = 0, temp = 0;
+              CK((cudaError_t)segops_cuda_layout_bytes(&job, &keep, &temp));
+              if (keep > layout_cap) {
+                if (layout) CK(cudaFree(layout));
+                CK(cudaMalloc(&layout, keep));
+                layout_cap = keep;
+              }
+              if (temp > ltemp_cap) {
+                if (ltemp) CK(cudaFree(ltemp));
+                CK(cudaMalloc(&ltemp, temp));
+                ltemp_cap = temp;
+              }
+              if (keep) CK((cudaError_t)segops_cuda_layout_build(&job, layout, ltemp, st));
+              CK((cudaError_t)segops_cuda_scratch_bytes(&job, &need));
+              if (need > scratch_cap) {
+                if (scratch) CK(cudaFree(scratch));
+                CK(cudaMalloc(&scratch, need));
+                scratch_cap = need;
+              }
+              job.scratch = scratch;
+              job.scratch_bytes = scratch_cap;
+              /* cold: the layout is built inside each call; warm: built once before, passed in. */
+              double med_cold = 0, med_warm = 0;
+              for (int warm = 0; warm < 2; warm++) {
+                job.layout = warm ? layout : NULL;
+                for (int r = 0; r < 3; r++) CK((cudaError_t)segops_cuda_launch(&job, st));
+                for (int r = 0; r < reps; r++) {
+                  spin_kernel<<<1, 1, 0, st>>>(n <= ((int64_t)1 << 20) ? 40000 : 1000);
+                  CK(cudaEventRecord(e0, st));
+                  CK((cudaError_t)segops_cuda_launch(&job, st));
+                  CK(cudaEventRecord(e1, st));
+                  CK(cudaEventSynchronize(e1));
+                  float ms;
+                  CK(cudaEventElapsedTime(&ms, e0, e1));
+                  tms[r] = ms;
+                }
+                (warm ? med_warm : med_cold) = median(tms, reps);
+              }
+              CK(cudaGetLastError());
+              if (dg) /* the last call's outputs, to compare builds bit for bit (bench/gpu.sh compare) */
+                for (int k = 0; k < fn->n_out; k++) {
+                  const size_t ob = (size_t)segops_call_count(&shp, fn->out[k].shape) * isz;
+                  unsigned char *h = (unsigned char *)malloc(ob ? ob : 1);
+                  if (!h) exit(1);
+                  CK(cudaMemcpy(h, buf_out[k], ob, cudaMemcpyDeviceToHost));
+                  uint64_t f = 1469598103934665603ull, w; /* FNV-1a over 8-byte words (outputs are 4-byte multiples) */
+                  for (size_t q = 0; q < ob; q += 8) {
+                    w = 0;
+                    memcpy(&w, h + q, ob - q < 8 ? ob - q : 8);
+                    f = (f ^ w) * 1099511628211ull;
+                  }
+                  free(h);
+                  fprintf(dg, "%s\t%s\t%s\t%d\t%016llx\n", name, dt ? "float64" : "float32", LAYOUT_NAMES[lay], k,
+                          (unsigned long long)f);
+                }
+              double gbs = bytes / (med_cold * 1e-3) / 1e9, gbs_w = bytes / (med_warm * 1e-3) / 1e9;
+              printf("%-34s %-8s %-15s %10lld %9.4f %8.0f %6.0f%% %9.4f %8.0f %6.0f%%\n", name,
+                     dt ? "float64" : "float32", LAYOUT_NAMES[lay], (long long)s, med_cold, gbs, 100.0 * gbs / copy_gbs,
+                     med_warm, gbs_w, 100.0 * gbs_w / copy_gbs);
+              if (tf)
+                fprintf(tf, "%s\t%s\t%s\t%lld\t%lld\t%.0f\t%.5f\t%.1f\t%.1f\t%.5f\t%.1f\n", name,
+                        dt ? "float64" : "float32", LAYOUT_NAMES[lay], (long long)n, (long long)s, bytes, med_cold, gbs,
+                        copy_gbs, med_warm, gbs_w);
+            }
+    }
   if (tf) fclose(tf);
   if (dg) fclose(dg);
 

@@ -2,7 +2,11 @@
 """torch_compare.py: the same 18 functions in plain torch on the same GPU and the same layouts
 (idx files written by bench_cuda --idx-dir), timed like bench_cuda (CUDA events, median after
 warm-up); prints torch's GB/s of minimal traffic and the ratio segops/torch from bench_cuda's TSV.
+Rows of another width than 3 (bench_cuda --widths: "w=16" in the function's name, idx files
+idx_LAYOUT_wW.i32) run on (E, F) arrays through the same candidates (index_add_, segment_reduce,
+gathers by indexing); mul with y (S,*F) ("y=(S,*F)") multiplies element-wise.
 Usage: torch_compare.py BENCH_TSV IDX_DIR [--reps 10]"""
+import re
 import csv
 import statistics
 import sys
@@ -45,12 +49,12 @@ def best_of(cands, reps):
     return min(timed(c, reps) for c, t in zip(cands, first) if t <= 3 * lead)
 
 
-def functions(dt, idx, s, lengths, sorted_idx, n):
-    """name -> list of candidate callables (torch's best is taken)."""
+def functions(dt, idx, s, lengths, sorted_idx, n, w=3):
+    """name -> list of candidate callables (torch's best is taken); rows of w values."""
     g = torch.Generator(device=dev).manual_seed(0)
-    E = lambda: (torch.rand((n, 3), generator=g, device=dev, dtype=dt) - 0.5)
+    E = lambda: (torch.rand((n, w), generator=g, device=dev, dtype=dt) - 0.5)
     S1 = lambda: (torch.rand((s,), generator=g, device=dev, dtype=dt) - 0.5)
-    S3 = lambda: (torch.rand((s, 3), generator=g, device=dev, dtype=dt) - 0.5)
+    S3 = lambda: (torch.rand((s, w), generator=g, device=dev, dtype=dt) - 0.5)
     M = lambda: (torch.rand((s, 3, 3), generator=g, device=dev, dtype=dt) - 0.5)
     x, y, gx, gy, ge = E(), E(), E(), E(), E()
     ys, gs1, ggy, gs3 = S1(), S1(), S1(), S3()
@@ -111,6 +115,15 @@ def functions(dt, idx, s, lengths, sorted_idx, n):
     f["segmented_rms_norm/forward"] = [rms_fwd]
     f["segmented_rms_norm/backward"] = [rms_bwd]
     f["segmented_rms_norm/double_backward"] = [rms_dbl]
+    if w != 3:  # mul with y (S,*F): element-wise (gs3: y, ggy: gg_y)
+        ggw = S3()
+        f["segmented_mul/forward y=(S,*F)"] = [lambda: x * gs3[idx]]
+        f["segmented_mul/backward y=(S,*F)"] = [lambda: (ge * gs3[idx], ssum(ge * x)),
+                                                lambda: (ge * gs3[idx], isum(ge * x))]
+        f["segmented_mul/double_backward y=(S,*F)"] = [
+            lambda: (gx * gs3[idx] + ggw[idx] * x, ggw[idx] * ge, ssum(gx * ge)),
+            lambda: (gx * gs3[idx] + ggw[idx] * x, ggw[idx] * ge, isum(gx * ge))]
+        return f
     f["segmented_matvec/forward"] = [lambda: torch.einsum("njk,nj->nk", m[idx], x),
                                      lambda: torch.bmm(x.unsqueeze(1), m[idx]).squeeze(1)]
     f["segmented_matvec/backward"] = [lambda: (torch.bmm(m[idx], ge.unsqueeze(2)).squeeze(2),
@@ -136,33 +149,48 @@ def bench_args(argv, doc):
     global SPIN_CYCLES
     SPIN_CYCLES = 80000 if int(rows[0]["n"]) <= (1 << 20) else 0
     by_layout = {}
-    for r in rows:
-        by_layout.setdefault(r["layout"], []).append(r)
+    for r in rows:  # the vec3 rows (by_width has every width's)
+        if width_of(r) == 3:
+            by_layout.setdefault(r["layout"], []).append(r)
     return rows, by_layout, idx_dir, reps
+
+
+def width_of(r):
+    """The row width of a row of bench_cuda's TSV (" w=16" in its function's name; 3 without)."""
+    m = re.search(r" w=(\d+)", r["fn"])
+    return int(m.group(1)) if m else 3
+
+
+def by_width(rows):
+    """Rows by (layout, width), in the TSV's order."""
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["layout"], width_of(r)), []).append(r)
+    return groups
 
 
 def main():
     args = bench_args(sys.argv, __doc__)
     if args is None:
         return 2
-    rows, by_layout, idx_dir, reps = args
+    rows, _, idx_dir, reps = args
     print(f"torch {torch.__version__} on {torch.cuda.get_device_name()}; copy bandwidth {float(rows[0]['copy_gbps']):.0f} GB/s")
     print(f"{'function':34} {'dtype':8} {'layout':15} {'segops ms':>10} {'torch ms':>10} {'torch/segops':>12} "
           f"{'warm: torch/segops':>18}")
     summary = []
-    for layout, lrows in by_layout.items():
-        idx32 = np.fromfile(f"{idx_dir}/idx_{layout}.i32", dtype=np.int32)
+    for (layout, w), lrows in by_width(rows).items():
+        idx32 = np.fromfile(f"{idx_dir}/idx_{layout}{'' if w == 3 else f'_w{w}'}.i32", dtype=np.int32)
         n = idx32.size
         idx = torch.from_numpy(idx32.astype(np.int64)).to(dev)
         s = int(lrows[0]["s"])
         sorted_idx = bool(np.all(idx32[1:] >= idx32[:-1]))
         lengths = torch.bincount(idx, minlength=s)
         for dtn, dt in (("float32", torch.float32), ("float64", torch.float64)):
-            fns = functions(dt, idx, s, lengths, sorted_idx, n)
+            fns = functions(dt, idx, s, lengths, sorted_idx, n, w)
             for r in lrows:
                 if r["dtype"] != dtn:
                     continue
-                best = best_of(fns[r["fn"]], reps)
+                best = best_of(fns[re.sub(r" w=\d+", "", r["fn"])], reps)
                 ratio = best / float(r["median_ms"])
                 warm = best / float(r.get("warm_ms") or r["median_ms"])
                 summary.append(ratio)

@@ -11,6 +11,7 @@
 #include "errors.h"
 #include "http.h"
 #include "log.h"
+#include "segops_token.h"
 
 static const char *skip_ws(const char *p, const char *end) {
   while (p < end && (*p == ' ' || *p == '\t')) p++;
@@ -150,17 +151,7 @@ bool segops_http_auth_ok(const char *h, const char *token) {
   while (*h == ' ') h++;
   size_t hl = strlen(h);
   while (hl > 0 && h[hl - 1] == ' ') hl--;
-  size_t tl = strlen(token);
-  /* Constant time in the token's content: every byte of the longer string is visited and
-   * differences are OR-ed, so timing reveals nothing about how many leading bytes matched. */
-  size_t n = hl > tl ? hl : tl;
-  volatile unsigned char diff = (unsigned char)(hl != tl);
-  for (size_t i = 0; i < n; i++) {
-    unsigned char a = i < hl ? (unsigned char)h[i] : 0;
-    unsigned char b = i < tl ? (unsigned char)token[i] : 0;
-    diff |= (unsigned char)(a ^ b);
-  }
-  return diff == 0;
+  return segops_token_equal(h, hl, token, strlen(token));
 }
 
 /* Length of the valid UTF-8 sequence at s (1-4), or 0 when the bytes there are not one. */

@@ -37,8 +37,8 @@ static bool damaged(const native_call *c, char *err, size_t errlen) {
   return false;
 }
 
-/* Writes the answer into the slot, then its state, then wakes the client when it sleeps; frees
- * what the call holds and gives the slot back to the channel's scan. */
+/* Writes the answer into the slot, counts the call, then sets its state and wakes the client when
+ * it sleeps; frees what the call holds and gives the slot back to the channel's scan. */
 static void finish(native_call *c, int status, const char *msg) {
   native_channel *ch = c->ch;
   segops_ring_slot *s = segops_native_slot(ch, c->slot);
@@ -62,9 +62,13 @@ static void finish(native_call *c, int status, const char *msg) {
     a->name[0] = 0;
     a->message[0] = 0;
   }
-  uint32_t old = __atomic_exchange_n(&s->state, SEGOPS_SLOT_DONE, __ATOMIC_SEQ_CST);
-  if (old & SEGOPS_SLOT_WAITING) segops_native_futex_wake(&s->state, 1);
+  /* Counted before it is published: a client that reads /metrics once it has its answer finds the
+   * call there (answered, its duration, no longer in flight). The state's exchange orders the
+   * count's relaxed increments before the client's acquire load of DONE. */
   segops_metrics_native_call(c->chk.fn, status, segops_now() - c->t0);
+  uint32_t old = __atomic_exchange_n(&s->state, SEGOPS_SLOT_DONE, __ATOMIC_SEQ_CST);
+  if (old & SEGOPS_SLOT_WAITING) segops_chan_futex_wake(&s->state, 1);
+  segops_test_hook_answered();
   segops_prepared_free(&c->prep);
   atomic_store_explicit(&ch->busy[c->slot], 0, memory_order_release);
 }
@@ -88,8 +92,7 @@ static void on_done(segops_job *job) {
   /* The client may have submitted this slot again while it was still busy here, and the channel's
    * thread, finding it busy, gone to sleep: ring the doorbell for it (Dekker with daemon_sleeps,
    * as the client does). */
-  __atomic_fetch_add(&ch->hdr->doorbell, 1, __ATOMIC_SEQ_CST);
-  if (__atomic_load_n(&ch->hdr->daemon_sleeps, __ATOMIC_SEQ_CST)) segops_native_futex_wake(&ch->hdr->doorbell, 1);
+  segops_chan_ring_doorbell(ch->hdr);
   pthread_mutex_lock(&ch->mu);
   if (--ch->inflight == 0) pthread_cond_broadcast(&ch->idle);
   pthread_mutex_unlock(&ch->mu);

@@ -6,12 +6,10 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <linux/futex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,6 +17,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "native_internal.h"
+#include "segops_token.h"
 
 /* A sleeping channel is woken by its client's doorbell, by the accept thread when the client's
  * socket hangs up (native_server.c), and by a stop, so it sleeps without a timeout and an idle
@@ -33,24 +32,9 @@
 /* How often a spinning channel thread looks at its client's CPU time (wait_doorbell). */
 #define SPIN_PROBE_S 10e-6
 
-int segops_native_futex_wait(uint32_t *word, uint32_t expect, double timeout_s) {
-  struct timespec ts = {(time_t)timeout_s, (long)((timeout_s - (double)(time_t)timeout_s) * 1e9)};
-  return (int)syscall(SYS_futex, word, FUTEX_WAIT, expect, timeout_s < 0 ? NULL : &ts, NULL, 0);
-}
-
-void segops_native_futex_wake(uint32_t *word, int n) { syscall(SYS_futex, word, FUTEX_WAKE, n, NULL, NULL, 0); }
-
 void segops_native_ring_wake(native_channel *ch) {
   __atomic_fetch_add(&ch->hdr->doorbell, 1, __ATOMIC_SEQ_CST);
-  segops_native_futex_wake(&ch->hdr->doorbell, 1);
-}
-
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield");
-#endif
+  segops_chan_futex_wake(&ch->hdr->doorbell, 1);
 }
 
 /* ---- messages -------------------------------------------------------------------------------- */
@@ -66,64 +50,26 @@ typedef union {
 /* One message and at most one descriptor (*fd, -1 when none; extra ones are closed). Returns its
  * bytes, 0 at end of stream, -1 on error (errno: EAGAIN with MSG_DONTWAIT and nothing there). */
 static ssize_t recv_msg(int sock, any_msg *m, int *fd, int flags) {
-  *fd = -1;
-  struct iovec iov = {m, sizeof *m};
-  union {
-    struct cmsghdr align;
-    char buf[CMSG_SPACE(sizeof(int) * 8)];
-  } ctl;
-  struct msghdr mh = {0};
-  mh.msg_iov = &iov;
-  mh.msg_iovlen = 1;
-  mh.msg_control = ctl.buf;
-  mh.msg_controllen = sizeof ctl.buf;
-  ssize_t n = recvmsg(sock, &mh, flags | MSG_CMSG_CLOEXEC);
-  if (n < 0) return -1;
-  for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < nfd; i++) {
-      int f;
-      memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof f);
-      if (*fd < 0)
-        *fd = f;
-      else
-        close(f);
-    }
-  }
-  if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
-    if (*fd >= 0) close(*fd);
-    *fd = -1;
-    errno = EMSGSIZE;
-    return -1;
-  }
-  return n;
-}
-
-static void head(segops_msg_head *h, uint32_t type, size_t size) {
-  h->magic = SEGOPS_MSG_MAGIC;
-  h->version = SEGOPS_NATIVE_VERSION;
-  h->type = type;
-  h->size = (uint32_t)size;
+  return segops_chan_recv(sock, m, sizeof *m, fd, flags);
 }
 
 /* Sends ERROR (code, message) on a socket; the caller decides whether the channel goes on. */
 void segops_native_send_error(int sock, int code, const char *message) {
   segops_msg_error e;
   memset(&e, 0, sizeof e);
-  head(&e.h, SEGOPS_MSG_ERROR, sizeof e);
+  segops_chan_head(&e.h, SEGOPS_MSG_ERROR, sizeof e);
   e.code = code;
   snprintf(e.name, sizeof e.name, "%s", segops_err_code(code));
   snprintf(e.message, sizeof e.message, "%s", message);
-  (void)send(sock, &e, sizeof e, MSG_NOSIGNAL);
+  (void)segops_chan_send(sock, &e, sizeof e, -1);
 }
 
 static void send_ok(native_channel *ch, uint32_t id) {
   segops_msg_ok ok;
   memset(&ok, 0, sizeof ok);
-  head(&ok.h, SEGOPS_MSG_OK, sizeof ok);
+  segops_chan_head(&ok.h, SEGOPS_MSG_OK, sizeof ok);
   ok.id = id;
-  (void)send(ch->sock, &ok, sizeof ok, MSG_NOSIGNAL);
+  (void)segops_chan_send(ch->sock, &ok, sizeof ok, -1);
 }
 
 /* A message's head: ours, of the size received. SEGOPS_OK or an error with its message. */
@@ -143,20 +89,6 @@ static int check_head(const any_msg *m, ssize_t n, char *err, size_t errlen) {
 
 /* ---- the handshake ------------------------------------------------------------------------------ */
 
-/* Constant time in the token's content (as http_reply.c's bearer check): every byte of the longer
- * one is visited and differences are OR-ed. */
-static bool token_ok(const char *given, size_t glen, const char *token) {
-  size_t tl = strlen(token);
-  size_t n = glen > tl ? glen : tl;
-  volatile unsigned char diff = (unsigned char)(glen != tl);
-  for (size_t i = 0; i < n; i++) {
-    unsigned char a = i < glen ? (unsigned char)given[i] : 0;
-    unsigned char b = i < tl ? (unsigned char)token[i] : 0;
-    diff |= (unsigned char)(a ^ b);
-  }
-  return diff == 0;
-}
-
 /* HELLO -> WELCOME. SEGOPS_OK, or an error already answered (err holds it for the log). */
 static int hello(native_channel *ch, char *err, size_t errlen) {
   segops_native *n = ch->srv;
@@ -172,7 +104,7 @@ static int hello(native_channel *ch, char *err, size_t errlen) {
     rc = segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "the first message must be a HELLO (type %u, %zu bytes)",
                      SEGOPS_MSG_HELLO, sizeof m.hello);
   const char *token = n->d.cfg->token;
-  if (rc == SEGOPS_OK && token && !token_ok(m.hello.token, m.hello.token_len, token))
+  if (rc == SEGOPS_OK && token && !segops_token_equal(m.hello.token, m.hello.token_len, token, strlen(token)))
     rc = segops_errf(SEGOPS_E_UNAUTHENTICATED, err, errlen,
                      "a valid token is required (the one segopsd was given with --token-file or SEGOPS_TOKEN)");
   if (rc == SEGOPS_OK && !n->d.takes_work(n->d.ctx))
@@ -183,12 +115,12 @@ static int hello(native_channel *ch, char *err, size_t errlen) {
   }
   segops_msg_welcome w;
   memset(&w, 0, sizeof w);
-  head(&w.h, SEGOPS_MSG_WELCOME, sizeof w);
+  segops_chan_head(&w.h, SEGOPS_MSG_WELCOME, sizeof w);
   w.max_slots = SEGOPS_RING_MAX_SLOTS;
   w.max_pools = SEGOPS_NATIVE_MAX_POOLS;
   w.max_map_bytes = (uint64_t)n->d.cfg->native_max_map_bytes;
   w.daemon_pid = (uint32_t)getpid();
-  if (send(ch->sock, &w, sizeof w, MSG_NOSIGNAL) != (ssize_t)sizeof w)
+  if (segops_chan_send(ch->sock, &w, sizeof w, -1) != 0)
     return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen, "cannot send WELCOME: %s", strerror(errno));
   return SEGOPS_OK;
 }
@@ -228,7 +160,6 @@ static int take_ring(native_channel *ch, const any_msg *m, ssize_t got, int fd, 
   ch->busy = calloc(slots, sizeof *ch->busy);
   if (!ch->calls || !ch->busy) return segops_errf(SEGOPS_E_NOMEM, err, errlen, "out of memory for %u slots", slots);
   ch->nslots = slots;
-  ch->slots = ch->ring.base + SEGOPS_RING_HEADER_BYTES;
   ch->mapped = ch->ring.size;
   segops_metrics_native_bytes((int64_t)ch->ring.size, 0);
   pthread_mutex_lock(&ch->srv->mu);
@@ -409,12 +340,12 @@ static void wait_doorbell(native_channel *ch, uint32_t seen, double spin_until) 
         next_probe = now + SPIN_PROBE_S;
       }
     }
-    cpu_relax();
+    segops_chan_cpu_relax();
   }
   /* Dekker with the client: it adds to the doorbell, then reads daemon_sleeps. */
   __atomic_store_n(&ch->hdr->daemon_sleeps, 1u, __ATOMIC_SEQ_CST);
   if (__atomic_load_n(db, __ATOMIC_SEQ_CST) == seen && !atomic_load(stop))
-    segops_native_futex_wait(db, seen, ch->watched ? -1.0 : UNWATCHED_SLEEP_S);
+    segops_chan_futex_wait(db, seen, ch->watched ? -1.0 : UNWATCHED_SLEEP_S);
   __atomic_store_n(&ch->hdr->daemon_sleeps, 0u, __ATOMIC_RELAXED);
 }
 

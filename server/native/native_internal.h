@@ -13,6 +13,7 @@
 #include "native.h"
 #include "native_check.h"
 #include "native_mem.h"
+#include "segops_chan.h"
 #include "segops_ring.h"
 
 #define SEGOPS_NATIVE_MAX_POOLS 256
@@ -40,7 +41,6 @@ struct native_channel {
   unsigned long id; /* for log lines */
   segops_native_mem ring;
   segops_ring_header *hdr;
-  unsigned char *slots;
   uint32_t nslots;
   segops_native_mem pools[SEGOPS_NATIVE_MAX_POOLS];
   segops_native_view views[SEGOPS_NATIVE_MAX_POOLS];
@@ -96,13 +96,9 @@ void segops_native_call_start(native_channel *ch, uint32_t k, bool may_inline);
 
 /* The slot k of a channel's ring. */
 static inline segops_ring_slot *segops_native_slot(native_channel *ch, uint32_t k) {
-  return (segops_ring_slot *)(void *)(ch->slots + (size_t)k * SEGOPS_RING_SLOT_BYTES);
+  return segops_chan_slot(ch->ring.base, k);
 }
 
-/* futex on a word of shared memory (no FUTEX_PRIVATE_FLAG: the client waits on the same page);
- * timeout_s < 0: no timeout. */
-int segops_native_futex_wait(uint32_t *word, uint32_t expect, double timeout_s);
-void segops_native_futex_wake(uint32_t *word, int n);
 /* Wakes a channel's thread wherever it is in its wait: the doorbell moves (so a thread about to
  * sleep does not), then a sleeping one is woken. ch->hdr must be mapped. */
 void segops_native_ring_wake(native_channel *ch);

@@ -10,4 +10,6 @@ int segops_test_hook_before_run(const segops_call *call, char *err, size_t errle
 
 bool segops_test_hook_slow_backend(void) { return false; }
 
+void segops_test_hook_answered(void) {}
+
 bool segops_test_hooks_enabled(void) { return false; }

@@ -106,6 +106,11 @@ int segops_test_hook_before_run(const segops_call *call, char *err, size_t errle
  * (a slow call on an HTTP thread would stall that thread's connections, which the delay models
  * for the queue, deadline and drain tests). */
 bool segops_test_hook_slow_backend(void);
+/* Called by the native channel right after a call's answer is published to its client (the slot's
+ * state set DONE and the client woken). SEGOPS_TEST_ANSWERED_DELAY_MS=N sleeps there, so that
+ * whatever the daemon still does for the call afterwards shows as missing to a client that looks at
+ * once (tests/native: native_metrics_order). */
+void segops_test_hook_answered(void);
 /* True in the test daemon: logged at startup so a test build is never mistaken for a real one. */
 bool segops_test_hooks_enabled(void);
 

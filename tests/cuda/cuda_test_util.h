@@ -5,6 +5,7 @@
 #ifndef SEGOPS_CUDA_TEST_UTIL_H
 #define SEGOPS_CUDA_TEST_UTIL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "backend.h"
@@ -16,9 +17,6 @@
 /* The CUDA backend on all devices, or exits: 77 (skip) without a GPU, 1 when
  * SEGOPS_REQUIRE_CUDA=1 demands one. Owned by the caller (segops_backend_free). */
 segops_backend *ct_backend_or_skip(const char *test);
-/* Whether the CUDA backend runs op (max and min: not yet, refused with not_implemented; the
- * conformance harness checks the refusal). */
-static inline bool ct_on_cuda(int op) { return op != SEGOPS_OP_MAX && op != SEGOPS_OP_MIN; }
 
 /* A call with owned buffers: inputs (unaligned copies, one byte off 64-byte alignment, to
  * exercise unaligned reads), idx, outputs (poisoned with NaN). */
@@ -39,6 +37,9 @@ int ct_make(ct_call *tc, const segops_fn_desc *fn, segops_dtype dt, int width, i
 /* Like ct_make but with the caller's idx (copied); values drawn from seed. */
 int ct_make_idx(ct_call *tc, const segops_fn_desc *fn, segops_dtype dt, int width, int64_t n, int64_t s,
                 const int32_t *idx, unsigned cotan_mask, unsigned out_mask, uint64_t seed);
+/* The same with rows of any width and, for mul, y (S,*F) (y_wide) or (S,). */
+int ct_make_idx_wide(ct_call *tc, const segops_fn_desc *fn, segops_dtype dt, int64_t width, bool y_wide, int64_t n,
+                     int64_t s, const int32_t *idx, unsigned cotan_mask, unsigned out_mask, uint64_t seed);
 void ct_free(ct_call *tc);
 /* Poisons every requested output with NaN bytes. */
 void ct_poison(ct_call *tc);

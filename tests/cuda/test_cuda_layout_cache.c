@@ -48,7 +48,7 @@ int main(void) {
   int fails = 0, checks = 0;
   char err[256];
   for (int op = 0; op < SEGOPS_OP_COUNT; op++)
-    for (int pass = 0; pass < SEGOPS_PASS_COUNT && ct_on_cuda(op); pass++)
+    for (int pass = 0; pass < SEGOPS_PASS_COUNT; pass++)
       for (int dt = 0; dt < 2; dt++)
         for (int u = 0; u < 2; u++) {
           const segops_fn_desc *fn = segops_fn((segops_op)op, (segops_pass)pass);

@@ -43,7 +43,6 @@ int main(void) {
   munmap(idx, ibytes);
   /* the next requests work */
   for (int op = 0; op < SEGOPS_OP_COUNT; op++) {
-    if (!ct_on_cuda(op)) continue;
     const segops_fn_desc *fn = segops_fn((segops_op)op, SEGOPS_PASS_BACKWARD);
     ct_call tc;
     ct_make(&tc, fn, SEGOPS_F32, 3, 100000, 1000, CT_UNSORTED, 0xff, (1u << fn->n_out) - 1, 3);

@@ -9,7 +9,10 @@ folders. It fails on:
     core/; backends/ only those and backends/;
   - an include between the two sides: server/ into clients/ or clients/ into server/;
   - a cycle between folders: folder A includes a header of B while B (or a folder B reaches)
-    includes one of A. tests/, bench/ and examples/ sit on top and may include any layer.
+    includes one of A. tests/, bench/ and examples/ sit on top and may include any layer;
+  - the native channel's mechanics written outside proto/: futex calls and SCM_RIGHTS in the code
+    (not the comments) of server/ or clients/, which take them from proto/segops_chan.h, the one
+    copy both ends share (tests/ keep their own: an independent reading of the contract).
 
   tests/docs/check_layers.py [--selftest] [ROOT]     exit 1 with each violation listed
 """
@@ -26,6 +29,8 @@ INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 # What each bottom layer may include (layers are a folder's first component).
 BELOW = {"proto": ("proto",), "core": ("proto", "core"), "backends": ("proto", "core", "backends")}
 SIDES = ("server", "clients")
+MECHANICS = re.compile(r"\b(SYS_futex|FUTEX_WAIT|FUTEX_WAKE|SCM_RIGHTS)\b")
+COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 
 
 def sources(root):
@@ -116,9 +121,21 @@ def cycle_errors(pairs):
     return errors
 
 
+def mechanics_errors(root):
+    """Futex and descriptor-passing code in server/ or clients/ (proto/segops_chan.h has the one copy)."""
+    errors = []
+    for f in sources(root):
+        if top(f) not in SIDES:
+            continue
+        code = COMMENT.sub(" ", (root / f).read_text(errors="replace"))
+        for name in sorted(set(MECHANICS.findall(code))):
+            errors.append(f"{f} uses {name}: the channel's mechanics are proto/segops_chan.h's (segops_chan_*)")
+    return errors
+
+
 def check(root):
     pairs, errors = edges(root)
-    return errors + layer_errors(pairs) + cycle_errors(pairs), len(pairs)
+    return errors + layer_errors(pairs) + cycle_errors(pairs) + mechanics_errors(root), len(pairs)
 
 
 SAMPLE = {  # a made-up tree: each rule broken once, and includes that are fine
@@ -130,7 +147,8 @@ SAMPLE = {  # a made-up tree: each rule broken once, and includes that are fine
     "server/x/x.h": '#include "a.h"\n',
     "server/s.c": '#include "cl.h"\n',
     "clients/cl.h": '#include "p.h"\n',
-    "tests/t.c": '#include "a.h"\n#include "cl.h"\n',
+    "tests/t.c": '#include "a.h"\n#include "cl.h"\n#define W FUTEX_WAKE\n',
+    "clients/w.c": '/* SCM_RIGHTS, in a comment */\nint w(int *u) { return syscall(SYS_futex, u); }\n',
 }
 
 
@@ -143,8 +161,8 @@ def selftest():
         errors, n = check(pathlib.Path(tmp))
     text = "\n".join(errors)
     want = ["core/c.h includes clients/cl.h", "server/s.c includes clients/cl.h",
-            "folders that include each other: server/a/, server/b/, server/x/"]
-    ok = n == 12 and len(errors) == 3 and all(w in text for w in want)
+            "folders that include each other: server/a/, server/b/, server/x/", "clients/w.c uses SYS_futex"]
+    ok = n == 12 and len(errors) == 4 and all(w in text for w in want)
     if not ok:
         print(f"selftest failed: {n} includes, errors:\n{text}")
     return ok

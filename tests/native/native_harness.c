@@ -516,12 +516,17 @@ bool nh_good_call(segops_transport *t, segops_error *e) {
 }
 
 /* ---- a raw channel ----------------------------------------------------------------------------------- */
+/* The ring's bytes, the doorbell and the futex are written here by hand from proto/segops_ring.h (an
+ * independent reading of the contract); only the socket plumbing is the channel's own
+ * (proto/segops_chan.h). */
 
 #include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+
+#include "segops_chan.h"
 
 int nh_memfd(size_t size, bool sealed) {
   int fd = memfd_create("nh", MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -534,26 +539,7 @@ int nh_memfd(size_t size, bool sealed) {
   return fd;
 }
 
-int nh_send(int sock, const void *msg, size_t len, int fd) {
-  struct iovec iov = {(void *)msg, len};
-  union {
-    struct cmsghdr a;
-    char b[CMSG_SPACE(sizeof(int))];
-  } ctl;
-  struct msghdr mh = {0};
-  mh.msg_iov = &iov;
-  mh.msg_iovlen = 1;
-  if (fd >= 0) {
-    mh.msg_control = ctl.b;
-    mh.msg_controllen = sizeof ctl.b;
-    struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &fd, sizeof fd);
-  }
-  return sendmsg(sock, &mh, MSG_NOSIGNAL) == (ssize_t)len ? 0 : -1;
-}
+int nh_send(int sock, const void *msg, size_t len, int fd) { return segops_chan_send(sock, msg, len, fd); }
 
 ssize_t nh_recv(int sock, void *buf, size_t cap, double timeout_s) {
   struct pollfd p = {sock, POLLIN, 0};

@@ -109,7 +109,7 @@ typedef struct {
 
 /* A sealed, fully allocated memfd of size bytes (seals: F_SEAL_SHRINK when sealed), or -1. */
 int nh_memfd(size_t size, bool sealed);
-/* Sends msg (len bytes) with fd (or none, -1); 0 or -1. */
+/* Sends msg (len bytes) with fd (or none, -1); 0 or -1 (segops_chan_send). */
 int nh_send(int sock, const void *msg, size_t len, int fd);
 /* Receives one message into buf (cap bytes); its length, 0 at the end, -1 on error or timeout. */
 ssize_t nh_recv(int sock, void *buf, size_t cap, double timeout_s);

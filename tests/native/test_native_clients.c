@@ -2,7 +2,8 @@
  * case per run (argv[1]): threads of one client in flight at once, forked children beside their
  * parent, daemon restarts mid-call (SIGTERM and SIGKILL) with no call lost (through libsegops'
  * public API), the drain answer, a call that times out (its memory held until the daemon is done
- * with it), the token, a version mismatch on both sides, /v1/info and /metrics, and an idle
+ * with it), the token, a version mismatch on both sides, /v1/info and /metrics (a call counted
+ * there by the time its answer is published), and an idle
  * daemon's and client's CPU. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -502,6 +503,51 @@ static void case_info_metrics(void) {
   NH_CHECK(open == 0 && mapped == 0, "after the channel closed: %ld open, %ld bytes mapped", open, mapped);
 }
 
+/* ---- metrics_order: a call shows in /metrics by the time its answer does ---- */
+
+/* rounds times: per_round calls through one channel, then /metrics scraped at once, which must
+ * count every call so far as answered (segops_requests_total, the duration's count) and none in
+ * flight. */
+static void count_after_calls(const char *daemon, int rounds, int per_round) {
+  segops_transport *t = nh_native(&D, MEM, NULL, 10);
+  if (!t) return;
+  segops_error e;
+  long calls = 0;
+  for (int r = 0; r < rounds; r++) {
+    for (int i = 0; i < per_round; i++, calls++)
+      if (checked_sum(t, 64, 4, (uint64_t)calls, 10, &e) != SEGOPS_OK) {
+        NH_CHECK(0, "%s: call %ld: %s", daemon, calls, e.message);
+        break;
+      }
+    long req =
+        metric("segops_requests_total{op=\"segmented_sum\",pass=\"forward\",status=\"200\",transport=\"native\"} ");
+    long dur =
+        metric("segops_request_duration_seconds_count{op=\"segmented_sum\",pass=\"forward\",transport=\"native\"} ");
+    long busy = metric("segops_in_flight_requests{transport=\"native\"} ");
+    if (req != calls || dur != calls || busy != 0) {
+      NH_CHECK(0,
+               "%s, round %d: /metrics scraped right after %ld answered calls counts %ld in segops_requests_total, "
+               "%ld in the duration's count and %ld in flight (-1: no such line)",
+               daemon, r, calls, req, dur, busy);
+      break;
+    }
+  }
+  t->vt->close(t);
+}
+
+/* The daemon counts a native call before it publishes the answer, so nothing a client sees after
+ * its call lags behind it. The test daemon holds the channel's thread 50 ms after each answer is
+ * published (SEGOPS_TEST_ANSWERED_DELAY_MS): a count made after publishing shows missing every
+ * time there. Then the plain daemon, scraped as soon as the calls return, a few hundred times. */
+static void case_metrics_order(void) {
+  static const char *const HOLD[] = {"SEGOPS_TEST_ANSWERED_DELAY_MS=50", NULL};
+  if (nh_daemon_start(&D, DIR_, true, NULL, HOLD)) return;
+  count_after_calls("segopsd-test holding each answer 50 ms", 8, 1);
+  nh_daemon_stop(&D, SIGTERM);
+  if (nh_daemon_start(&D, DIR_, false, NULL, NULL)) return;
+  count_after_calls("segopsd", 300, 2);
+}
+
 /* A non-loopback IPv4 address of this host, or false. */
 static bool remote_address(char *buf, size_t len) {
   struct ifaddrs *ifs = NULL, *i;
@@ -660,6 +706,7 @@ static const struct {
              {"token", case_token},
              {"version", case_version},
              {"info_metrics", case_info_metrics},
+             {"metrics_order", case_metrics_order},
              {"idle_cpu", case_idle_cpu},
              {"container", case_container},
              {"info_remote", case_info_remote}};

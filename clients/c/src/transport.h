@@ -79,7 +79,7 @@ void *segops_client_alloc(struct segops_mem *m, size_t nbytes);
 
 /* ---- the transports (each NULL with e filled when it cannot be opened) ---- */
 
-/* The native channel to the daemon whose channel socket is at path (native.c): connects, hands
+/* The native channel to the daemon whose channel socket is at path (native_client.h): connects, hands
  * over the client's pools of mem (borrowed: it outlives the transport) and its ring. Every
  * connection's peer must be uid (and, on the first, pid when pid > 0) and the socket file uid's,
  * or nothing is sent (SEGOPS_E_CONNECTION naming both identities). */
