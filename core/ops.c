@@ -48,6 +48,15 @@
 #define ARGS_rms_norm_double_backward .n_in = 3, .in = {{"gg_x", E, COT}, {"g_out", G1, REQ}, {"x", E, REQ}}, \
     .n_out = 2, .out = {{"grad_g_out", G1}, {"grad_x", E}}
 
+/* max and min: the backward reads x for each column's arg element; the double backward's x term is 0. */
+#define ARGS_max_forward .n_in = 1, .in = {{"x", E, REQ}}, .n_out = 1, .out = {{"out", G}}
+#define ARGS_max_backward .n_in = 2, .in = {{"g_out", G, REQ}, {"x", E, REQ}}, .n_out = 1, .out = {{"grad_x", E}}
+#define ARGS_max_double_backward .n_in = 3, .in = {{"gg_x", E, COT}, {"g_out", G, UNR}, {"x", E, REQ}}, \
+    .n_out = 2, .out = {{"grad_g_out", G}, {"grad_x", E}}
+#define ARGS_min_forward ARGS_max_forward
+#define ARGS_min_backward ARGS_max_backward
+#define ARGS_min_double_backward ARGS_max_double_backward
+
 #define ARGS_matvec_forward .n_in = 2, .in = {{"v", E3, REQ}, {"m", M, REQ}}, .n_out = 1, .out = {{"out", E3}}
 #define ARGS_matvec_backward .n_in = 3, .in = {{"g_out", E3, REQ}, {"v", E3, REQ}, {"m", M, REQ}}, .n_out = 2, \
     .out = {{"grad_v", E3}, {"grad_m", M}}
@@ -197,6 +206,11 @@ int64_t segops_fn_acc(const segops_fn_desc *fn, int64_t w, bool y_wide) {
   if (w == 1) return fn->n_acc[0];
   if (fn->n_acc[0] > 0 && fn->n_acc[1] == 3 * fn->n_acc[0]) return mul_sat(w, fn->n_acc[0]); /* per column */
   return fn->n_acc[1];
+}
+
+int64_t segops_fn_segval(const segops_fn_desc *fn, int64_t w) {
+  if (fn->n_acc[0] > 0 && fn->n_acc[1] == 3 * fn->n_acc[0]) return mul_sat(w, fn->n_segval); /* per column */
+  return fn->n_segval;
 }
 
 segops_plan segops_plan_of(const segops_fn_desc *fn, unsigned requested) {

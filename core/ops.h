@@ -1,4 +1,4 @@
-/* ops.h: the op table (6 ops x 3 passes) and the types every layer shares: dtypes, tensors,
+/* ops.h: the op table (8 ops x 3 passes) and the types every layer shares: dtypes, tensors,
  * argument descriptors and the prepared call a backend runs. */
 #ifndef SEGOPS_OPS_H
 #define SEGOPS_OPS_H
@@ -21,7 +21,7 @@ typedef enum {
   SEGOPS_PASS_COUNT
 } segops_pass;
 
-_Static_assert(SEGOPS_OP_COUNT == 6, "proto/API.md defines six ops");
+_Static_assert(SEGOPS_OP_COUNT == 8, "proto/API.md defines eight ops");
 _Static_assert(SEGOPS_PASS_COUNT == 3, "proto/API.md defines three passes");
 
 /* segops_dtype (SEGOPS_F32, SEGOPS_F64, SEGOPS_I32, SEGOPS_I64): proto/segops_types.h, shared with libsegops. */
@@ -90,22 +90,24 @@ typedef struct {
   /* Accumulators per segment of the reduction (double each), for width 1 and width 3:
    * n_acc[width == 3]; at another width segops_fn_acc. 0 = the function has no reduction. */
   int n_acc[2];
-  /* Segment values finish hands to post (rms_norm backward 1, double backward 2), else 0. */
+  /* Segment values finish hands to post (rms_norm backward 1, double backward 2; max and min
+   * backward 1 per column: segops_fn_segval), else 0. */
   int n_segval;
 } segops_fn_desc;
 
 /* Capacities derived from the rows of ops.def, for whatever sizes per-segment storage at compile
  * time (the CPU drivers' accumulator and segment-value arrays): SEGOPS_FN_MAX_ACC, the most
  * accumulators per segment of any row at either width, and SEGOPS_FN_MAX_SEGVAL, the most segment
- * values finish hands to post. A row that needs more raises them: no layer keeps a fixed limit of
- * its own. (Each is the size of a union of one char array per row, n + 1 bytes: an integer
- * constant in C and C++.) */
+ * values finish hands to post at width 1 or 3 (3 x n_segval for a row whose values are per
+ * column). A row that needs more raises them: no layer keeps a fixed limit of its own. (Each is
+ * the size of a union of one char array per row, n + 1 bytes: an integer constant in C and C++.) */
 #define SEGOPS_FN(o, p, name, vec3, reads, acc1, acc3, nsv) char name[((acc1) > (acc3) ? (acc1) : (acc3)) + 1];
 typedef union {
 #include "ops.def"
 } segops_fn_acc_capacity_;
 #undef SEGOPS_FN
-#define SEGOPS_FN(o, p, name, vec3, reads, acc1, acc3, nsv) char name[(nsv) + 1];
+#define SEGOPS_FN(o, p, name, vec3, reads, acc1, acc3, nsv) \
+  char name[((acc1) > 0 && (acc3) == 3 * (acc1) ? 3 * (nsv) : (nsv)) + 1];
 typedef union {
 #include "ops.def"
 } segops_fn_segval_capacity_;
@@ -198,5 +200,8 @@ int64_t segops_call_count(const segops_call *c, segops_shape_kind k);
 /* Accumulators per segment of function fn at row width w (mul: y_wide, y (S,*F)): n_acc[0] at
  * width 1, n_acc[1] at 3, per column (w x n_acc[0]) for a row that sums rows, else n_acc[1]. */
 int64_t segops_fn_acc(const segops_fn_desc *fn, int64_t w, bool y_wide);
+/* Segment values per segment that finish hands to post at row width w: n_segval, or w x n_segval
+ * for a row whose accumulators are per column (max and min backward: one arg element per column). */
+int64_t segops_fn_segval(const segops_fn_desc *fn, int64_t w);
 
 #endif

@@ -10,7 +10,8 @@
  *   reducer how a segment's accumulators start (identity) and how two partial accumulations of
  *           one segment combine (combine): the drivers' only arithmetic of their own (lanes,
  *           warps, chunks), so a reduction other than a sum plugs in without touching a driver
- *           (pytorch_scatter's Reducer, CUB's (op, init)); every op so far reduces by sum
+ *           (pytorch_scatter's Reducer, CUB's (op, init)); every op reduces by sum but max and
+ *           min, whose accumulators are (value, index) pairs (segops_arg_beats)
  *   visit   add one element's terms to its segment's accumulators (acc[]), elements of a
  *           segment in increasing i; the accumulators of a function are listed in ops.h
  *           (segops_fn_desc.n_acc)
@@ -35,6 +36,22 @@
 
 SEGOPS_HD double segops_sum_identity(void) { return 0.0; }
 SEGOPS_HD double segops_sum_combine(double a, double b) { return a + b; }
+
+/* ---- The arg reducers of segmented_max and segmented_min ----
+ * An accumulator is a pair (value, index): the value of one element of the segment and that
+ * element's index, or (the identity) -inf for max, +inf for min, with index +inf (no element).
+ * Pair b beats pair a when its value lies further in the reduction's direction, a NaN beyond every
+ * number, or when the two tie (==, so +0.0 and -0.0 tie; two NaNs tie) and b's index is lower. That
+ * order is total, so keeping the better of two pairs is associative and commutative: any grouping
+ * of a segment's elements (lanes, chunks, warps) ends at the same pair, the lowest index among the
+ * extrema (proto/API.md, Formulas). */
+SEGOPS_HD int segops_arg_beats(double av, double ai, double bv, double bi, int is_max) {
+  const int an = av != av, bn = bv != bv;
+  if (an || bn) return bn && (!an || bi < ai);
+  if (bv == av) return bi < ai;
+  return is_max ? bv > av : bv < av;
+}
+SEGOPS_HD double segops_arg_identity(int is_max) { return is_max ? -INFINITY : INFINITY; }
 
 /* ---- Rows of width 1 or 3 ---- */
 

@@ -19,9 +19,9 @@ usage: scripts/load.sh URL [-n REQUESTS] [-c CONCURRENCY] [--op OP/PASS]
                        segmented_sum/backward, segmented_dot/forward, segmented_mul/forward,
                        segmented_mean/forward, segmented_rms_norm/forward, segmented_matvec/forward
   --example [ENC]      send proto/examples/OP.PASS.ENC (ENC json or msgpack; default json):
-                       every one of the 18 functions has one
+                       every one of the 24 functions has one
   --size N             generate a body of N elements (scalar layout; vec3 for rms_norm and
-                       matvec) in S segments for OP/forward, any of the six ops; e.g.
+                       matvec) in S segments for OP/forward, any of the ops; e.g.
                        --size 1048576 for a real-sized request (JSON, 10-37 MB; JSON has one
                        item per number, so vec3 ops at 2^20 need the daemon's
                        --max-body-items 8M)

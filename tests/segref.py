@@ -1,4 +1,4 @@
-"""segref.py: the tests' float64 numpy reference of the 18 functions of proto/API.md (Formulas), written from the
+"""segref.py: the tests' float64 numpy reference of the 24 functions of proto/API.md (Formulas), written from the
 formulas (independent of the C code, the server and the client), plus test data makers. The shape
 tables (SHAPES, FORWARD_INPUTS, WIDTHS) come from the op table itself, proto/optable.json (generated
 from core/ops.def and core/ops.c by scripts/gen_optable.py, checked by CTest optable_generated_files).
@@ -67,6 +67,39 @@ def _safe_div(a, c):
     cc = c.reshape(c.shape + (1,) * (a.ndim - 1))
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(cc != 0, a / np.where(cc != 0, cc, 1), 0.0)
+
+
+def _width(a):
+    """prod of a's trailing shape: the values of one row."""
+    return int(np.prod(a.shape[1:], dtype=np.int64))
+
+
+def seg_arg(x, idx, s, is_max):
+    """Per segment and column, the lowest element index holding the max (min) of x, a NaN beyond every
+    number (the lowest NaN wins); -1 for an empty segment. Shape (S,) + x.shape[1:]."""
+    cols = x.reshape(len(idx), _width(x))
+    arg = np.full((s, cols.shape[1]), -1, dtype=np.int64)
+    for i in range(len(idx)):
+        a = arg[idx[i]]
+        for k in range(cols.shape[1]):
+            v = cols[i, k]
+            if a[k] < 0:
+                a[k] = i
+                continue
+            b = cols[a[k], k]
+            if not np.isnan(b) and (np.isnan(v) or (v > b if is_max else v < b)):
+                a[k] = i
+    return arg.reshape((s,) + x.shape[1:])
+
+
+def _at_arg(a, arg):
+    """a[arg] per column (a (N,*F), arg (S,*F)), 0 where arg < 0."""
+    cols, args = a.reshape(a.shape[0], _width(a)), arg.reshape(arg.shape[0], _width(arg))
+    out = np.zeros(args.shape)
+    for k in range(args.shape[1]):
+        ok = args[:, k] >= 0
+        out[ok, k] = cols[args[ok, k], k]
+    return out.reshape(arg.shape)
 
 
 def reference(op, pass_, a, idx, s):
@@ -148,6 +181,21 @@ def reference(op, pass_, a, idx, s):
             "grad_g_out": q * inv,
             "grad_x": _col((g * inv)[idx], x) * ggx - _col((g * inv**3 * c * q)[idx], x) * x,
         }
+    if op in ("segmented_max", "segmented_min"):
+        x = f["x"]
+        arg = seg_arg(x, idx, s, op == "segmented_max")
+        if pass_ == "forward":
+            return {"out": _at_arg(x, arg)}
+        if pass_ == "backward":
+            gx = np.zeros(x.shape)
+            w = _width(x)
+            cols, args, g = gx.reshape(n, w), arg.reshape(s, w), f["g_out"].reshape(s, w)
+            for sg in range(s):
+                for k in range(args.shape[1]):
+                    if args[sg, k] >= 0:
+                        cols[args[sg, k], k] = g[sg, k]
+            return {"grad_x": gx}
+        return {"grad_g_out": _at_arg(gg("gg_x", x.shape), arg), "grad_x": np.zeros(x.shape)}
     if op == "segmented_matvec":
         v, m = f["v"], f["m"]
         ms = m[idx] if n else np.zeros((0, 3, 3))

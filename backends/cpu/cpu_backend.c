@@ -110,12 +110,13 @@ static int cpu_run(void *vctx, int device, const segops_call *call, char *err, s
     if (call->out[o]) requested |= 1u << o;
   }
   J.plan = segops_plan_of(fn, requested);
-  /* Accumulators per segment: the row's at this width (at least its n_acc[1], the constant-width
-   * code's stride); the values a row hook loads at a general width (cpu_phases.h): two rows of w
-   * (mul's y[s] and gg_y[s]) or a fixed row. */
+  /* Accumulators and segment values per segment: the row's at this width (at least its n_acc[1],
+   * the constant-width code's stride, and its n_segval); the values a row hook loads at a general
+   * width (cpu_phases.h): two rows of w (mul's y[s] and gg_y[s]) or a fixed row. */
   J.n_acc = segops_fn_acc(fn, J.w, J.y_wide);
   if (J.n_acc < fn->n_acc[1]) J.n_acc = fn->n_acc[1];
-  J.n_segval = fn->n_segval;
+  J.n_segval = segops_fn_segval(fn, J.w);
+  if (J.n_segval < fn->n_segval) J.n_segval = fn->n_segval; /* w = 0: still one set's stride */
   J.n_row = 2 * J.w + SEGOPS_MAX_INPUTS * SEGOPS_SEG_ROW_MAX;
   const segops_plan *P = &J.plan;
   const bool parallel = ctx->threads > 1 && J.n + J.s >= PARALLEL_MIN_WORK;

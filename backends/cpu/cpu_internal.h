@@ -48,12 +48,12 @@ typedef struct {
   void *out[SEGOPS_MAX_OUTPUTS];     /* NULL: not requested */
   const int32_t *idx;
   int64_t n, s;
-  int64_t w;     /* the row width prod(F): 1 and 3 run constant-width code, any other the general one */
-  bool y_wide;   /* mul: y is (S,*F) (element-wise), not (S,) */
-  int64_t n_acc; /* accumulators per segment (segops_fn_acc, at least the row's n_acc[1]): acc's stride */
-  int n_segval;  /* the row's n_segval: segval's stride */
-  int64_t n_row; /* general width: values a row hook loads (heap storage, cpu_phases.h) */
-  int *failed;   /* general width: set when a task could not allocate its storage */
+  int64_t w;        /* the row width prod(F): 1 and 3 run constant-width code, any other the general one */
+  bool y_wide;      /* mul: y is (S,*F) (element-wise), not (S,) */
+  int64_t n_acc;    /* accumulators per segment (segops_fn_acc, at least the row's n_acc[1]): acc's stride */
+  int64_t n_segval; /* segment values per segment (segops_fn_segval): segval's stride */
+  int64_t n_row;    /* general width: values a row hook loads (heap storage, cpu_phases.h) */
+  int *failed;      /* general width: set when a task could not allocate its storage */
   segops_plan plan;
   int64_t nchunks;       /* walk and elems: element chunks */
   const int64_t *bounds; /* reduce: segment chunks (nchunks + 1 entries) */

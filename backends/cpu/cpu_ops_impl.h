@@ -1,4 +1,4 @@
-/* cpu_ops_impl.h: the 18 functions of proto/API.md (Formulas) as CPU hooks (cpu_phases.h), written once for a
+/* cpu_ops_impl.h: the 24 functions of proto/API.md (Formulas) as CPU hooks (cpu_phases.h), written once for a
  * float type T. Included by cpu_ops.c with T (float or double) and SFX (f32 or f64) defined.
  * Every value is loaded into double and every accumulation is in double (float32 too); a result
  * is rounded to T once, when stored. Inputs may be unaligned: loads go through memcpy. A NULL
@@ -748,15 +748,116 @@ HOOK FN(matvec_double_backward_gather)(const segops_cpu_job *J, int64_t i, int64
   }
 }
 
+/* ---- segmented_max and segmented_min (rows of any width) ----
+ * Per column c, acc[2c], acc[2c+1] is the pair (value, index) of the column's arg element so far
+ * (segops_arg_beats; the reducers SEGOPS_CPU_ARGMAX, SEGOPS_CPU_ARGMIN). x is input xk of the pass. */
+SEGOPS_CPU_INLINE void FN(arg_visit)(const segops_cpu_job *J, int64_t i, double *acc, int xk, int is_max,
+                                     const int64_t w) {
+  for (int64_t c = 0; c < w; c++) {
+    const double v = FN(ld)(IN(xk), i * w + c);
+    if (segops_arg_beats(acc[2 * c], acc[2 * c + 1], v, (double)i, is_max)) acc[2 * c] = v, acc[2 * c + 1] = (double)i;
+  }
+}
+/* FN(arg_visit) for four rows (width 1 or 3), lane q = row i+q, with A[2c] the values of column c's
+ * pairs and A[2c+1] their indices (SEGOPS_CPU_ACC_LANES). A row replaces its lane's pair where it
+ * beats it as segops_arg_beats says: a larger (smaller) value, a NaN over a number, or a tie with a
+ * higher index (within a lane the indices grow: only the empty pair's, +inf); lanes from m on keep
+ * their pairs. */
+SEGOPS_CPU_INLINE void FN(arg_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, int m, int xk, int is_max,
+                                      int64_t w) {
+  segops_v4d x[3];
+  FN(ld4)(IN(xk), i, W13(w), x);
+  const segops_v4d iv = {(double)i, (double)(i + 1), (double)(i + 2), (double)(i + 3)};
+  const segops_v4l lane = {0, 1, 2, 3}, live = lane < (segops_v4l){m, m, m, m};
+  for (int c = 0; c < W13(w); c++) {
+    const segops_v4d a = A[2 * c], ai = A[2 * c + 1], v = x[c];
+    const segops_v4l vnan = (segops_v4l)(v != v), anan = (segops_v4l)(a != a);
+    const segops_v4l further = is_max ? (segops_v4l)(v > a) : (segops_v4l)(v < a);
+    const segops_v4l tie = (segops_v4l)(v == a) & (segops_v4l)(iv < ai);
+    const segops_v4l take = live & ((vnan & ~anan) | (~vnan & ~anan & (further | tie)));
+    A[2 * c] = (segops_v4d)(((segops_v4l)v & take) | ((segops_v4l)a & ~take));
+    A[2 * c + 1] = (segops_v4d)(((segops_v4l)iv & take) | ((segops_v4l)ai & ~take));
+  }
+}
+HOOK FN(max_forward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int64_t w) {
+  FN(arg_visit4)(J, i, A, m, 0, 1, w);
+}
+HOOK FN(min_forward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int64_t w) {
+  FN(arg_visit4)(J, i, A, m, 0, 0, w);
+}
+HOOK FN(max_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int64_t w) {
+  FN(arg_visit4)(J, i, A, m, 1, 1, w);
+}
+HOOK FN(min_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int64_t w) {
+  FN(arg_visit4)(J, i, A, m, 1, 0, w);
+}
+HOOK FN(max_double_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int64_t w) {
+  FN(arg_visit4)(J, i, A, m, 2, 1, w);
+}
+HOOK FN(min_double_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int64_t w) {
+  FN(arg_visit4)(J, i, A, m, 2, 0, w);
+}
+HOOK FN(max_forward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int64_t w) {
+  FN(arg_visit)(J, i, acc, 0, 1, w);
+}
+HOOK FN(min_forward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int64_t w) {
+  FN(arg_visit)(J, i, acc, 0, 0, w);
+}
+HOOK FN(max_backward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int64_t w) {
+  FN(arg_visit)(J, i, acc, 1, 1, w);
+}
+HOOK FN(min_backward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int64_t w) {
+  FN(arg_visit)(J, i, acc, 1, 0, w);
+}
+HOOK FN(max_double_backward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int64_t w) {
+  FN(arg_visit)(J, i, acc, 2, 1, w);
+}
+HOOK FN(min_double_backward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int64_t w) {
+  FN(arg_visit)(J, i, acc, 2, 0, w);
+}
+/* forward: out[s] = the arg element's value per column, 0 for an empty segment. */
+HOOK FN(arg_forward_finish)(const segops_cpu_job *J, int64_t s, int64_t cnt, const double *acc, double *sv,
+                            const int64_t w) {
+  (void)sv;
+  if (OUT(0))
+    for (int64_t c = 0; c < w; c++) FN(st)(OUT(0), s * w + c, cnt > 0 ? acc[2 * c] : 0.0);
+}
+/* backward, in: g_out, x. sv[c] = the arg element of column c; grad_x[i] = g_out[s] there, else 0. */
+HOOK FN(arg_backward_finish)(const segops_cpu_job *J, int64_t s, int64_t cnt, const double *acc, double *sv,
+                             const int64_t w) {
+  (void)J, (void)s, (void)cnt;
+  for (int64_t c = 0; c < w; c++) sv[c] = acc[2 * c + 1];
+}
+HOOK FN(arg_backward_post)(const segops_cpu_job *J, int64_t i, int64_t j, const double *sv, const int64_t w) {
+  if (!OUT(0)) return;
+  const int64_t s = J->idx[i];
+  for (int64_t p = i; p < j; p++)
+    for (int64_t c = 0; c < w; c++) FN(st)(OUT(0), p * w + c, (double)p == sv[c] ? FN(ld)(IN(0), s * w + c) : 0.0);
+}
+/* double backward, in: gg_x, g_out, x. grad_g_out[s] = gg_x at the arg element per column (0 for an
+ * empty segment or an omitted gg_x); grad_x = 0 (a gather of zeros). */
+HOOK FN(arg_double_backward_finish)(const segops_cpu_job *J, int64_t s, int64_t cnt, const double *acc, double *sv,
+                                    const int64_t w) {
+  (void)sv;
+  if (!OUT(0)) return;
+  for (int64_t c = 0; c < w; c++)
+    FN(st)(OUT(0), s * w + c, cnt > 0 && IN(0) ? FN(ld)(IN(0), (int64_t)acc[2 * c + 1] * w + c) : 0.0);
+}
+HOOK FN(zero_gather)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, const int64_t w) {
+  (void)r;
+  FN(scale)(OUT(1), NULL, 0.0, i * w, j * w);
+}
+
 /* ---- Each function's hooks, and its tasks (walk, reduce, elems) for width 1 and 3 ----
  * DEF(name, row, visit, visit4, layout, finish, post, gather): 0 for a hook it lacks; layout is
  * how its visit4 keeps the accumulators (segops_cpu_acc_layout, without the prefix). Every
- * function reduces by sum (SEGOPS_CPU_SUM). How many accumulators and
+ * function reduces by sum (SEGOPS_CPU_SUM) but max and min (DEF_RED: their arg reducers). How many accumulators and
  * segment values it keeps is its row's n_acc and n_segval (ops.c), carried by the job. */
 /* matvec's outer products: one layout per dtype (FN(outer_visit4)). */
 #define SEGOPS_CPU_ACC_OUTER (sizeof(T) == 8 ? SEGOPS_CPU_ACC_ROWS3 : SEGOPS_CPU_ACC_LANES)
-#define HOOKS(row, visit, visit4, layout, finish, post, gather) \
-  ((segops_cpu_hooks){row, visit, visit4, SEGOPS_CPU_ACC_##layout, finish, post, gather, SEGOPS_CPU_SUM})
+#define HOOKS_RED(red, row, visit, visit4, layout, finish, post, gather) \
+  ((segops_cpu_hooks){row, visit, visit4, SEGOPS_CPU_ACC_##layout, finish, post, gather, red})
+#define HOOKS(...) HOOKS_RED(SEGOPS_CPU_SUM, __VA_ARGS__)
 /* A task runs the constant-width instantiation for w = 1 or 3, the general one (storage of its own,
  * cpu_phases.h) for any other width. */
 #define TASK(name, driver, H)                             \
@@ -772,10 +873,11 @@ HOOK FN(matvec_double_backward_gather)(const segops_cpu_job *J, int64_t i, int64
       free(heap);                                         \
     }                                                     \
   }
-#define DEF(name, row, visit, visit4, layout, finish, post, gather)           \
-  TASK(name, walk, HOOKS(row, visit, visit4, layout, finish, post, gather))   \
-  TASK(name, reduce, HOOKS(row, visit, visit4, layout, finish, post, gather)) \
-  TASK(name, elems, HOOKS(row, visit, visit4, layout, finish, post, gather))
+#define DEF_RED(red, name, row, visit, visit4, layout, finish, post, gather)           \
+  TASK(name, walk, HOOKS_RED(red, row, visit, visit4, layout, finish, post, gather))   \
+  TASK(name, reduce, HOOKS_RED(red, row, visit, visit4, layout, finish, post, gather)) \
+  TASK(name, elems, HOOKS_RED(red, row, visit, visit4, layout, finish, post, gather))
+#define DEF(...) DEF_RED(SEGOPS_CPU_SUM, __VA_ARGS__)
 
 // clang-format off
 DEF(sum_forward, 0, FN(sum_visit), FN(sum_visit4), FLAT, FN(sum_finish), 0, 0)
@@ -809,6 +911,18 @@ DEF(matvec_backward, FN(matvec_backward_row), FN(matvec_backward_visit), FN(matv
     FN(matvec_backward_finish), 0, FN(matvec_backward_gather))
 DEF(matvec_double_backward, FN(matvec_double_backward_row), FN(matvec_double_backward_visit),
     FN(matvec_double_backward_visit4), OUTER, FN(matvec_double_backward_finish), 0, FN(matvec_double_backward_gather))
+DEF_RED(SEGOPS_CPU_ARGMAX, max_forward, 0, FN(max_forward_visit), FN(max_forward_visit4), LANES,
+        FN(arg_forward_finish), 0, 0)
+DEF_RED(SEGOPS_CPU_ARGMAX, max_backward, 0, FN(max_backward_visit), FN(max_backward_visit4), LANES,
+        FN(arg_backward_finish), FN(arg_backward_post), 0)
+DEF_RED(SEGOPS_CPU_ARGMAX, max_double_backward, 0, FN(max_double_backward_visit), FN(max_double_backward_visit4),
+        LANES, FN(arg_double_backward_finish), 0, FN(zero_gather))
+DEF_RED(SEGOPS_CPU_ARGMIN, min_forward, 0, FN(min_forward_visit), FN(min_forward_visit4), LANES,
+        FN(arg_forward_finish), 0, 0)
+DEF_RED(SEGOPS_CPU_ARGMIN, min_backward, 0, FN(min_backward_visit), FN(min_backward_visit4), LANES,
+        FN(arg_backward_finish), FN(arg_backward_post), 0)
+DEF_RED(SEGOPS_CPU_ARGMIN, min_double_backward, 0, FN(min_double_backward_visit), FN(min_double_backward_visit4),
+        LANES, FN(arg_double_backward_finish), 0, FN(zero_gather))
 // clang-format on
 
 /* mul's tasks: y (S,) scales rows (mul1_), y (S,*F) multiplies element-wise (mulw_). */
@@ -828,8 +942,10 @@ MUL_TASKS(double_backward)
 #undef MUL_TASK
 
 #undef DEF
+#undef DEF_RED
 #undef TASK
 #undef HOOKS
+#undef HOOKS_RED
 #undef LDROW
 #undef STROW
 #undef IN

@@ -89,16 +89,30 @@ typedef void (*segops_cpu_finish_fn)(const segops_cpu_job *J, int64_t s, int64_t
 typedef void (*segops_cpu_post_fn)(const segops_cpu_job *J, int64_t i, int64_t j, const double *sv, int64_t w);
 typedef void (*segops_cpu_gather_fn)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, int64_t w);
 
-/* How visit4 keeps the accumulators (acc[a] of lane q) in A. */
 /* The reducer (segops_rowmath.h): accumulators start at identity; two partial accumulations of a
  * segment combine with combine. visit and visit4 add elements with the function's own arithmetic;
  * visit4 (vectors, lanes past a segment's end kept at +0.0) suits only a reducer whose identity
- * is +0.0 and whose combine adds: a function with another leaves visit4 NULL. */
+ * is +0.0 and whose combine adds, or an arg reducer's, whose visit4 keeps the lanes past the end
+ * as they were (max, min): a function with another leaves visit4 NULL.
+ * An arg reducer (max, min) carries a value with its index: pair is not NULL, the accumulators are
+ * pairs (acc[2k] a value, acc[2k+1] the index of the element holding it), identity is the value of
+ * an empty pair (its index +inf), and pair(a, b) keeps in a the better of a and b (combine unused). */
 typedef struct {
   double identity;
   double (*combine)(double a, double b);
+  void (*pair)(double *a, const double *b);
 } segops_cpu_reducer;
-#define SEGOPS_CPU_SUM ((segops_cpu_reducer){segops_sum_identity(), segops_sum_combine})
+#define SEGOPS_CPU_SUM ((segops_cpu_reducer){segops_sum_identity(), segops_sum_combine, NULL})
+SEGOPS_CPU_INLINE void segops_cpu_argmax_pair(double *a, const double *b) {
+  if (segops_arg_beats(a[0], a[1], b[0], b[1], 1)) a[0] = b[0], a[1] = b[1];
+}
+SEGOPS_CPU_INLINE void segops_cpu_argmin_pair(double *a, const double *b) {
+  if (segops_arg_beats(a[0], a[1], b[0], b[1], 0)) a[0] = b[0], a[1] = b[1];
+}
+#define SEGOPS_CPU_ARGMAX ((segops_cpu_reducer){segops_arg_identity(1), NULL, segops_cpu_argmax_pair})
+#define SEGOPS_CPU_ARGMIN ((segops_cpu_reducer){segops_arg_identity(0), NULL, segops_cpu_argmin_pair})
+
+/* How visit4 keeps the accumulators (acc[a] of lane q) in A. */
 
 typedef enum {
   SEGOPS_CPU_ACC_LANES, /* A[a][q]: one vector per accumulator, its lanes side by side */
@@ -117,15 +131,15 @@ typedef struct {
   segops_cpu_reducer red;
 } segops_cpu_hooks;
 
-/* acc[0 .. count) = the reducer's identity: the accumulators of a segment before any visit. +0.0
- * (the sum's) is all zero bytes: a memset, which the compiler treats as it treats zero
- * initialisation. */
+/* acc[0 .. count) = the reducer's identity: the accumulators of a segment before any visit (an arg
+ * reducer's: pairs from acc[0], each index +inf). +0.0 (the sum's) is all zero bytes: a memset,
+ * which the compiler treats as it treats zero initialisation. */
 SEGOPS_CPU_INLINE void segops_cpu_init(const segops_cpu_hooks H, double *acc, int64_t count) {
-  if (H.red.identity == 0.0 && !__builtin_signbit(H.red.identity)) {
+  if (!H.red.pair && H.red.identity == 0.0 && !__builtin_signbit(H.red.identity)) {
     memset(acc, 0, (size_t)count * sizeof *acc);
     return;
   }
-  for (int64_t a = 0; a < count; a++) acc[a] = H.red.identity;
+  for (int64_t a = 0; a < count; a++) acc[a] = H.red.pair && (a & 1) ? INFINITY : H.red.identity;
 }
 
 /* The general width. The drivers take a heap pointer: NULL in the instantiations for width 1 and
@@ -137,9 +151,15 @@ SEGOPS_CPU_INLINE void segops_cpu_init(const segops_cpu_hooks H, double *acc, in
  * columns or within its row dots): the order of a segment's sums still depends only on the
  * segment, sorted or not, whatever the chunks or threads. */
 SEGOPS_CPU_INLINE bool segops_cpu_gen(const double *heap) { return heap != NULL; }
-/* Storage of a task at a general width, or NULL (then *J->failed is set: the call fails). */
+/* Where finish puts a segment's values for post: the stack array sv_s at width 1 and 3, the
+ * task's heap at a general width (values per column: as many as the row is wide). */
+SEGOPS_CPU_INLINE double *segops_cpu_sv(const segops_cpu_job *J, double *heap, double *sv_s) {
+  return heap ? heap + J->n_acc + J->n_row : sv_s;
+}
+/* Storage of a task at a general width, or NULL (then *J->failed is set: the call fails): J->n_acc
+ * accumulators, then J->n_row row values, then J->n_segval segment values (segops_cpu_sv). */
 static inline double *segops_cpu_heap(const segops_cpu_job *J) {
-  double *h = malloc((size_t)(J->n_acc + J->n_row + 1) * sizeof *h);
+  double *h = malloc((size_t)(J->n_acc + J->n_row + J->n_segval + 1) * sizeof *h);
   if (!h) __atomic_store_n(J->failed, 1, __ATOMIC_RELAXED);
   return h;
 }
@@ -155,6 +175,16 @@ SEGOPS_CPU_INLINE bool segops_cpu_one_lane(const segops_cpu_hooks H, const bool 
 }
 SEGOPS_CPU_INLINE void segops_cpu_combine(const segops_cpu_hooks H, const double *l0, const double *l1,
                                           const double *l2, const double *l3, double *acc) {
+  if (H.red.pair) { /* pairs: (l0 . l1) . (l2 . l3) as the sums */
+    for (int a = 0; a + 1 < SEGOPS_CPU_MAX_ACC; a += 2) {
+      double t[2] = {l2[a], l2[a + 1]};
+      acc[a] = l0[a], acc[a + 1] = l0[a + 1];
+      H.red.pair(acc + a, l1 + a);
+      H.red.pair(t, l3 + a);
+      H.red.pair(acc + a, t);
+    }
+    return;
+  }
   for (int a = 0; a < SEGOPS_CPU_MAX_ACC; a++)
     acc[a] = H.red.combine(H.red.combine(l0[a], l1[a]), H.red.combine(l2[a], l3[a]));
 }
@@ -217,7 +247,10 @@ SEGOPS_CPU_INLINE int64_t segops_cpu_reduce4(const segops_cpu_job *J, const sego
                                              const int64_t w, double *acc) {
   segops_v4d A[SEGOPS_CPU_MAX_ACC];
   const double id = H.red.identity;
-  for (int a = 0; a < SEGOPS_CPU_MAX_ACC; a++) A[a] = (segops_v4d){id, id, id, id};
+  for (int a = 0; a < SEGOPS_CPU_MAX_ACC; a++) {
+    const double v = H.red.pair && (a & 1) ? INFINITY : id; /* an arg reducer's index: none */
+    A[a] = (segops_v4d){v, v, v, v};
+  }
   int64_t p = i, j;
   for (;;) {
     if (p + SEGOPS_CPU_LANES > J->n) {            /* the end of idx: the last 0-3 as visits, below */
@@ -236,7 +269,7 @@ SEGOPS_CPU_INLINE int64_t segops_cpu_reduce4(const segops_cpu_job *J, const sego
     break;
   }
   double l[SEGOPS_CPU_LANES][SEGOPS_CPU_MAX_ACC];
-  segops_cpu_init(H, l[0], SEGOPS_CPU_LANES * SEGOPS_CPU_MAX_ACC);
+  for (int q = 0; q < SEGOPS_CPU_LANES; q++) segops_cpu_init(H, l[q], SEGOPS_CPU_MAX_ACC);
   for (int q = 0; q < SEGOPS_CPU_LANES; q++)
     for (int a = 0; a < SEGOPS_CPU_MAX_ACC; a++) {
       const int64_t k = q * w + a;
@@ -269,8 +302,8 @@ SEGOPS_CPU_INLINE void segops_cpu_reduce1(const segops_cpu_job *J, const segops_
 SEGOPS_CPU_INLINE int64_t segops_cpu_segment(const segops_cpu_job *J, const segops_cpu_hooks H, int64_t s, int64_t i,
                                              const int64_t w, double *heap) {
   const bool gen = segops_cpu_gen(heap);
-  double acc_s[SEGOPS_CPU_MAX_ACC] = {0}, sv[SEGOPS_CPU_MAX_SEGVAL] = {0};
-  double *acc = gen ? heap : acc_s;
+  double acc_s[SEGOPS_CPU_MAX_ACC] = {0}, sv_s[SEGOPS_CPU_MAX_SEGVAL] = {0};
+  double *acc = gen ? heap : acc_s, *sv = segops_cpu_sv(J, heap, sv_s);
   const bool reduce = H.finish && J->plan.reduce;
   int64_t j;
   if (reduce && H.visit4 && !gen) {
@@ -301,8 +334,8 @@ SEGOPS_CPU_INLINE void segops_cpu_empty(const segops_cpu_job *J, const segops_cp
   if (!H.finish || !J->plan.seg_outs) return;
   const bool gen = segops_cpu_gen(heap);
   for (int64_t s = s0; s < s1; s++) {
-    double acc_s[SEGOPS_CPU_MAX_ACC], sv[SEGOPS_CPU_MAX_SEGVAL] = {0};
-    double *acc = gen ? heap : acc_s;
+    double acc_s[SEGOPS_CPU_MAX_ACC], sv_s[SEGOPS_CPU_MAX_SEGVAL] = {0};
+    double *acc = gen ? heap : acc_s, *sv = segops_cpu_sv(J, heap, sv_s);
     segops_cpu_init(H, acc, gen ? J->n_acc : SEGOPS_CPU_MAX_ACC);
     H.finish(J, s, 0, acc, sv, w);
   }
@@ -347,19 +380,19 @@ SEGOPS_CPU_INLINE void segops_cpu_reduce(const segops_cpu_job *J, const segops_c
   }
   if (!H.finish || !J->plan.reduce) return;
   for (int64_t s = s0; s < s1; s++) {
-    double sv[SEGOPS_CPU_MAX_SEGVAL] = {0};
+    double sv_s[SEGOPS_CPU_MAX_SEGVAL] = {0}, *sv = segops_cpu_sv(J, heap, sv_s);
     if (gen) { /* one set of accumulators, in place */
       H.finish(J, s, cnt[s], acc + s * stride, sv, w);
-      for (int v = 0; v < J->n_segval; v++) J->segval[s * J->n_segval + v] = sv[v];
+      for (int64_t v = 0; v < J->n_segval; v++) J->segval[s * J->n_segval + v] = sv[v];
       continue;
     }
     double sum[SEGOPS_CPU_MAX_ACC] = {0}, l[SEGOPS_CPU_LANES][SEGOPS_CPU_MAX_ACC];
-    segops_cpu_init(H, l[0], SEGOPS_CPU_LANES * SEGOPS_CPU_MAX_ACC);
+    for (int q = 0; q < SEGOPS_CPU_LANES; q++) segops_cpu_init(H, l[q], SEGOPS_CPU_MAX_ACC);
     for (int q = 0; q < SEGOPS_CPU_LANES; q++)
       for (int a = 0; a < k; a++) l[q][a] = acc[s * stride + q * k + a];
     segops_cpu_combine(H, l[0], l[1], l[2], l[3], sum);
     H.finish(J, s, cnt[s], sum, sv, w);
-    for (int v = 0; v < J->n_segval; v++) J->segval[s * J->n_segval + v] = sv[v];
+    for (int64_t v = 0; v < J->n_segval; v++) J->segval[s * J->n_segval + v] = sv[v];
   }
 }
 

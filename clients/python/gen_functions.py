@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""gen_functions.py: writes the 18 functions' Python source from the client's op table
+"""gen_functions.py: writes the 24 functions' Python source from the client's op table
 (src/segops/_table.py), so that every one has a real signature, type hints and a docstring that
 editors, help() and type checkers see:
 

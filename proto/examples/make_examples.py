@@ -23,6 +23,7 @@ Y3 = [[2, 3, 4], [5, 6, 7], [8, 9, 10], [11, 12, 13]]
 RX = [[3, 4, 0], [0, 0, 0], [1, 2, 2], [0, 0, 0]]
 V1 = [[1, 0, 0]]
 M1 = [[[1, 2, 0], [0, 1, 0], [0, 0, 1]]]
+MX, MI = [1, 3, 2, 3, -0.0, 0.0], [0, 0, 0, 0, 1, 1]  # max/min: ties; segment 2 empty
 
 # (op, pass, arguments, num_segments, extra top-level keys). Values: nested lists of floats, idx ints.
 CASES = [
@@ -48,6 +49,13 @@ CASES = [
     ("segmented_matvec", "backward", {"g_out": [[0.5, -1, 2]], "v": V1, "m": M1, "idx": [0]}, 1, {}),
     ("segmented_matvec", "double_backward",
      {"gg_v": [[1, 1, 1]], "gg_m": M1, "g_out": [[0.5, -1, 2]], "v": V1, "m": M1, "idx": [0]}, 1, {}),
+    # max and min: a tie (3 and 3), a signed-zero tie, an empty segment (proto/API.md, Formulas).
+    ("segmented_max", "forward", {"x": MX, "idx": MI}, 3, {}),
+    ("segmented_max", "backward", {"g_out": [10, 20, 30], "x": MX, "idx": MI}, 3, {}),
+    ("segmented_max", "double_backward", {"gg_x": [1, 2, 3, 4, 5, 6], "x": MX, "idx": MI}, 3, {}),
+    ("segmented_min", "forward", {"x": MX, "idx": MI}, 3, {}),
+    ("segmented_min", "backward", {"g_out": [10, 20, 30], "x": MX, "idx": MI}, 3, {}),
+    ("segmented_min", "double_backward", {"gg_x": [1, 2, 3, 4, 5, 6], "x": MX, "idx": MI}, 3, {}),
 ]
 
 

@@ -11,7 +11,7 @@
 _Static_assert(SEGOPS_FN_SEGMENTED_MATVEC_DOUBLE_BACKWARD ==
                    SEGOPS_OP_MATVEC * SEGOPS_PASS_COUNT + SEGOPS_PASS_DOUBLE_BACKWARD,
                "function ids are op * 3 + pass in the op table's order");
-_Static_assert(SEGOPS_FN_COUNT == SEGOPS_OP_COUNT * SEGOPS_PASS_COUNT, "18 functions");
+_Static_assert(SEGOPS_FN_COUNT == SEGOPS_OP_COUNT * SEGOPS_PASS_COUNT, "24 functions");
 _Static_assert(SEGOPS_MAX_INPUTS == 5 && SEGOPS_MAX_OUTPUTS == 3 && SEGOPS_MAX_NDIM == 6,
                "the ring's arrays are sized for these (proto/segops_ring.h)");
 

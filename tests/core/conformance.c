@@ -61,7 +61,9 @@ typedef struct {
 } variant;
 
 /* Fills values for input k of fn: uniform in [-1, 1], rounded to dt. rms_norm's x gets whole
- * zero rows for every segment s with s % 5 == 1 (zero-norm segments). */
+ * zero rows for every segment s with s % 5 == 1 (zero-norm segments). max's and min's x takes
+ * nine values (multiples of 1/4, 0 with either sign): most extrema tie, so every driver's lanes,
+ * chunks and orders must keep the lowest index. */
 static void fill_input(const segops_fn_desc *fn, int k, const tu_layout *L, int64_t w, segops_dtype dt, tu_rng *rng,
                        double *v, int64_t count) {
   for (int64_t j = 0; j < count; j++) v[j] = tu_round(dt, tu_uniform(rng, -1.0, 1.0));
@@ -69,6 +71,8 @@ static void fill_input(const segops_fn_desc *fn, int k, const tu_layout *L, int6
     for (int64_t i = 0; i < L->n; i++)
       if (L->idx[i] % 5 == 1)
         for (int64_t c = 0; c < w; c++) v[i * w + c] = 0.0;
+  if ((fn->op == SEGOPS_OP_MAX || fn->op == SEGOPS_OP_MIN) && strcmp(fn->in[k].name, "x") == 0)
+    for (int64_t j = 0; j < count; j++) v[j] = round(v[j] * 4.0) / 4.0;
 }
 
 static void check_case(const tu_layout *L, const segops_fn_desc *fn, segops_dtype dt, int64_t w, bool y_wide,
@@ -159,6 +163,10 @@ static void check_case(const tu_layout *L, const segops_fn_desc *fn, segops_dtyp
           }
           TU_CHECK(worst <= 2 * tol, "%s: %s differs from the CPU backend (rel err %.3g)", what, fn->out[o].name,
                    worst);
+          /* max and min select an element: no rounding, so the same bits as the CPU backend */
+          if (fn->op == SEGOPS_OP_MAX || fn->op == SEGOPS_OP_MIN)
+            TU_CHECK(memcmp(outs[o].data, outs_cpu[o].data, outs[o].nbytes) == 0,
+                     "%s: %s is not bit-identical to the CPU backend's", what, fn->out[o].name);
         }
     }
   }
@@ -378,6 +386,8 @@ static void golden(const char *name, segops_op op, segops_pass pass, int w, int6
           double e = want[o][j];
           bool exact = dt == SEGOPS_F64 || (double)(float)e == e;
           bool ok = exact ? got == tu_round(dt, e) : tu_relerr(got, e) <= 1e-6;
+          /* max and min: a NaN is expected as NaN, and a zero with its sign. */
+          if (op == SEGOPS_OP_MAX || op == SEGOPS_OP_MIN) ok = isnan(e) ? isnan(got) : ok && signbit(got) == signbit(e);
           TU_CHECK(ok, "%s: %s[%lld] = %.17g, expected %.17g", what, fn->out[o].name, (long long)j, got, e);
         }
       }
@@ -441,6 +451,49 @@ static void run_golden(void) {
     golden("9 matvec forward (transpose convention)", SEGOPS_OP_MATVEC, SEGOPS_PASS_FORWARD, 3, 1, 1, idx, IN(v, m),
            WANT(out));
     golden("10 matvec backward", SEGOPS_OP_MATVEC, SEGOPS_PASS_BACKWARD, 3, 1, 1, idx, IN(g, v, m), WANT(gv, gm));
+  }
+  { /* max and min (proto/API.md, Formulas): the lowest index among ties, NaN beyond every number
+     * (the lowest NaN wins), +0.0 and -0.0 tie (the lowest index's sign), an empty segment 0; sorted
+     * and interleaved idx. Segments: {1,3,2,3}, {-0,+0}, {+0,-0}, {2,NaN,5,NaN}, {} and {-inf}. */
+    const double x[] = {1, 3, 2, 3, -0.0, 0.0, 0.0, -0.0, 2, NAN, 5, NAN, -INFINITY};
+    const double g[] = {10, 20, 30, 40, 50, 60}, gg[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13};
+    const int32_t idx[] = {0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 3, 3, 5};
+    const double zeros[13] = {0};
+    const double max_out[] = {3, -0.0, 0.0, NAN, 0, -INFINITY}, min_out[] = {1, -0.0, 0.0, NAN, 0, -INFINITY};
+    const double max_gx[] = {0, 10, 0, 0, 20, 0, 30, 0, 0, 40, 0, 0, 60};
+    const double min_gx[] = {10, 0, 0, 0, 20, 0, 30, 0, 0, 40, 0, 0, 60};
+    const double max_gg[] = {2, 5, 7, 10, 0, 13}, min_gg[] = {1, 5, 7, 10, 0, 13};
+    golden("max forward: ties, signed zeros, NaN", SEGOPS_OP_MAX, SEGOPS_PASS_FORWARD, 1, 13, 6, idx, IN(x),
+           WANT(max_out));
+    golden("max backward: lowest index", SEGOPS_OP_MAX, SEGOPS_PASS_BACKWARD, 1, 13, 6, idx, IN(g, x), WANT(max_gx));
+    golden("max double backward", SEGOPS_OP_MAX, SEGOPS_PASS_DOUBLE_BACKWARD, 1, 13, 6, idx, IN(gg, NULL, x),
+           WANT(max_gg, zeros));
+    golden("min forward: ties, signed zeros, NaN", SEGOPS_OP_MIN, SEGOPS_PASS_FORWARD, 1, 13, 6, idx, IN(x),
+           WANT(min_out));
+    golden("min backward: lowest index", SEGOPS_OP_MIN, SEGOPS_PASS_BACKWARD, 1, 13, 6, idx, IN(g, x), WANT(min_gx));
+    golden("min double backward", SEGOPS_OP_MIN, SEGOPS_PASS_DOUBLE_BACKWARD, 1, 13, 6, idx, IN(gg, NULL, x),
+           WANT(min_gg, zeros));
+    /* The same elements interleaved (unsorted idx): element order decides the ties. */
+    const double ux[] = {3, -0.0, 0.0, 1, 0.0, NAN, 3, -0.0, 2, -INFINITY, NAN, 2, 5};
+    const int32_t uidx[] = {0, 1, 2, 0, 1, 3, 0, 2, 0, 5, 3, 3, 3};
+    const double umax_out[] = {3, -0.0, 0.0, NAN, 0, -INFINITY}, umin_out[] = {1, -0.0, 0.0, NAN, 0, -INFINITY};
+    const double umax_gx[] = {10, 20, 30, 0, 0, 40, 0, 0, 0, 60, 0, 0, 0};
+    const double umin_gx[] = {0, 20, 30, 10, 0, 40, 0, 0, 0, 60, 0, 0, 0};
+    golden("max forward, interleaved idx", SEGOPS_OP_MAX, SEGOPS_PASS_FORWARD, 1, 13, 6, uidx, IN(ux), WANT(umax_out));
+    golden("max backward, interleaved idx", SEGOPS_OP_MAX, SEGOPS_PASS_BACKWARD, 1, 13, 6, uidx, IN(g, ux),
+           WANT(umax_gx));
+    golden("min forward, interleaved idx", SEGOPS_OP_MIN, SEGOPS_PASS_FORWARD, 1, 13, 6, uidx, IN(ux), WANT(umin_out));
+    golden("min backward, interleaved idx", SEGOPS_OP_MIN, SEGOPS_PASS_BACKWARD, 1, 13, 6, uidx, IN(g, ux),
+           WANT(umin_gx));
+    /* (N,3) rows: every column has its own arg element. */
+    const double x3[] = {1, 5, 0, 2, 5, -1, 0, 9, -1}, g3[] = {1, 2, 3};
+    const double max3[] = {2, 9, 0}, min3[] = {0, 5, -1};
+    const double max3_gx[] = {0, 0, 3, 1, 0, 0, 0, 2, 0}, min3_gx[] = {0, 2, 0, 0, 0, 3, 1, 0, 0};
+    const int32_t idx3[] = {0, 0, 0};
+    golden("max forward, (N,3)", SEGOPS_OP_MAX, SEGOPS_PASS_FORWARD, 3, 3, 1, idx3, IN(x3), WANT(max3));
+    golden("max backward, (N,3)", SEGOPS_OP_MAX, SEGOPS_PASS_BACKWARD, 3, 3, 1, idx3, IN(g3, x3), WANT(max3_gx));
+    golden("min forward, (N,3)", SEGOPS_OP_MIN, SEGOPS_PASS_FORWARD, 3, 3, 1, idx3, IN(x3), WANT(min3));
+    golden("min backward, (N,3)", SEGOPS_OP_MIN, SEGOPS_PASS_BACKWARD, 3, 3, 1, idx3, IN(g3, x3), WANT(min3_gx));
   }
   { /* 11: every function with N = 0, S = 5: zero-filled outputs (segment outputs all zeros). */
     const double segv[5 * 9] = {1, -2, 3, 4, 5, 6, 7, 8, 9, 1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 2, 3, 4, 5,

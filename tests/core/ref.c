@@ -38,6 +38,43 @@ static void ref_rms(int64_t w, int64_t n, int64_t s, const int32_t *idx, const i
   }
 }
 
+/* max (is_max) or min per column: arg[g*w+k] = the lowest i of segment g whose x[i][k] is the
+ * extremum, a NaN counting as beyond every number (the lowest NaN wins); -1 for an empty segment.
+ * Scans i upwards and moves only on a strictly better value, so ties keep the lowest index. */
+static void ref_arg(int64_t w, int64_t n, int64_t s, const int32_t *idx, const double *x, int is_max, int64_t *arg) {
+  for (int64_t k = 0; k < s * w; k++) arg[k] = -1;
+  for (int64_t i = 0; i < n; i++)
+    for (int64_t k = 0; k < w; k++) {
+      int64_t *a = &arg[idx[i] * w + k];
+      const double v = x[i * w + k];
+      if (*a < 0) {
+        *a = i;
+        continue;
+      }
+      const double b = x[*a * w + k];
+      if (isnan(b)) continue;
+      if (isnan(v) || (is_max ? v > b : v < b)) *a = i;
+    }
+}
+
+/* max and min: forward (x), backward (g_out, x), double backward (gg_x, g_out, x). */
+static void ref_extremum(segops_pass pass, int is_max, int64_t w, int64_t n, int64_t s, const int32_t *idx,
+                         const double *const in[SEGOPS_MAX_INPUTS], double *const out[SEGOPS_MAX_OUTPUTS]) {
+  int64_t *arg = malloc((size_t)(s * w + 1) * sizeof *arg);
+  const double *x = in[pass == SEGOPS_PASS_FORWARD ? 0 : pass == SEGOPS_PASS_BACKWARD ? 1 : 2];
+  ref_arg(w, n, s, idx, x, is_max, arg);
+  if (pass == SEGOPS_PASS_FORWARD)
+    for (int64_t k = 0; k < s * w; k++) out[0][k] = arg[k] < 0 ? 0.0 : x[arg[k] * w + k % w];
+  if (pass == SEGOPS_PASS_BACKWARD)
+    for (int64_t i = 0; i < n; i++)
+      for (int64_t k = 0; k < w; k++) out[0][i * w + k] = arg[idx[i] * w + k] == i ? in[0][idx[i] * w + k] : 0.0;
+  if (pass == SEGOPS_PASS_DOUBLE_BACKWARD) {
+    for (int64_t k = 0; k < s * w; k++) out[0][k] = arg[k] < 0 ? 0.0 : at(in[0], arg[k] * w + k % w);
+    zero(out[1], n * w);
+  }
+  free(arg);
+}
+
 void ref_run(segops_op op, segops_pass pass, int64_t w, int64_t n, int64_t s, const int32_t *idx,
              const double *const in[SEGOPS_MAX_INPUTS], double *const out[SEGOPS_MAX_OUTPUTS]) {
   ref_run_y(op, pass, w, false, n, s, idx, in, out);
@@ -72,6 +109,10 @@ void ref_run_y(segops_op op, segops_pass pass, int64_t w, bool y_wide, int64_t n
                const double *const in[SEGOPS_MAX_INPUTS], double *const out[SEGOPS_MAX_OUTPUTS]) {
   if (op == SEGOPS_OP_MUL && y_wide) {
     ref_mul_wide(pass, w, n, s, idx, in, out);
+    return;
+  }
+  if (op == SEGOPS_OP_MAX || op == SEGOPS_OP_MIN) {
+    ref_extremum(pass, op == SEGOPS_OP_MAX, w, n, s, idx, in, out);
     return;
   }
   int64_t *c = calloc((size_t)s + 1, sizeof *c);

@@ -1,4 +1,4 @@
-/* ref.h: a plain float64 reference of the 18 functions of proto/API.md (Formulas), for the tests only.
+/* ref.h: a plain float64 reference of the 24 functions of proto/API.md (Formulas), for the tests only.
  * Written from the formulas of proto/API.md as straightforward loops; it shares no code with any backend. */
 #ifndef SEGOPS_TEST_REF_H
 #define SEGOPS_TEST_REF_H

@@ -14,7 +14,7 @@
 
 /* The max reducer: accumulators start at -inf, partials combine by max (inputs hold no NaN). */
 static double max_combine(double a, double b) { return b > a ? b : a; }
-#define MAX_REDUCER ((segops_cpu_reducer){-INFINITY, max_combine})
+#define MAX_REDUCER ((segops_cpu_reducer){-INFINITY, max_combine, NULL})
 
 /* in[0] = x (n x w doubles); out[0] = m[s] = max over the segment of x, per component (0 for an
  * empty segment); out[1] = d[i] = x[i] - m[idx[i]][0] (post, from the one segment value m[s][0]). */
@@ -36,13 +36,13 @@ static void max_post(const segops_cpu_job *J, int64_t i, int64_t j, const double
 
 #define MAX_HOOKS \
   ((segops_cpu_hooks){NULL, max_visit, NULL, SEGOPS_CPU_ACC_LANES, max_finish, max_post, NULL, MAX_REDUCER})
-#define TASK(driver)                               \
-  static void max_##driver(void *arg, int64_t c) { \
-    const segops_cpu_job *J = arg;                 \
-    if (J->w == 3)                                 \
-      segops_cpu_##driver(J, MAX_HOOKS, c, 3, NULL);     \
-    else                                           \
-      segops_cpu_##driver(J, MAX_HOOKS, c, 1, NULL);     \
+#define TASK(driver)                                 \
+  static void max_##driver(void *arg, int64_t c) {   \
+    const segops_cpu_job *J = arg;                   \
+    if (J->w == 3)                                   \
+      segops_cpu_##driver(J, MAX_HOOKS, c, 3, NULL); \
+    else                                             \
+      segops_cpu_##driver(J, MAX_HOOKS, c, 1, NULL); \
   }
 TASK(walk)
 TASK(reduce)
@@ -81,7 +81,8 @@ static void check(const tu_layout *L, int w, tu_rng *rng) {
          *d = malloc((size_t)(n * w + 1) * sizeof *d), *ref = malloc((size_t)(s * w + 1) * sizeof *ref);
   /* Segment s % 3 == 0: every value negative; the others: any sign. */
   for (int64_t i = 0; i < n; i++)
-    for (int64_t c = 0; c < w; c++) x[i * w + c] = L->idx[i] % 3 == 0 ? tu_uniform(rng, -9, -1) : tu_uniform(rng, -1, 1);
+    for (int64_t c = 0; c < w; c++)
+      x[i * w + c] = L->idx[i] % 3 == 0 ? tu_uniform(rng, -9, -1) : tu_uniform(rng, -1, 1);
   for (int64_t k = 0; k < s * w; k++) ref[k] = -INFINITY;
   for (int64_t i = 0; i < n; i++)
     for (int64_t c = 0; c < w; c++) {

@@ -1,6 +1,6 @@
 """test_oip.py: the Open Inference Protocol (KServe v2 REST, proto/API.md, Open Inference Protocol) on the real segopsd,
 driven by the real tritonclient[http] from PyPI: health, server and model metadata, every one of
-the 18 functions with JSON tensors and with binary tensor data, an output subset, bad input
+the 24 functions with JSON tensors and with binary tensor data, an output subset, bad input
 (400 with v1's message), unknown models (404); answers bit-identical to API v1's and within the
 float64 reference's tolerance (tests/segref.py)."""
 import json

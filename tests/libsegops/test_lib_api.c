@@ -32,7 +32,8 @@ static void tables(void) {
     TL_CHECK(!segops_fn_input_name(fn, r->n_in) && !segops_fn_output_name(fn, -1), "names out of range");
   }
   TL_CHECK(segops_fn_lookup("segmented_dot", "double_backward") == SEGOPS_FN_SEGMENTED_DOT_DOUBLE_BACKWARD, "dot");
-  TL_CHECK(segops_fn_lookup("segmented_max", "forward") == -1 && segops_fn_lookup(NULL, "forward") == -1, "unknown");
+  TL_CHECK(segops_fn_lookup("segmented_maximum", "forward") == -1 && segops_fn_lookup(NULL, "forward") == -1,
+           "unknown");
   TL_CHECK(!segops_fn_op(SEGOPS_FN_COUNT) && segops_fn_inputs(-1) == -1, "ids out of range");
 }
 
@@ -92,7 +93,9 @@ static void bad_calls(segops_client *c) {
   const segops_array *in[1] = {&ax};
   segops_error e;
   refused(segops_segmented_sum_forward(NULL, &ax, &ai, 2, &out, &e), &e, "client is NULL");
-  refused(segops_run(c, SEGOPS_FN_COUNT, in, &ai, 2, 0, outs, &e), &e, "function 18 does not exist");
+  char beyond[64];
+  snprintf(beyond, sizeof beyond, "function %d does not exist", SEGOPS_FN_COUNT);
+  refused(segops_run(c, SEGOPS_FN_COUNT, in, &ai, 2, 0, outs, &e), &e, beyond);
   refused(segops_run(c, -1, in, &ai, 2, 0, outs, &e), &e, "does not exist");
   refused(segops_run(c, SEGOPS_FN_SEGMENTED_SUM_FORWARD, in, &ai, 2, 0x2, outs, &e), &e, "asks for output 1");
   refused(segops_run(c, SEGOPS_FN_SEGMENTED_SUM_FORWARD, in, &ai, 2, 0, NULL, &e), &e, "outputs is NULL");

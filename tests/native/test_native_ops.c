@@ -1,4 +1,4 @@
-/* test_native_ops.c: every one of the 18 functions over the native channel gives the same bytes as
+/* test_native_ops.c: every one of the 24 functions over the native channel gives the same bytes as
  * over HTTP from the same daemon: both dtypes, both layouts, idx int32 and int64, inputs copied
  * into the pools or already there, outputs allocated, copied out or written in place, omitted
  * optional inputs and a subset of outputs; and a bad call gets the same error code and message. */

@@ -1,5 +1,5 @@
 """test_torch.py: segops.torch through the real daemon: gradcheck and gradgradcheck (float64)
-for all six ops, scalar and vec3 where allowed; a model-like chain differentiated twice
+for every op, scalar and vec3 where allowed; a model-like chain differentiated twice
 (energy -> forces -> loss -> backward) against the same chain in plain torch; None
 cotangents not sent; float32; third order refused; exact case 12 (proto/API.md)."""
 
@@ -39,6 +39,21 @@ def test_gradgradcheck(client, op, w):
     ins, idx, s = make_inputs(op, w, seed=1)
     fn = getattr(st, op)
     assert torch.autograd.gradgradcheck(lambda *a: fn(*a, idx, s, client=client), ins, eps=1e-6, atol=1e-8, rtol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["segmented_max", "segmented_min"])
+def test_max_min_gradient_goes_to_the_lowest_index(client, op):
+    """proto/API.md, Formulas: ties (3 and 3; -0.0 and +0.0) give the whole gradient to the lowest
+    index, where torch.amax would split it; the value of a signed-zero tie has the lowest index's sign;
+    an empty segment gives 0 and no gradient."""
+    x = torch.tensor([1.0, 3.0, 3.0, -0.0, 0.0, 2.0], dtype=torch.float64, requires_grad=True)
+    idx = torch.tensor([0, 0, 0, 1, 1, 2])
+    out = getattr(st, op)(x, idx, 4, client=client)
+    first = 3.0 if op == "segmented_max" else 1.0
+    assert out.tolist() == [first, 0.0, 2.0, 0.0] and torch.signbit(out[1])
+    (grad,) = torch.autograd.grad(out, x, torch.tensor([10.0, 20.0, 30.0, 40.0], dtype=torch.float64))
+    want = [0.0, 10.0, 0.0, 20.0, 0.0, 30.0] if op == "segmented_max" else [10.0, 0.0, 0.0, 20.0, 0.0, 30.0]
+    assert grad.tolist() == want
 
 
 @pytest.mark.parametrize("op,w", OPS_W)

@@ -190,7 +190,7 @@ SEGOPS_API const char *segops_strerror(int code);
 SEGOPS_API const char *segops_err_name(int code);
 SEGOPS_API int segops_err_status(int code);
 
-/* ---- the 18 functions, typed (generated from the op table: the same as segops_run) ---------- */
+/* ---- the 24 functions, typed (generated from the op table: the same as segops_run) ---------- */
 /* SEGOPS_TYPED_BEGIN (clients/c/gen_typed.py writes what follows up to SEGOPS_TYPED_END) */
 /* Each runs one function as segops_run does, with the inputs in the table's order (NULL: omitted)
  * and one pointer per output: NULL leaves that output out (at least one must be asked for). */
@@ -258,6 +258,24 @@ SEGOPS_API int segops_segmented_matvec_double_backward(segops_client *c, const s
                                                        const segops_array *idx, int64_t num_segments,
                                                        segops_array *grad_g_out, segops_array *grad_v,
                                                        segops_array *grad_m, segops_error *e);
+SEGOPS_API int segops_segmented_max_forward(segops_client *c, const segops_array *x, const segops_array *idx,
+                                            int64_t num_segments, segops_array *out, segops_error *e);
+SEGOPS_API int segops_segmented_max_backward(segops_client *c, const segops_array *g_out, const segops_array *x,
+                                             const segops_array *idx, int64_t num_segments, segops_array *grad_x,
+                                             segops_error *e);
+SEGOPS_API int segops_segmented_max_double_backward(segops_client *c, const segops_array *gg_x,
+                                                    const segops_array *g_out, const segops_array *x,
+                                                    const segops_array *idx, int64_t num_segments,
+                                                    segops_array *grad_g_out, segops_array *grad_x, segops_error *e);
+SEGOPS_API int segops_segmented_min_forward(segops_client *c, const segops_array *x, const segops_array *idx,
+                                            int64_t num_segments, segops_array *out, segops_error *e);
+SEGOPS_API int segops_segmented_min_backward(segops_client *c, const segops_array *g_out, const segops_array *x,
+                                             const segops_array *idx, int64_t num_segments, segops_array *grad_x,
+                                             segops_error *e);
+SEGOPS_API int segops_segmented_min_double_backward(segops_client *c, const segops_array *gg_x,
+                                                    const segops_array *g_out, const segops_array *x,
+                                                    const segops_array *idx, int64_t num_segments,
+                                                    segops_array *grad_g_out, segops_array *grad_x, segops_error *e);
 /* SEGOPS_TYPED_END */
 
 #ifdef __cplusplus

@@ -18,7 +18,7 @@ import numpy as np
 from . import _ext, _table
 from ._ext import ExtensionWarning
 from ._default import default_client, set_default_client
-from ._functions import *  # noqa: F401,F403 (segmented_sum, ... : the 18 functions on the default client)
+from ._functions import *  # noqa: F401,F403 (segmented_sum, ... : the 24 functions on the default client)
 from ._functions import NAMES as _FUNCTION_NAMES
 from ._status import Status
 from .client import DEFAULT_URL, METHOD_NAMES, Client, native_available

@@ -11,7 +11,7 @@ from numpy.typing import ArrayLike
 
 from ._default import default_client
 
-NAMES = ('segmented_sum', 'segmented_sum_backward', 'segmented_sum_double_backward', 'segmented_dot', 'segmented_dot_backward', 'segmented_dot_double_backward', 'segmented_mul', 'segmented_mul_backward', 'segmented_mul_double_backward', 'segmented_mean', 'segmented_mean_backward', 'segmented_mean_double_backward', 'segmented_rms_norm', 'segmented_rms_norm_backward', 'segmented_rms_norm_double_backward', 'segmented_matvec', 'segmented_matvec_backward', 'segmented_matvec_double_backward')
+NAMES = ('segmented_sum', 'segmented_sum_backward', 'segmented_sum_double_backward', 'segmented_dot', 'segmented_dot_backward', 'segmented_dot_double_backward', 'segmented_mul', 'segmented_mul_backward', 'segmented_mul_double_backward', 'segmented_mean', 'segmented_mean_backward', 'segmented_mean_double_backward', 'segmented_rms_norm', 'segmented_rms_norm_backward', 'segmented_rms_norm_double_backward', 'segmented_matvec', 'segmented_matvec_backward', 'segmented_matvec_double_backward', 'segmented_max', 'segmented_max_backward', 'segmented_max_double_backward', 'segmented_min', 'segmented_min_backward', 'segmented_min_double_backward')
 
 
 def segmented_sum(x: ArrayLike, idx: ArrayLike, num_segments: int, *, outputs: Optional[Sequence[str]] = None) -> np.ndarray:
@@ -155,3 +155,49 @@ def segmented_matvec_double_backward(gg_v: Optional[ArrayLike], gg_m: Optional[A
     only those, in the order asked (one: an array). Arrays may be numpy arrays or anything
     np.asarray takes; errors raise segops.SegopsError."""
     return default_client().segmented_matvec_double_backward(gg_v, gg_m, g_out, v, m, idx, num_segments, outputs=outputs)
+
+
+def segmented_max(x: ArrayLike, idx: ArrayLike, num_segments: int, *, outputs: Optional[Sequence[str]] = None) -> np.ndarray:
+    """segmented_max forward on the daemon (proto/API.md, Formulas). Arguments: `x`; `idx` (N,)
+    int32 or int64; `num_segments` S >= 0. Returns `out`. Arrays may be numpy arrays or anything
+    np.asarray takes; errors raise segops.SegopsError."""
+    return default_client().segmented_max(x, idx, num_segments, outputs=outputs)
+
+
+def segmented_max_backward(g_out: ArrayLike, x: ArrayLike, idx: ArrayLike, num_segments: int, *, outputs: Optional[Sequence[str]] = None) -> np.ndarray:
+    """segmented_max backward on the daemon (proto/API.md, Formulas). Arguments: `g_out`; `x`; `idx`
+    (N,) int32 or int64; `num_segments` S >= 0. Returns `grad_x`. Arrays may be numpy arrays or
+    anything np.asarray takes; errors raise segops.SegopsError."""
+    return default_client().segmented_max_backward(g_out, x, idx, num_segments, outputs=outputs)
+
+
+def segmented_max_double_backward(gg_x: Optional[ArrayLike], g_out: Optional[ArrayLike], x: ArrayLike, idx: ArrayLike, num_segments: int, *, outputs: Optional[Sequence[str]] = None) -> Union[np.ndarray, Tuple[np.ndarray, ...]]:
+    """segmented_max double_backward on the daemon (proto/API.md, Formulas). Arguments: `gg_x`
+    (None: zeros, not sent); `g_out` (not read by the formula: may be None; checked when given);
+    `x`; `idx` (N,) int32 or int64; `num_segments` S >= 0. Returns (`grad_g_out`, `grad_x`); with
+    `outputs`, only those, in the order asked (one: an array). Arrays may be numpy arrays or
+    anything np.asarray takes; errors raise segops.SegopsError."""
+    return default_client().segmented_max_double_backward(gg_x, g_out, x, idx, num_segments, outputs=outputs)
+
+
+def segmented_min(x: ArrayLike, idx: ArrayLike, num_segments: int, *, outputs: Optional[Sequence[str]] = None) -> np.ndarray:
+    """segmented_min forward on the daemon (proto/API.md, Formulas). Arguments: `x`; `idx` (N,)
+    int32 or int64; `num_segments` S >= 0. Returns `out`. Arrays may be numpy arrays or anything
+    np.asarray takes; errors raise segops.SegopsError."""
+    return default_client().segmented_min(x, idx, num_segments, outputs=outputs)
+
+
+def segmented_min_backward(g_out: ArrayLike, x: ArrayLike, idx: ArrayLike, num_segments: int, *, outputs: Optional[Sequence[str]] = None) -> np.ndarray:
+    """segmented_min backward on the daemon (proto/API.md, Formulas). Arguments: `g_out`; `x`; `idx`
+    (N,) int32 or int64; `num_segments` S >= 0. Returns `grad_x`. Arrays may be numpy arrays or
+    anything np.asarray takes; errors raise segops.SegopsError."""
+    return default_client().segmented_min_backward(g_out, x, idx, num_segments, outputs=outputs)
+
+
+def segmented_min_double_backward(gg_x: Optional[ArrayLike], g_out: Optional[ArrayLike], x: ArrayLike, idx: ArrayLike, num_segments: int, *, outputs: Optional[Sequence[str]] = None) -> Union[np.ndarray, Tuple[np.ndarray, ...]]:
+    """segmented_min double_backward on the daemon (proto/API.md, Formulas). Arguments: `gg_x`
+    (None: zeros, not sent); `g_out` (not read by the formula: may be None; checked when given);
+    `x`; `idx` (N,) int32 or int64; `num_segments` S >= 0. Returns (`grad_g_out`, `grad_x`); with
+    `outputs`, only those, in the order asked (one: an array). Arrays may be numpy arrays or
+    anything np.asarray takes; errors raise segops.SegopsError."""
+    return default_client().segmented_min_double_backward(gg_x, g_out, x, idx, num_segments, outputs=outputs)

@@ -182,3 +182,55 @@ class FunctionMethods:
         with `outputs`, only those, in the order asked (one: an array). Arrays may be numpy
         arrays or anything np.asarray takes; errors raise segops.SegopsError."""
         return self._run(17, (gg_v, gg_m, g_out, v, m), idx, num_segments, outputs)
+
+    def segmented_max(self, x: ArrayLike, idx: ArrayLike, num_segments: int, *, outputs: Optional[Sequence[str]] = None) -> np.ndarray:
+        """segmented_max forward on the daemon (proto/API.md, Formulas). Arguments: `x`; `idx` (N,)
+        int32 or int64; `num_segments` S >= 0. Returns `out`. Arrays may be numpy arrays or
+        anything np.asarray takes; errors raise segops.SegopsError."""
+        return self._run(18, (x,), idx, num_segments, outputs)
+
+    def segmented_max_backward(self, g_out: ArrayLike, x: ArrayLike, idx: ArrayLike, num_segments: int, *, outputs: Optional[Sequence[str]] = None) -> np.ndarray:
+        """segmented_max backward on the daemon (proto/API.md, Formulas). Arguments: `g_out`; `x`;
+        `idx` (N,) int32 or int64; `num_segments` S >= 0. Returns `grad_x`. Arrays may be numpy
+        arrays or anything np.asarray takes; errors raise segops.SegopsError."""
+        return self._run(19, (g_out, x), idx, num_segments, outputs)
+
+    @overload
+    def segmented_max_double_backward(self, gg_x: Optional[ArrayLike], g_out: Optional[ArrayLike], x: ArrayLike, idx: ArrayLike, num_segments: int, *, outputs: None = None) -> Tuple[np.ndarray, np.ndarray]: ...
+
+    @overload
+    def segmented_max_double_backward(self, gg_x: Optional[ArrayLike], g_out: Optional[ArrayLike], x: ArrayLike, idx: ArrayLike, num_segments: int, *, outputs: Sequence[str]) -> Union[np.ndarray, Tuple[np.ndarray, ...]]: ...
+
+    def segmented_max_double_backward(self, gg_x: Optional[ArrayLike], g_out: Optional[ArrayLike], x: ArrayLike, idx: ArrayLike, num_segments: int, *, outputs: Optional[Sequence[str]] = None) -> Union[np.ndarray, Tuple[np.ndarray, ...]]:
+        """segmented_max double_backward on the daemon (proto/API.md, Formulas). Arguments: `gg_x`
+        (None: zeros, not sent); `g_out` (not read by the formula: may be None; checked when
+        given); `x`; `idx` (N,) int32 or int64; `num_segments` S >= 0. Returns (`grad_g_out`,
+        `grad_x`); with `outputs`, only those, in the order asked (one: an array). Arrays may be
+        numpy arrays or anything np.asarray takes; errors raise segops.SegopsError."""
+        return self._run(20, (gg_x, g_out, x), idx, num_segments, outputs)
+
+    def segmented_min(self, x: ArrayLike, idx: ArrayLike, num_segments: int, *, outputs: Optional[Sequence[str]] = None) -> np.ndarray:
+        """segmented_min forward on the daemon (proto/API.md, Formulas). Arguments: `x`; `idx` (N,)
+        int32 or int64; `num_segments` S >= 0. Returns `out`. Arrays may be numpy arrays or
+        anything np.asarray takes; errors raise segops.SegopsError."""
+        return self._run(21, (x,), idx, num_segments, outputs)
+
+    def segmented_min_backward(self, g_out: ArrayLike, x: ArrayLike, idx: ArrayLike, num_segments: int, *, outputs: Optional[Sequence[str]] = None) -> np.ndarray:
+        """segmented_min backward on the daemon (proto/API.md, Formulas). Arguments: `g_out`; `x`;
+        `idx` (N,) int32 or int64; `num_segments` S >= 0. Returns `grad_x`. Arrays may be numpy
+        arrays or anything np.asarray takes; errors raise segops.SegopsError."""
+        return self._run(22, (g_out, x), idx, num_segments, outputs)
+
+    @overload
+    def segmented_min_double_backward(self, gg_x: Optional[ArrayLike], g_out: Optional[ArrayLike], x: ArrayLike, idx: ArrayLike, num_segments: int, *, outputs: None = None) -> Tuple[np.ndarray, np.ndarray]: ...
+
+    @overload
+    def segmented_min_double_backward(self, gg_x: Optional[ArrayLike], g_out: Optional[ArrayLike], x: ArrayLike, idx: ArrayLike, num_segments: int, *, outputs: Sequence[str]) -> Union[np.ndarray, Tuple[np.ndarray, ...]]: ...
+
+    def segmented_min_double_backward(self, gg_x: Optional[ArrayLike], g_out: Optional[ArrayLike], x: ArrayLike, idx: ArrayLike, num_segments: int, *, outputs: Optional[Sequence[str]] = None) -> Union[np.ndarray, Tuple[np.ndarray, ...]]:
+        """segmented_min double_backward on the daemon (proto/API.md, Formulas). Arguments: `gg_x`
+        (None: zeros, not sent); `g_out` (not read by the formula: may be None; checked when
+        given); `x`; `idx` (N,) int32 or int64; `num_segments` S >= 0. Returns (`grad_g_out`,
+        `grad_x`); with `outputs`, only those, in the order asked (one: an array). Arrays may be
+        numpy arrays or anything np.asarray takes; errors raise segops.SegopsError."""
+        return self._run(23, (gg_x, g_out, x), idx, num_segments, outputs)

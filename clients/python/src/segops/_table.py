@@ -22,6 +22,8 @@ OPS = {
     "segmented_mean": (("x",), False),
     "segmented_rms_norm": (("x",), False),
     "segmented_matvec": (("v", "m"), True),
+    "segmented_max": (("x",), False),
+    "segmented_min": (("x",), False),
 }
 
 # (op, pass) -> (((input name, use), ...), (output name, ...))
@@ -56,6 +58,18 @@ FUNCS = {
         (("gg_v", COT), ("gg_m", COT), ("g_out", REQ), ("v", REQ), ("m", REQ)),
         ("grad_g_out", "grad_v", "grad_m"),
     ),
+    ("segmented_max", "forward"): ((("x", REQ),), ("out",)),
+    ("segmented_max", "backward"): ((("g_out", REQ), ("x", REQ)), ("grad_x",)),
+    ("segmented_max", "double_backward"): (
+        (("gg_x", COT), ("g_out", UNR), ("x", REQ)),
+        ("grad_g_out", "grad_x"),
+    ),
+    ("segmented_min", "forward"): ((("x", REQ),), ("out",)),
+    ("segmented_min", "backward"): ((("g_out", REQ), ("x", REQ)), ("grad_x",)),
+    ("segmented_min", "double_backward"): (
+        (("gg_x", COT), ("g_out", UNR), ("x", REQ)),
+        ("grad_g_out", "grad_x"),
+    ),
 }
 
 # Shapes, as segops.torch's fake (meta) implementations and vmap rules need them.
@@ -67,6 +81,8 @@ LEADS = {
     "segmented_mean": {"x": "N"},
     "segmented_rms_norm": {"x": "N"},
     "segmented_matvec": {"v": "N", "m": "S"},
+    "segmented_max": {"x": "N"},
+    "segmented_min": {"x": "N"},
 }
 # op -> (leading dimension of the forward's `out`, the forward input whose trailing
 # dimensions `out` has, or None for none): e.g. sum's out is (S,) + x.shape[1:].
@@ -77,6 +93,8 @@ OUT_SHAPE = {
     "segmented_mean": ("S", "x"),
     "segmented_rms_norm": ("S", None),
     "segmented_matvec": ("N", "v"),
+    "segmented_max": ("S", "x"),
+    "segmented_min": ("S", "x"),
 }
 # END generated: client table
 

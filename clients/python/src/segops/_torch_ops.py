@@ -1,4 +1,4 @@
-"""_torch_ops.py: the 18 functions as torch.library custom ops `segops::<op>_<pass>`, each with
+"""_torch_ops.py: the 24 functions as torch.library custom ops `segops::<op>_<pass>`, each with
 a fake (meta) implementation, a vmap rule, and autograd to second order: the forward's
 backward calls the backward op, whose backward calls the double-backward op, whose backward
 raises. torch.compile keeps every call opaque (one node per server call).

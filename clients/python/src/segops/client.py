@@ -275,5 +275,5 @@ def _pick(op, pass_, res, outs, outputs):
     return got[0] if len(got) == 1 else got
 
 
-# The 18 functions' names, in the op table's order (their methods: _methods.FunctionMethods).
+# The 24 functions' names, in the op table's order (their methods: _methods.FunctionMethods).
 METHOD_NAMES = tuple(_table.method_name(op, pass_) for op, pass_ in _table.FUNCS)

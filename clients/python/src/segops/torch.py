@@ -348,6 +348,20 @@ def segmented_matvec(
     return _apply("segmented_matvec", (v, m), idx, num_segments, client)
 
 
+def segmented_max(x: Tensor, idx: Tensor, num_segments: SegmentCount, *, client: ClientLike = None) -> Tensor:
+    """out[s] = max of x[i] over idx[i] == s, per component (0 for an empty segment, NaN if the
+    segment holds one); x (N, *F) -> (S, *F). The gradient goes to one element per segment and
+    component: the lowest index among the tied maxima (torch.amax splits it among them)."""
+    return _apply("segmented_max", (x,), idx, num_segments, client)
+
+
+def segmented_min(x: Tensor, idx: Tensor, num_segments: SegmentCount, *, client: ClientLike = None) -> Tensor:
+    """out[s] = min of x[i] over idx[i] == s, per component (0 for an empty segment, NaN if the
+    segment holds one); x (N, *F) -> (S, *F). The gradient goes to one element per segment and
+    component: the lowest index among the tied minima (torch.amin splits it among them)."""
+    return _apply("segmented_min", (x,), idx, num_segments, client)
+
+
 _DTYPE_CODES = {torch.float32: 0, torch.float64: 1, torch.int32: 2, torch.int64: 3}  # segops_dtype
 
 
