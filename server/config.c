@@ -831,6 +831,13 @@ static int apply_argv(int argc, char **argv, char *err, size_t errlen) {
   return SEGOPS_CONFIG_OK;
 }
 
+/* One uid's share of whole: as configured (at most the whole), or by default (share < 0) half of
+ * it, and never nothing of a whole that is something. */
+static int64_t share_of(int64_t whole, int64_t share) {
+  if (share < 0) share = whole / 2 > 0 ? whole / 2 : whole;
+  return share < whole ? share : whole;
+}
+
 /* Per-peer shares: by default half the whole (the request memory at least room for a largest body
  * and as much work), never more than the whole nor less than one largest body; the head deadline
  * within the idle one. */
@@ -843,15 +850,11 @@ static void settle_peer_shares(segops_config *c) {
   }
   if (c->max_inflight_bytes_per_peer > c->max_inflight_bytes) c->max_inflight_bytes_per_peer = c->max_inflight_bytes;
   if (c->max_inflight_bytes_per_peer < c->max_body_bytes + 1) c->max_inflight_bytes_per_peer = c->max_body_bytes + 1;
-  if (c->max_shm_bytes_per_uid < 0 || c->max_shm_bytes_per_uid > c->max_shm_bytes)
-    c->max_shm_bytes_per_uid = c->max_shm_bytes_per_uid < 0 ? c->max_shm_bytes / 2 : c->max_shm_bytes;
-  if (c->max_shm_regions_per_uid < 0 || c->max_shm_regions_per_uid > c->max_shm_regions)
-    c->max_shm_regions_per_uid = c->max_shm_regions_per_uid < 0 ? c->max_shm_regions / 2 : c->max_shm_regions;
-  if (c->max_mappings_per_uid < 0) c->max_mappings_per_uid = SEGOPS_GUARD_TABLE_SLOTS / 2;
-  if (c->max_mapped_bytes_per_uid < 0 || c->max_mapped_bytes_per_uid > c->max_mapped_bytes)
-    c->max_mapped_bytes_per_uid = c->max_mapped_bytes_per_uid < 0 ? c->max_mapped_bytes / 2 : c->max_mapped_bytes;
-  if (c->max_pinned_bytes_per_uid < 0 || c->max_pinned_bytes_per_uid > c->max_pinned_bytes)
-    c->max_pinned_bytes_per_uid = c->max_pinned_bytes_per_uid < 0 ? c->max_pinned_bytes / 2 : c->max_pinned_bytes;
+  c->max_shm_bytes_per_uid = share_of(c->max_shm_bytes, c->max_shm_bytes_per_uid);
+  c->max_shm_regions_per_uid = share_of(c->max_shm_regions, c->max_shm_regions_per_uid);
+  c->max_mappings_per_uid = share_of(SEGOPS_GUARD_TABLE_SLOTS, c->max_mappings_per_uid);
+  c->max_mapped_bytes_per_uid = share_of(c->max_mapped_bytes, c->max_mapped_bytes_per_uid);
+  c->max_pinned_bytes_per_uid = share_of(c->max_pinned_bytes, c->max_pinned_bytes_per_uid);
   if (c->max_connections_per_peer < 0)
     c->max_connections_per_peer = c->max_connections > 1 ? c->max_connections / 2 : 1;
   if (c->max_connections_per_peer > c->max_connections) c->max_connections_per_peer = c->max_connections;
