@@ -663,7 +663,7 @@ def test_one_uid_cannot_keep_every_worker_while_another_waits(py):
     flood = None
     try:
         assert info(d)["limits"]["max_running_per_uid"] == 2
-        flood = subprocess.Popen(argv_as(OTHER_UID, py, STAGGERED, d.url, "7", "6", "0.3"), stdout=subprocess.PIPE,
+        flood = subprocess.Popen(argv_as(OTHER_UID, py, STAGGERED, d.url, "5", "6", "0.3"), stdout=subprocess.PIPE,
                                  text=True)
         time.sleep(2.5)  # its four running calls end 0.3 s apart, two more wait
         import threading
