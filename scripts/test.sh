@@ -31,7 +31,7 @@ run_suite() { # name build_dir ctest-args...
 
 echo "=== release: build"
 if scripts/build.sh; then
-  run_suite release build
+  run_suite release build -LE timing
 else
   echo "release build FAILED"; failed=1
 fi
@@ -42,7 +42,7 @@ if [ "${SEGOPS_SKIP_ASAN:-0}" != 1 ]; then
       -DSEGOPS_CUDA=OFF -DSEGOPS_BUILD_BENCH=OFF; then
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=1 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-      run_suite asan build-asan -LE 'slow|fuzz|torch|wheel'
+      run_suite asan build-asan -LE 'slow|fuzz|torch|wheel|timing'
   else
     echo "sanitizer build FAILED"; failed=1
   fi

@@ -435,6 +435,79 @@ static const segops_setting LIMIT_ROWS[] = {
      .def = "1G",
      .help = "shared-memory regions registered at once (all clients together); beyond it registration "
              "fails"},
+    {.name = "max-shm-bytes-per-uid",
+     .env = "SEGOPS_MAX_SHM_BYTES_PER_UID",
+     .type = SEGOPS_SET_BYTES,
+     AT(max_shm_bytes_per_uid),
+     .lo = 0,
+     .def = "auto",
+     .def_doc = "auto (half of --max-shm-bytes)",
+     .flags = SEGOPS_SET_AUTO,
+     .help = "of --max-shm-bytes, what the regions of one client uid may hold, so that one uid's registrations "
+             "cannot shut the others out"},
+    {.name = "max-shm-regions",
+     .env = "SEGOPS_MAX_SHM_REGIONS",
+     .type = SEGOPS_SET_INT,
+     AT(max_shm_regions),
+     .lo = 0,
+     .hi = SEGOPS_GUARD_TABLE_SLOTS,
+     .def = "1024",
+     .help = "shared-memory regions registered at once (all clients together)"},
+    {.name = "max-shm-regions-per-uid",
+     .env = "SEGOPS_MAX_SHM_REGIONS_PER_UID",
+     .type = SEGOPS_SET_INT,
+     AT(max_shm_regions_per_uid),
+     .lo = 0,
+     .hi = SEGOPS_GUARD_TABLE_SLOTS,
+     .def = "auto",
+     .def_doc = "auto (half of --max-shm-regions)",
+     .flags = SEGOPS_SET_AUTO,
+     .help = "of --max-shm-regions, how many one client uid may hold"},
+    {.name = "max-mappings-per-uid",
+     .env = "SEGOPS_MAX_MAPPINGS_PER_UID",
+     .type = SEGOPS_SET_INT,
+     AT(max_mappings_per_uid),
+     .lo = 1,
+     .hi = SEGOPS_GUARD_TABLE_SLOTS,
+     .def = "auto",
+     .def_doc = "auto (half of the guard table: 4096)",
+     .flags = SEGOPS_SET_AUTO,
+     .help = "client mappings one uid may hold at once (native rings and pools, shm regions) in the daemon's "
+             "guard table of 8192"},
+    {.name = "max-mapped-bytes",
+     .env = "SEGOPS_MAX_MAPPED_BYTES",
+     .type = SEGOPS_SET_BYTES,
+     AT(max_mapped_bytes),
+     .lo = 1,
+     .def = "64G",
+     .help = "client memory mapped at once over every client (native channels' rings and pools with the "
+             "daemon's bookkeeping for their slots, shm regions); beyond it a hand-over or registration fails"},
+    {.name = "max-mapped-bytes-per-uid",
+     .env = "SEGOPS_MAX_MAPPED_BYTES_PER_UID",
+     .type = SEGOPS_SET_BYTES,
+     AT(max_mapped_bytes_per_uid),
+     .lo = 1,
+     .def = "auto",
+     .def_doc = "auto (half of --max-mapped-bytes)",
+     .flags = SEGOPS_SET_AUTO,
+     .help = "of --max-mapped-bytes, what one client uid's channels and regions together may hold"},
+    {.name = "max-pinned-bytes",
+     .env = "SEGOPS_MAX_PINNED_BYTES",
+     .type = SEGOPS_SET_BYTES,
+     AT(max_pinned_bytes),
+     .lo = 0,
+     .def = "16G",
+     .help = "of the mapped client memory, how much is pinned for direct device copies (CUDA) over every client; "
+             "beyond it memory is used unpinned"},
+    {.name = "max-pinned-bytes-per-uid",
+     .env = "SEGOPS_MAX_PINNED_BYTES_PER_UID",
+     .type = SEGOPS_SET_BYTES,
+     AT(max_pinned_bytes_per_uid),
+     .lo = 0,
+     .def = "auto",
+     .def_doc = "auto (half of --max-pinned-bytes)",
+     .flags = SEGOPS_SET_AUTO,
+     .help = "of --max-pinned-bytes, what one client uid's channels and regions together may have pinned"},
     {.name = "min-upload-rate",
      .env = "SEGOPS_MIN_UPLOAD_RATE",
      .type = SEGOPS_SET_BYTES,
@@ -516,6 +589,17 @@ static const segops_setting SCHED_ROWS[] = {
      .help = "requests of one client uid (native channel, unix socket, loopback TCP) waiting for a worker "
              "before 503; a uid with none waiting is taken even when the queue is full, and waiting requests "
              "are served round-robin across uids"},
+    {.name = "max-running-per-uid",
+     .env = "SEGOPS_MAX_RUNNING_PER_UID",
+     .type = SEGOPS_SET_INT,
+     AT(max_running_per_uid),
+     .lo = 1,
+     .hi = 1000000,
+     .def = "auto",
+     .def_doc = "auto (half of the workers, at least 1)",
+     .flags = SEGOPS_SET_AUTO,
+     .help = "calls of one client uid running at once while another uid's calls wait; a worker that frees up "
+             "takes the waiting uid's call (a uid alone uses every worker)"},
     {.name = "max-batch-elements",
      .env = "SEGOPS_MAX_BATCH_ELEMENTS",
      .type = SEGOPS_SET_INT,
@@ -747,6 +831,13 @@ static int apply_argv(int argc, char **argv, char *err, size_t errlen) {
   return SEGOPS_CONFIG_OK;
 }
 
+/* One uid's share of whole: as configured (at most the whole), or by default (share < 0) half of
+ * it, and never nothing of a whole that is something. */
+static int64_t share_of(int64_t whole, int64_t share) {
+  if (share < 0) share = whole / 2 > 0 ? whole / 2 : whole;
+  return share < whole ? share : whole;
+}
+
 /* Per-peer shares: by default half the whole (the request memory at least room for a largest body
  * and as much work), never more than the whole nor less than one largest body; the head deadline
  * within the idle one. */
@@ -759,6 +850,11 @@ static void settle_peer_shares(segops_config *c) {
   }
   if (c->max_inflight_bytes_per_peer > c->max_inflight_bytes) c->max_inflight_bytes_per_peer = c->max_inflight_bytes;
   if (c->max_inflight_bytes_per_peer < c->max_body_bytes + 1) c->max_inflight_bytes_per_peer = c->max_body_bytes + 1;
+  c->max_shm_bytes_per_uid = share_of(c->max_shm_bytes, c->max_shm_bytes_per_uid);
+  c->max_shm_regions_per_uid = share_of(c->max_shm_regions, c->max_shm_regions_per_uid);
+  c->max_mappings_per_uid = share_of(SEGOPS_GUARD_TABLE_SLOTS, c->max_mappings_per_uid);
+  c->max_mapped_bytes_per_uid = share_of(c->max_mapped_bytes, c->max_mapped_bytes_per_uid);
+  c->max_pinned_bytes_per_uid = share_of(c->max_pinned_bytes, c->max_pinned_bytes_per_uid);
   if (c->max_connections_per_peer < 0)
     c->max_connections_per_peer = c->max_connections > 1 ? c->max_connections / 2 : 1;
   if (c->max_connections_per_peer > c->max_connections) c->max_connections_per_peer = c->max_connections;

@@ -13,6 +13,9 @@
 #define SEGOPS_TOKEN_MIN 8
 #define SEGOPS_TOKEN_MAX 1024
 #define SEGOPS_MAX_LISTEN 8
+/* The daemon's table of guarded client mappings (server/shm/shm_guard.h): its size, which bounds
+ * --max-shm-regions and --max-mappings-per-uid. */
+#define SEGOPS_GUARD_TABLE_SLOTS 8192
 
 /* One --listen address: TCP HOST:PORT or a unix-domain socket path ("unix:/path"). */
 typedef struct {
@@ -29,7 +32,16 @@ typedef struct {
   int listen_port;       /* and its port */
   unsigned socket_mode;  /* permission bits of unix sockets */
   int64_t max_shm_bytes; /* shared-memory regions registered at once, in bytes */
-  char backend[8];       /* "auto", "cpu", "cuda" */
+  /* Per-uid shares (-1: auto, half the whole, settled at load; the running share once the workers are known). */
+  int64_t max_shm_bytes_per_uid;    /* of max_shm_bytes, one uid's regions */
+  int64_t max_shm_regions;          /* regions registered at once */
+  int64_t max_shm_regions_per_uid;  /* of them, one uid's */
+  int64_t max_mappings_per_uid;     /* of the guard table's mappings (rings, pools, regions), one uid's */
+  int64_t max_mapped_bytes;         /* client memory mapped at once (native rings, pools, bookkeeping; regions) */
+  int64_t max_mapped_bytes_per_uid; /* of it, one uid's */
+  int64_t max_pinned_bytes;         /* of it, pinned for device copies */
+  int64_t max_pinned_bytes_per_uid; /* of that, one uid's */
+  char backend[8];                  /* "auto", "cpu", "cuda" */
   int devices[SEGOPS_MAX_DEVICE_LIST];
   int n_devices;            /* 0 = all GPUs */
   int threads;              /* the CPU backend's --threads (segops_cpu_conf), copied for the HTTP pool's default */
@@ -52,11 +64,12 @@ typedef struct {
   double head_timeout_s;               /* a new connection's first request head must come within this */
   int64_t idle_timeout_s;
   double request_timeout_s;
-  int64_t max_queue;          /* requests waiting for a worker */
-  int64_t max_queue_per_uid;  /* of them, one client uid's; 0 = half of max_queue */
-  int64_t max_batch_elements; /* 0 = no batching; SEGOPS_BATCH_AUTO until the backend is known */
-  int64_t max_queue_delay_us; /* how long a worker waits to fill a batch */
-  int64_t worker_spin_us;     /* idle workers poll this long before sleeping */
+  int64_t max_queue;           /* requests waiting for a worker */
+  int64_t max_queue_per_uid;   /* of them, one client uid's; 0 = half of max_queue */
+  int64_t max_running_per_uid; /* calls of one uid running while another uid's wait; -1: half the workers */
+  int64_t max_batch_elements;  /* 0 = no batching; SEGOPS_BATCH_AUTO until the backend is known */
+  int64_t max_queue_delay_us;  /* how long a worker waits to fill a batch */
+  int64_t worker_spin_us;      /* idle workers poll this long before sleeping */
   int log_level;
   double drain_seconds;      /* after SIGTERM: readyz 503 but keep serving this long */
   double shutdown_timeout_s; /* then: finish in-flight work within this long, or exit 1 */

@@ -136,6 +136,15 @@ segops_http_outcome segops_http_info(segops_http_req *r) {
     json_object_set_new(limits, "min_download_rate", json_integer((json_int_t)c->min_download_rate));
     json_object_set_new(limits, "answer_stall_timeout_s", json_real(c->answer_stall_timeout_s));
     json_object_set_new(limits, "head_timeout_s", json_real(c->head_timeout_s));
+    /* Every uid's shares, as settled (auto: half of each whole). */
+    json_t *u =
+        json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "max_running_per_uid", (json_int_t)c->max_running_per_uid,
+                  "max_mappings_per_uid", (json_int_t)c->max_mappings_per_uid, "max_mapped_bytes",
+                  (json_int_t)c->max_mapped_bytes, "max_mapped_bytes_per_uid", (json_int_t)c->max_mapped_bytes_per_uid,
+                  "max_pinned_bytes", (json_int_t)c->max_pinned_bytes, "max_pinned_bytes_per_uid",
+                  (json_int_t)c->max_pinned_bytes_per_uid, "max_mappings", (json_int_t)SEGOPS_GUARD_TABLE_SLOTS);
+    if (u) json_object_update(limits, u);
+    json_decref(u);
   }
   /* Unix socket paths are told to peers on this host only: elsewhere they are no use, and they
    * say something about the host. */
@@ -144,10 +153,10 @@ segops_http_outcome segops_http_info(segops_http_req *r) {
   for (int k = 0; k < srv->n_listeners; k++)
     if (same_host || !srv->listeners[k].unix_path[0])
       json_array_append_new(listeners, json_string(srv->listeners[k].url));
-  json_t *shm =
-      json_pack("{s:I, s:I, s:i, s:i, s:I}", "max_shm_bytes", (json_int_t)c->max_shm_bytes, "max_shm_bytes_per_uid",
-                (json_int_t)(c->max_shm_bytes / 2), "max_regions", SEGOPS_SHM_MAX_REGIONS, "max_regions_per_uid",
-                SEGOPS_SHM_MAX_REGIONS / 2, "registered_bytes", (json_int_t)segops_shm_registered_bytes(srv->shm));
+  json_t *shm = json_pack("{s:I, s:I, s:I, s:I, s:I}", "max_shm_bytes", (json_int_t)c->max_shm_bytes,
+                          "max_shm_bytes_per_uid", (json_int_t)c->max_shm_bytes_per_uid, "max_regions",
+                          (json_int_t)c->max_shm_regions, "max_regions_per_uid", (json_int_t)c->max_shm_regions_per_uid,
+                          "registered_bytes", (json_int_t)segops_shm_registered_bytes(srv->shm));
   json_t *root =
       json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:b, s:[s,s,s,s], s:o}", "version", SEGOPS_VERSION, "api", "v1",
                 "backend", be->name ? be->name : "?", "devices", devs, "listeners", listeners, "shm", shm, "limits",

@@ -323,6 +323,9 @@ int segops_server_start(segops_server *srv) {
     return -1;
   }
   srv->shm = segops_shm_new((uint64_t)c->max_shm_bytes, srv->backend);
+  if (srv->shm)
+    segops_shm_set_shares(srv->shm, (uint64_t)c->max_shm_bytes_per_uid, (int)c->max_shm_regions,
+                          (int)c->max_shm_regions_per_uid);
   if (!srv->shm) {
     segops_watchdog_free(srv->watchdog);
     srv->watchdog = NULL;

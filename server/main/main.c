@@ -17,6 +17,8 @@
 #include "native.h"
 #include "scheduler.h"
 #include "segops_ring.h"
+#include "shares.h"
+#include "shm_guard.h"
 
 static segops_backend *make_backend(const segops_config *c) {
   char err[256] = "";
@@ -147,12 +149,18 @@ int main(int argc, char **argv) {
       cfg.max_queue_delay_us,
       cfg.request_timeout_s,
       cfg.worker_spin_us,
-      cfg.max_queue_per_uid > 0 ? cfg.max_queue_per_uid : (cfg.max_queue / 2 > 0 ? cfg.max_queue / 2 : 1)};
+      cfg.max_queue_per_uid > 0 ? cfg.max_queue_per_uid : (cfg.max_queue / 2 > 0 ? cfg.max_queue / 2 : 1),
+      cfg.max_running_per_uid};
   segops_sched *sched = d.sched = segops_sched_new(backend, &so);
   if (!sched) {
     SEGOPS_LOGE("cannot start the scheduler");
     return finish(&d, 1);
   }
+  cfg.max_running_per_uid = segops_sched_running_share(sched); /* auto settled: /v1/info reports it */
+  /* Every uid's share of the memory and mappings that outlive a request (shares.h, shm_guard.h). */
+  segops_share_configure(SEGOPS_SHARE_MAPPED, cfg.max_mapped_bytes, cfg.max_mapped_bytes_per_uid);
+  segops_share_configure(SEGOPS_SHARE_PINNED, cfg.max_pinned_bytes, cfg.max_pinned_bytes_per_uid);
+  segops_guard_set_share((int)cfg.max_mappings_per_uid);
   segops_hostbuf_attach(backend); /* request bodies and outputs pinned for direct device copies */
   d.hostbuf = true;
   segops_server srv;

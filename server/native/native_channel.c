@@ -18,6 +18,7 @@
 #include "metrics.h"
 #include "native_internal.h"
 #include "segops_token.h"
+#include "shares.h"
 
 /* A sleeping channel is woken by its client's doorbell, by the accept thread when the client's
  * socket hangs up (native_server.c), and by a stop, so it sleeps without a timeout and an idle
@@ -143,6 +144,13 @@ static int take_ring(native_channel *ch, const any_msg *m, ssize_t got, int fd, 
                               "the ring", err, errlen);
   if (rc) return rc;
   uint32_t slots = m->ring.slot_count;
+  /* The ring and the daemon's bookkeeping for its slots (about 4 KiB a slot) count against the
+   * uid's share of mapped memory: a uid's channels cannot hold the daemon's memory for everyone. */
+  uint64_t charge = ch->ring.size + (uint64_t)slots * (sizeof *ch->calls + sizeof *ch->busy);
+  int why = segops_share_take(SEGOPS_SHARE_MAPPED, (int64_t)ch->uid, charge);
+  if (why) return segops_share_refusal(why, SEGOPS_SHARE_MAPPED, (int64_t)ch->uid, charge, "the ring", err, errlen);
+  ch->state_bytes = charge - ch->ring.size;
+  ch->mapped = ch->ring.size; /* given back with the channel, whatever fails below */
   segops_ring_header h;
   memcpy(&h, ch->ring.base, ch->ring.size < sizeof h ? ch->ring.size : sizeof h);
   if (ch->ring.size < SEGOPS_RING_BYTES(slots))
@@ -160,7 +168,6 @@ static int take_ring(native_channel *ch, const any_msg *m, ssize_t got, int fd, 
   ch->busy = calloc(slots, sizeof *ch->busy);
   if (!ch->calls || !ch->busy) return segops_errf(SEGOPS_E_NOMEM, err, errlen, "out of memory for %u slots", slots);
   ch->nslots = slots;
-  ch->mapped = ch->ring.size;
   segops_metrics_native_bytes((int64_t)ch->ring.size, 0);
   pthread_mutex_lock(&ch->srv->mu);
   ch->hdr = (segops_ring_header *)(void *)ch->ring.base; /* published for segops_native_stop's wake-up */
@@ -247,14 +254,24 @@ static void take_pool(native_channel *ch, const segops_msg_pool *p, ssize_t got,
     rc = segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, sizeof err,
                      "%s is the same memory as %s, already handed over on this channel", what, dup);
   }
+  int why = rc ? 0 : segops_share_take(SEGOPS_SHARE_MAPPED, (int64_t)ch->uid, mem->size);
+  if (why) {
+    segops_native_mem_close(mem, NULL);
+    rc = segops_share_refusal(why, SEGOPS_SHARE_MAPPED, (int64_t)ch->uid, mem->size, what, err, sizeof err);
+  }
   if (rc) {
     segops_native_send_error(ch->sock, rc, err);
     return;
   }
+  /* Pinned within the channel's cap and the uid's share of pinned memory; beyond, used unpinned. */
   uint64_t pinned = 0;
-  if (ch->pinned + mem->size <= (uint64_t)cfg->native_max_pinned_bytes &&
-      segops_native_mem_pin(mem, ch->srv->d.backend))
-    pinned = mem->size;
+  if (ch->pinned + mem->size <= (uint64_t)cfg->native_max_pinned_bytes && ch->srv->d.backend->host_register &&
+      segops_share_take(SEGOPS_SHARE_PINNED, (int64_t)ch->uid, mem->size) == 0) {
+    if (segops_native_mem_pin(mem, ch->srv->d.backend))
+      pinned = mem->size;
+    else
+      segops_share_give(SEGOPS_SHARE_PINNED, (int64_t)ch->uid, mem->size);
+  }
   ch->pinned += pinned;
   ch->mapped += mem->size;
   ch->views[ch->npools] = (segops_native_view){mem->base, mem->size};
@@ -395,7 +412,9 @@ static void channel_end(native_channel *ch) {
   pthread_mutex_unlock(&n->mu);
   for (uint32_t k = 0; k < ch->npools; k++) segops_native_mem_close(&ch->pools[k], n->d.backend);
   segops_native_mem_close(&ch->ring, n->d.backend);
-  segops_metrics_native_bytes(-(int64_t)ch->mapped, -(int64_t)ch->pinned);
+  segops_metrics_native_bytes(-(int64_t)(ch->nslots ? ch->mapped : 0), -(int64_t)ch->pinned);
+  segops_share_give(SEGOPS_SHARE_MAPPED, (int64_t)ch->uid, ch->mapped + ch->state_bytes);
+  segops_share_give(SEGOPS_SHARE_PINNED, (int64_t)ch->uid, ch->pinned);
   close(ch->sock);
   free(ch->calls);
   free(ch->busy);

@@ -46,6 +46,7 @@ struct native_channel {
   segops_native_view views[SEGOPS_NATIVE_MAX_POOLS];
   uint32_t npools;         /* written by the channel's thread only; pools never go before the channel */
   uint64_t mapped, pinned; /* bytes, ring included */
+  uint64_t state_bytes;    /* the daemon's bookkeeping for the slots, charged as mapped memory (shares.h) */
   native_call *calls;      /* nslots */
   atomic_uchar *busy;      /* nslots: the daemon holds the slot's call */
   pthread_mutex_t mu;

@@ -51,10 +51,11 @@ struct segops_sched {
   int64_t inline_max_work; /* segops_sched_run_inline's bound on n + s; 0 = never inline */
   bool *dev_busy;          /* device d is running a call (its worker's or one run inline) */
   int inline_running;      /* calls running inline now */
-  /* Owners with jobs waiting (opts.max_queue_per_owner > 0): an entry per owner while it has any. */
+  /* Owners with jobs waiting or running (opts.max_queue_per_owner > 0): an entry per owner while it
+   * has any. */
   struct {
     uint32_t owner;
-    int64_t queued;
+    int64_t queued, running;
   } owners[SCHED_OWNERS];
   int last_slot; /* the owner entry served last: the next pick starts after it */
 };
@@ -108,9 +109,18 @@ static bool all_take(const segops_sched *s, const segops_job *job) {
   return true;
 }
 
+/* Whether an owner entry is taken (it has jobs waiting or running). */
+static bool slot_used(const segops_sched *s, int k) { return s->owners[k].queued > 0 || s->owners[k].running > 0; }
+
+/* Whether job's owner runs its share of the workers already; lock held. */
+static bool at_running_share(const segops_sched *s, const segops_job *j) {
+  return j->owner_slot >= 0 && s->owners[j->owner_slot].running >= s->opts.max_running_per_owner;
+}
+
 /* The next queued job worker `device` may run, and the job before it (for unlink_job); lock held.
  * Without owners, the first; with them, round-robin across owners: the first job of the first
- * owner after the one served last (jobs of no owner count as one more owner). */
+ * owner after the one served last (jobs of no owner count as one more owner), passing over owners
+ * at their running share while any other owner's job waits. */
 static segops_job *first_for(segops_sched *s, int device, segops_job **prev) {
   *prev = NULL;
   if (s->opts.max_queue_per_owner <= 0) {
@@ -119,11 +129,12 @@ static segops_job *first_for(segops_sched *s, int device, segops_job **prev) {
     return NULL;
   }
   segops_job *best = NULL, *best_prev = NULL, *p = NULL;
-  int best_rank = SCHED_OWNERS + 2;
+  int best_rank = 2 * (SCHED_OWNERS + 2);
   for (segops_job *j = s->head; j; p = j, j = j->next) {
     if (!takes(s, device, j)) continue;
     int slot = j->owner_slot >= 0 ? j->owner_slot : SCHED_OWNERS; /* no owner: one more */
     int rank = (slot - s->last_slot - 1 + 2 * (SCHED_OWNERS + 1)) % (SCHED_OWNERS + 1);
+    if (at_running_share(s, j)) rank += SCHED_OWNERS + 1; /* only when no one else waits */
     if (rank < best_rank) {
       best = j, best_prev = p, best_rank = rank;
       if (rank == 0) break;
@@ -141,8 +152,8 @@ static bool admit(segops_sched *s, segops_job *job) {
   if (s->opts.max_queue_per_owner <= 0 || job->owner == 0) return s->depth < s->opts.max_queue;
   int slot = -1, free_slot = -1;
   for (int k = 0; k < SCHED_OWNERS && slot < 0; k++) {
-    if (s->owners[k].queued > 0 && s->owners[k].owner == job->owner) slot = k;
-    if (s->owners[k].queued == 0 && free_slot < 0) free_slot = k;
+    if (slot_used(s, k) && s->owners[k].owner == job->owner) slot = k;
+    if (!slot_used(s, k) && free_slot < 0) free_slot = k;
   }
   int64_t mine = slot >= 0 ? s->owners[slot].queued : 0;
   /* An owner with nothing waiting is taken even when the queue is full: one owner's burst never
@@ -160,6 +171,21 @@ static bool admit(segops_sched *s, segops_job *job) {
 }
 
 bool segops_sched_owner_full(const segops_job *job) { return job->owner_slot == -2; }
+
+/* The entry of owner for a call run inline (taken when it has none), or -1 (no owner, no shares,
+ * or no entry free); lock held. */
+static int owner_slot_for(segops_sched *s, uint32_t owner) {
+  if (s->opts.max_queue_per_owner <= 0 || owner == 0) return -1;
+  int free_slot = -1;
+  for (int k = 0; k < SCHED_OWNERS; k++) {
+    if (slot_used(s, k) && s->owners[k].owner == owner) return k;
+    if (!slot_used(s, k) && free_slot < 0) free_slot = k;
+  }
+  if (free_slot >= 0) s->owners[free_slot].owner = owner;
+  return free_slot;
+}
+
+int64_t segops_sched_running_share(const segops_sched *s) { return s->opts.max_running_per_owner; }
 
 static void finish(segops_job *job, int status, const char *msg) {
   job->status = status;
@@ -223,6 +249,8 @@ bool segops_sched_run_inline(segops_sched *s, segops_job *job) {
   s->dev_busy[device] = true;
   s->inline_running++;
   s->running++;
+  job->owner_slot = owner_slot_for(s, job->owner);
+  if (job->owner_slot >= 0) s->owners[job->owner_slot].running++;
   pthread_mutex_unlock(&s->mu);
   job->next = NULL;
   job->err[0] = 0;
@@ -240,6 +268,7 @@ bool segops_sched_run_inline(segops_sched *s, segops_job *job) {
   s->dev_busy[device] = false;
   s->inline_running--;
   s->running--;
+  if (job->owner_slot >= 0) s->owners[job->owner_slot].running--;
   /* A job queued meanwhile may be waiting for this very device's worker. */
   if (s->head || s->stopping) pthread_cond_broadcast(&s->work);
   if (!s->head && s->running == 0) pthread_cond_broadcast(&s->idle);
@@ -254,9 +283,10 @@ int64_t segops_sched_depth(segops_sched *s) {
   return d;
 }
 
-/* Takes compatible jobs from the queue into jobs[1..] after the head jobs[0]; lock held.
- * Returns the count. With a queue delay, waits (releasing the lock) for more to arrive. */
-static int collect_batch(segops_sched *s, int device, segops_job **jobs) {
+/* Takes compatible jobs from the queue into jobs[1..] after the head jobs[0] (their owners' entries
+ * into slots[1..], counted running); lock held. Returns the count. With a queue delay, waits (releasing the lock) for
+ * more to arrive. */
+static int collect_batch(segops_sched *s, int device, segops_job **jobs, int *slots) {
   int n = 1;
   if (s->opts.max_batch_elements <= 0 || jobs[0]->call->n > BATCH_JOIN_MAX_ROWS) return n;
   int64_t rows = jobs[0]->call->n, segs = jobs[0]->call->s;
@@ -269,6 +299,7 @@ static int collect_batch(segops_sched *s, int device, segops_job **jobs) {
       if (c->n <= BATCH_JOIN_MAX_ROWS && segops_batch_compatible(jobs[0]->call, c) &&
           rows + c->n <= s->opts.max_batch_elements && segs + c->s <= INT32_MAX && takes(s, device, j)) {
         unlink_job(s, prev, j);
+        if ((slots[n] = j->owner_slot) >= 0) s->owners[slots[n]].running++;
         jobs[n++] = j;
         rows += c->n;
         segs += c->s;
@@ -377,7 +408,11 @@ static void *worker_main(void *argp) {
     unlink_job(s, prev, job);
     s->dev_busy[device] = true;
     s->running++;
-    int n = collect_batch(s, device, jobs);
+    /* The owners' running counts, taken as each job leaves the queue (collect_batch may wait with
+     * the lock released) and given back after the run (done() may reuse a job at once). */
+    int slots[MAX_BATCH_JOBS];
+    if ((slots[0] = job->owner_slot) >= 0) s->owners[slots[0]].running++;
+    int n = collect_batch(s, device, jobs, slots);
     s->running += n - 1;
     /* Jobs submitted while a worker spun woke nobody: pass the rest on to a sleeping worker (to
      * all of them when not every worker takes every job). */
@@ -392,6 +427,8 @@ static void *worker_main(void *argp) {
     pthread_mutex_lock(&s->mu);
     s->dev_busy[device] = false;
     s->running -= n;
+    for (int i = 0; i < n; i++)
+      if (slots[i] >= 0) s->owners[slots[i]].running--;
     if (!s->head && s->running == 0) pthread_cond_broadcast(&s->idle);
   }
   pthread_mutex_unlock(&s->mu);
@@ -473,6 +510,7 @@ segops_sched *segops_sched_new(segops_backend *backend, const segops_sched_opts 
   cond_init_mono(&s->idle);
   cond_init_mono(&s->reaper);
   s->n_workers = backend->n_devices > 0 ? backend->n_devices : 1;
+  if (s->opts.max_running_per_owner <= 0) s->opts.max_running_per_owner = s->n_workers / 2 > 0 ? s->n_workers / 2 : 1;
   /* Not with a batching window (--max-queue-delay-us): a worker would wait for company there. */
   s->inline_max_work = s->opts.max_queue_delay_us <= 0 ? INLINE_MAX_WORK : 0;
   s->workers = calloc((size_t)s->n_workers, sizeof *s->workers);

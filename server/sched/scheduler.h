@@ -46,6 +46,10 @@ typedef struct {
    * nothing waiting is taken even when the queue is full; owners' waiting jobs are served
    * round-robin (in submission order within one owner). */
   int64_t max_queue_per_owner;
+  /* Calls of one owner running at once while another owner's job waits (with max_queue_per_owner);
+   * <= 0: half the workers, at least 1. A worker that frees up passes over the jobs of an owner at
+   * its share while another owner's job waits; an owner alone uses every worker. */
+  int64_t max_running_per_owner;
 } segops_sched_opts;
 
 typedef struct segops_sched segops_sched;
@@ -72,6 +76,9 @@ bool segops_sched_run_inline(segops_sched *s, segops_job *job);
 /* After SEGOPS_E_RESOURCE_EXHAUSTED from submit: whether job's owner was at its share (true) or
  * the queue full (false). */
 bool segops_sched_owner_full(const segops_job *job);
+
+/* The running share in force (opts.max_running_per_owner, or its default from the workers). */
+int64_t segops_sched_running_share(const segops_sched *s);
 
 /* Jobs waiting now (for /metrics). */
 int64_t segops_sched_depth(segops_sched *s);

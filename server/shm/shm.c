@@ -17,6 +17,7 @@
 
 #include "errors.h"
 #include "log.h"
+#include "shares.h"
 #include "shm_guard.h"
 
 typedef struct region {
@@ -34,6 +35,7 @@ typedef struct region {
   atomic_int no_room;   /* and the fault was a write the full shm filesystem had no page for */
   int slot;             /* in the guard table */
   bool pinned;
+  bool charged; /* map_len counts against the owner's share of mapped memory (shares.h) */
   const segops_backend *be;
   struct region *next;
 } region;
@@ -42,6 +44,8 @@ struct segops_shm {
   pthread_mutex_t mu;
   region *head;
   uint64_t registered, max_bytes;
+  uint64_t bytes_per_uid;           /* of max_bytes, one uid's */
+  int max_regions, regions_per_uid; /* regions at once, and one uid's */
   const segops_backend *be;
 };
 
@@ -68,6 +72,8 @@ bool segops_shm_name_ok(const char *s, size_t len) {
 static void region_destroy(region *g) {
   segops_guard_remove(g->slot);
   if (g->pinned && g->be && g->be->host_unregister) g->be->host_unregister(g->be->ctx, g->map);
+  if (g->pinned) segops_share_give(SEGOPS_SHARE_PINNED, g->owner, g->map_len);
+  if (g->charged) segops_share_give(SEGOPS_SHARE_MAPPED, g->owner, g->map_len);
   munmap(g->map, g->map_len);
   free(g);
 }
@@ -89,8 +95,15 @@ segops_shm *segops_shm_new(uint64_t max_bytes, const segops_backend *backend) {
   if (!reg) return NULL;
   pthread_mutex_init(&reg->mu, NULL);
   reg->max_bytes = max_bytes;
+  segops_shm_set_shares(reg, max_bytes / 2, SEGOPS_SHM_MAX_REGIONS, SEGOPS_SHM_MAX_REGIONS / 2);
   reg->be = backend;
   return reg;
+}
+
+void segops_shm_set_shares(segops_shm *reg, uint64_t bytes_per_uid, int max_regions, int regions_per_uid) {
+  reg->bytes_per_uid = bytes_per_uid < reg->max_bytes ? bytes_per_uid : reg->max_bytes;
+  reg->max_regions = max_regions;
+  reg->regions_per_uid = regions_per_uid < max_regions ? regions_per_uid : max_regions;
 }
 
 static void unregister_some(segops_shm *reg, int64_t uid, bool all);
@@ -153,19 +166,20 @@ static int claim(segops_shm *reg, int64_t uid, const char *name, size_t name_len
   int regions = 0, my_regions = 0;
   for (region *r = reg->head; r; r = r->next, regions++)
     if (r->owner == uid) mine += r->byte_size, my_regions++;
-  if (regions >= SEGOPS_SHM_MAX_REGIONS || my_regions >= SEGOPS_SHM_MAX_REGIONS / 2)
+  if (regions >= reg->max_regions || my_regions >= reg->regions_per_uid)
     return segops_errf(SEGOPS_E_RESOURCE_EXHAUSTED, err, errlen,
-                       "region '%s': %d regions are registered%s (at most %d, %d per uid); unregister some first", nb,
-                       regions >= SEGOPS_SHM_MAX_REGIONS ? regions : my_regions,
-                       regions >= SEGOPS_SHM_MAX_REGIONS ? "" : " by this uid", SEGOPS_SHM_MAX_REGIONS,
-                       SEGOPS_SHM_MAX_REGIONS / 2);
-  /* One uid's share: half the cap, so that another's registration always finds room. */
-  if (byte_size > reg->max_bytes / 2 - (mine < reg->max_bytes / 2 ? mine : reg->max_bytes / 2))
+                       "region '%s': %d regions are registered%s (at most %d, --max-shm-regions; %d per uid, "
+                       "--max-shm-regions-per-uid); unregister some first",
+                       nb, regions >= reg->max_regions ? regions : my_regions,
+                       regions >= reg->max_regions ? "" : " by this uid", reg->max_regions, reg->regions_per_uid);
+  /* One uid's share, so that another's registration always finds room. */
+  uint64_t share = reg->bytes_per_uid;
+  if (byte_size > share - (mine < share ? mine : share))
     return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
                        "region '%s': registering %" PRIu64
                        " bytes would exceed this uid's share of --max-shm-bytes "
-                       "(half: %" PRIu64 " bytes; %" PRIu64 " registered by this uid)",
-                       nb, byte_size, reg->max_bytes / 2, mine);
+                       "(--max-shm-bytes-per-uid: %" PRIu64 " bytes; %" PRIu64 " registered by this uid)",
+                       nb, byte_size, share, mine);
   if (byte_size > reg->max_bytes - (reg->registered < reg->max_bytes ? reg->registered : reg->max_bytes) ||
       reg->registered > reg->max_bytes)
     return segops_errf(SEGOPS_E_INVALID_ARGUMENT, err, errlen,
@@ -233,12 +247,21 @@ static int map_region(region *g, int fd, uint64_t offset, uint64_t byte_size, in
   atomic_init(&g->refs, 1);
   atomic_init(&g->truncated, 0);
   atomic_init(&g->no_room, 0);
+  char what[SEGOPS_SHM_NAME_MAX + 16];
+  snprintf(what, sizeof what, "region '%s'", nb);
+  int why = segops_share_take(SEGOPS_SHARE_MAPPED, uid, g->map_len);
+  if (why) {
+    munmap(m, g->map_len);
+    return segops_share_refusal(why, SEGOPS_SHARE_MAPPED, uid, g->map_len, what, err, errlen);
+  }
+  g->owner = uid;
+  g->charged = true;
   g->slot = segops_guard_add(g->map, g->map_len, &g->truncated, uid);
   if (g->slot < 0) {
-    int why = g->slot;
+    why = g->slot;
+    segops_share_give(SEGOPS_SHARE_MAPPED, uid, g->map_len);
+    g->charged = false;
     munmap(m, g->map_len);
-    char what[SEGOPS_SHM_NAME_MAX + 16];
-    snprintf(what, sizeof what, "region '%s'", nb);
     return segops_guard_refusal(why, what, uid, err, errlen);
   }
   return SEGOPS_OK;
@@ -272,7 +295,11 @@ static int new_region(segops_shm *reg, int64_t uid, const char *keyz, uint64_t o
   g->dev = st.st_dev;
   g->ino = st.st_ino;
   g->be = reg->be;
-  if (g->be && g->be->host_register) g->pinned = g->be->host_register(g->be->ctx, g->map, g->map_len) == 0;
+  /* Pinned within the uid's share of pinned memory; beyond it the region is used unpinned. */
+  if (g->be && g->be->host_register && segops_share_take(SEGOPS_SHARE_PINNED, uid, g->map_len) == 0) {
+    g->pinned = g->be->host_register(g->be->ctx, g->map, g->map_len) == 0;
+    if (!g->pinned) segops_share_give(SEGOPS_SHARE_PINNED, uid, g->map_len);
+  }
   *out = g;
   return SEGOPS_OK;
 }

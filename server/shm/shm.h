@@ -18,9 +18,9 @@
 
 #include "backend.h"
 
-#define SEGOPS_SHM_NAME_MAX 128 /* region names (client-chosen labels) */
-#define SEGOPS_SHM_KEY_MAX 255  /* shm object names, "/" included (NAME_MAX) */
-#define SEGOPS_SHM_MAX_REGIONS 1024
+#define SEGOPS_SHM_NAME_MAX 128     /* region names (client-chosen labels) */
+#define SEGOPS_SHM_KEY_MAX 255      /* shm object names, "/" included (NAME_MAX) */
+#define SEGOPS_SHM_MAX_REGIONS 1024 /* the default of --max-shm-regions */
 
 typedef struct segops_shm segops_shm;
 /* One pinned use of a region's bytes: valid until segops_shm_release. */
@@ -40,6 +40,11 @@ typedef struct {
 /* The registry; backend (borrowed, may be NULL) pins mappings through its host_register hook.
  * Installs the process's SIGBUS guard (once). NULL on failure. */
 segops_shm *segops_shm_new(uint64_t max_bytes, const segops_backend *backend);
+/* One uid's shares: of max_bytes (bytes_per_uid), and of the regions (max_regions at once,
+ * regions_per_uid of one uid); by default half of max_bytes, SEGOPS_SHM_MAX_REGIONS and half of
+ * it. Call before any registration. A region's mapping and pinning also count against its uid's
+ * shares of mapped and pinned memory (shares.h). */
+void segops_shm_set_shares(segops_shm *reg, uint64_t bytes_per_uid, int max_regions, int regions_per_uid);
 /* Unregisters everything (mappings go when their last use ends) and frees the registry; call
  * it when no request can use it any more. Accepts NULL. */
 void segops_shm_free(segops_shm *reg);

@@ -8,7 +8,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "errors.h"
+
+_Static_assert(SEGOPS_GUARD_SLOTS == SEGOPS_GUARD_TABLE_SLOTS, "the configuration bounds the guard table");
 
 /* Reading or writing a MAP_SHARED page beyond the end of its object raises SIGBUS, and so does
  * a page the kernel cannot provide; a client can cause either at any time. The handler looks the
@@ -73,6 +76,13 @@ bool segops_guard_install(void) {
 
 /* The uid each used slot is held for (-1: none). */
 static int64_t g_owner[SEGOPS_GUARD_SLOTS];
+static int g_per_uid = SEGOPS_GUARD_SLOTS / 2;
+
+void segops_guard_set_share(int per_uid) {
+  pthread_mutex_lock(&g_mu);
+  g_per_uid = per_uid < 1 ? 1 : per_uid > SEGOPS_GUARD_SLOTS ? SEGOPS_GUARD_SLOTS : per_uid;
+  pthread_mutex_unlock(&g_mu);
+}
 
 int segops_guard_add(void *base, size_t len, atomic_int *flag, int64_t uid) {
   pthread_mutex_lock(&g_mu);
@@ -81,7 +91,7 @@ int segops_guard_add(void *base, size_t len, atomic_int *flag, int64_t uid) {
     if (!g_used[j] && first_free < 0) first_free = j;
     if (g_used[j] && uid >= 0 && g_owner[j] == uid) mine++;
   }
-  if (uid >= 0 && mine >= SEGOPS_GUARD_SLOTS_PER_UID) {
+  if (uid >= 0 && mine >= g_per_uid) {
     pthread_mutex_unlock(&g_mu);
     return -2;
   }
@@ -104,8 +114,8 @@ int segops_guard_refusal(int why, const char *what, int64_t uid, char *err, size
   if (why == -2)
     return segops_errf(SEGOPS_E_RESOURCE_EXHAUSTED, err, errlen,
                        "%s: uid %lld holds its share of the daemon's guard table already (%d mapped objects: shm "
-                       "regions and native channels' rings and pools)",
-                       what, (long long)uid, SEGOPS_GUARD_SLOTS_PER_UID);
+                       "regions and native channels' rings and pools; --max-mappings-per-uid)",
+                       what, (long long)uid, g_per_uid);
   return segops_errf(SEGOPS_E_RESOURCE_EXHAUSTED, err, errlen,
                      "%s: the daemon's guard table (%d mapped objects, shared by every shm region and native "
                      "channel) is full",

@@ -19,12 +19,13 @@
  * action). Returns true when the handler is in place. */
 bool segops_guard_install(void);
 
-/* Of them, the most one uid's mappings (its shm regions, its channels' rings and pools) hold. */
-#define SEGOPS_GUARD_SLOTS_PER_UID (SEGOPS_GUARD_SLOTS / 2)
+/* Of them, the most one uid's mappings (its shm regions, its channels' rings and pools) may hold
+ * (--max-mappings-per-uid; half the table until set). At startup, before any segops_guard_add. */
+void segops_guard_set_share(int per_uid);
 
 /* Guards [base, base + len) with flag (borrowed until segops_guard_remove), held for uid (< 0:
  * none, no share). Returns the slot, -1 when every slot is taken, or -2 when uid holds its share
- * (SEGOPS_GUARD_SLOTS_PER_UID) already. Async-signal-safe readers: the handler never blocks on
+ * (segops_guard_set_share) already. Async-signal-safe readers: the handler never blocks on
  * this. */
 int segops_guard_add(void *base, size_t len, atomic_int *flag, int64_t uid);
 /* The error of a refused segops_guard_add (why: its -1 or -2) for the mapping of `what` (e.g.

@@ -9,7 +9,9 @@ requests (checked against a float64 numpy reference, msgpack and JSON) and inval
 over the red-team classes of hostile.py (random mutations, dead uploads, slow bodies, bad
 framing, smuggling, huge heads and queries, amplification, shm registration garbage, answers
 never read or taken slowly, idle connections, regions not the client's, many registrations, OIP
-header and data abuse), each answer checked. With --segopsd, --shm-clients segops.Client callers
+header and data abuse), each answer checked; with --segopsd, one more loops over the native channel's
+hostile classes of hostile_native.py (a sparse pool, a hole punched after the hand-over, many pools,
+many silent connects) against the first daemon's native socket. With --segopsd, --shm-clients segops.Client callers
 (over the native channel with segops' C extension, HTTP without it) use a second daemon that is
 restarted every --restart-every seconds (one caller of it alone, waiting out each restart, the
 others of both daemons, moving between them): no call may fail. Reports counts, unexpected answers and the first daemon's RSS. Exit 1 when any
@@ -40,6 +42,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import segops  # noqa: E402
 
 from hostile import hostile_once  # noqa: E402  (tests/hardening)
+from hostile_native import CLASSES as NATIVE_CLASSES, native_once  # noqa: E402
 
 
 def rss_kib(pid):
@@ -185,6 +188,29 @@ def hostile_worker(host, port, deadline, seed, stats, counts):
                     stats.samples.append(f"hostile {name}: {wrong}")
 
 
+def native_hostile_worker(sock, url, deadline, seed, stats, counts):
+    import random
+
+    rng = random.Random(seed)
+    while time.time() < deadline:
+        name, wrong = native_once(sock, url, rng)
+        with stats.lock:
+            counts[name] = counts.get(name, 0) + 1
+            stats.hostile += 1
+            if wrong:
+                stats.unexpected += 1
+                if len(stats.samples) < 10:
+                    stats.samples.append(f"hostile {name}: {wrong}")
+
+
+def native_socket(host, port):
+    c = http.client.HTTPConnection(host, port, timeout=10)
+    c.request("GET", "/v1/info")
+    info = json.loads(c.getresponse().read())
+    c.close()
+    return info.get("native", {}).get("socket")
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -271,6 +297,12 @@ def main():
     counts = {}
     threads += [threading.Thread(target=hostile_worker, args=(host, port, deadline, 5000 + i, stats, counts))
                 for i in range(a.hostile)]
+    sock = native_socket(host, port) if a.segopsd and a.hostile else None
+    if sock:
+        if not segops.native_available():  # the hole-punching client needs libsegops' extension
+            NATIVE_CLASSES[:] = [c for c in NATIVE_CLASSES if c[0] != "native hole punched"]
+        threads.append(threading.Thread(target=native_hostile_worker,
+                                        args=(sock, d.url, deadline, 7000, stats, counts)))
     restarter, clients = None, []
     if a.segopsd and a.shm_clients > 0:
         restarter = Restarter(a.segopsd, daemon_args, a.restart_every, stats)

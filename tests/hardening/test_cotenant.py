@@ -626,3 +626,163 @@ print(n)
         assert 1 <= len(refused) <= 3, refused[:5]
     finally:
         d.stop_and_check()
+
+
+# ---- every uid's share of the workers, of mapped memory and of the guard table ----------------------
+
+STAGGERED = r"""
+import threading
+url, seconds, n, gap = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+body = {"x": list(range(64)), "idx": [0] * 64, "num_segments": 1}
+codes = {}
+end = time.time() + seconds
+def hammer(k):
+    time.sleep(k * gap)  # the callers' calls start (and end) a gap apart
+    while time.time() < end:
+        st, _ = req(url, "POST", "/v1/segmented_sum/forward", body, {"Content-Type": "application/json"})
+        codes[st] = codes.get(st, 0) + 1
+ts = [threading.Thread(target=hammer, args=(k,)) for k in range(n)]
+for t in ts:
+    t.start()
+for t in ts:
+    t.join()
+print(json.dumps(codes))
+"""
+
+
+def test_one_uid_cannot_keep_every_worker_while_another_waits(py):
+    """One uid keeps all four workers busy (a slow backend, its calls ending 0.3 s apart) and more
+    calls waiting. Another uid sends two calls at once: the first worker that frees up takes the
+    first; the second no longer waits for the busy uid's turn in the round-robin, because that uid
+    runs more than its share (--max-running-per-uid, half of the workers): it takes the next
+    worker, one gap later, not two."""
+    binary = os.environ.get("SEGOPSD_TEST")
+    if not binary or not os.path.exists(binary):
+        pytest.skip("$SEGOPSD_TEST does not name the test build")
+    d = Daemon(binary, ["--threads", "4", "--max-connections-per-peer", "64"], env={"SEGOPS_TEST_DELAY_MS": "1200"})
+    flood = None
+    try:
+        assert info(d)["limits"]["max_running_per_uid"] == 2
+        flood = subprocess.Popen(argv_as(OTHER_UID, py, STAGGERED, d.url, "5", "6", "0.3"), stdout=subprocess.PIPE,
+                                 text=True)
+        time.sleep(2.5)  # its four running calls end 0.3 s apart, two more wait
+        import threading
+
+        done = {}
+
+        def call(k):
+            c = d.conn(timeout=30)
+            c.request("POST", "/v1/segmented_sum/forward", json.dumps({"x": [1.0, 2.0], "idx": [0, 0], "num_segments": 1}),
+                      {"Content-Type": "application/json"})
+            r = c.getresponse()
+            r.read()
+            done[k] = (r.status, time.monotonic())
+            c.close()
+
+        ts = [threading.Thread(target=call, args=(k,)) for k in range(2)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        assert [done[k][0] for k in range(2)] == [200, 200], done
+        apart = abs(done[1][1] - done[0][1])
+        # One gap (0.3 s) with the share; two (0.6 s) when the busy uid's turn came in between.
+        assert apart < 0.45, f"the waiting uid's two calls ended {apart:.2f} s apart"
+        out, _ = flood.communicate(timeout=60)
+        assert json.loads(out.strip().splitlines()[-1]).get("200", 0) > 0
+    finally:
+        if flood and flood.poll() is None:
+            flood.kill()
+            flood.wait()
+        d.stop_and_check()
+
+
+def _raw_pools(py, sock, *specs, slots=4, channels=1):
+    """Runs RAW_POOLS as OTHER_UID: `channels` channels of `slots` slots each, then the pools."""
+    code = RAW_POOLS
+    if slots != 4 or channels != 1:
+        code = code.replace("slots = 4\n", f"slots = {slots}\n")
+        code = code.replace('out = {"hello": answer(s)}\n', 'out = {"hello": answer(s)}\n' + r"""
+held = []
+for k in range(%d - 1):
+    c2 = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    c2.connect(sys.argv[1])
+    c2.send(head(HELLO, 1048) + struct.pack("<II", 0, 0) + bytes(1024))
+    answer(c2)
+    rfd, _ = memfd(256 + %d * 2048, "backed")
+    rm = mmap.mmap(rfd, 256 + %d * 2048)
+    rm[:24] = struct.pack("<QIIII", 0x474E4952504F4753, VER, %d, 2048, 256)
+    socket.send_fds(c2, [head(RING, 24) + struct.pack("<II", %d, 0)], [rfd])
+    out["ring%%d" %% k] = answer(c2)
+    held.append((c2, rm))
+""" % (channels, slots, slots, slots, slots))
+    return json.loads(run_as(OTHER_UID, py, code, sock, native_version(), *specs, timeout=120))
+
+
+def test_one_uid_cannot_map_all_memory_for_another(py, binary, open_dir):
+    """One uid's channels may map at most its share of --max-mapped-bytes (half by default): rings,
+    pools and the daemon's bookkeeping for their slots. The pool past the share is refused naming the
+    option; another uid still gets its channel and its pools. Channels of 256 slots cost about 1 MiB
+    of the daemon's memory each: that counts too, so a uid cannot open them without bound."""
+    sock = os.path.join(open_dir, "n.sock")
+    d = Daemon(binary, ["--native-socket", sock, "--socket-mode", "0666", "--max-mapped-bytes", "48m"])
+    try:
+        lim = info(d)["limits"]
+        assert lim["max_mapped_bytes"] == 48 << 20 and lim["max_mapped_bytes_per_uid"] == 24 << 20
+        specs = ["backed:%d" % ((4 << 20) + 4096 * k) for k in range(7)]
+        out = _raw_pools(py, sock, *specs)
+        got = [out[s] for s in ["ring"] + specs]
+        assert got[:6] == ["OK"] * 6, out  # the ring and five pools: 20 MiB and a little
+        assert "--max-mapped-bytes-per-uid" in got[6] and "--max-mapped-bytes-per-uid" in got[7], out
+        need_native()
+        c = segops.Client(d.url, timeout=30, transport="native")
+        x = c.empty(1 << 20, np.float64)  # 8 MiB in this uid's pools
+        x[:] = 1.0
+        assert c.segmented_sum(x, np.zeros(1 << 20, np.int32), 1).tolist() == [float(1 << 20)]
+        assert c.transport_used == "native"
+        c.close()
+    finally:
+        d.stop_and_check()
+    d = Daemon(binary, ["--native-socket", sock, "--socket-mode", "0666", "--max-mapped-bytes", "8m"])
+    try:
+        out = _raw_pools(py, sock, slots=256, channels=4)
+        rings = [out.get("ring%d" % k) for k in range(3)] + [out["ring"]]
+        assert rings[0] == "OK" and rings[1] == "OK", out  # two channels' bookkeeping fit 4 MiB
+        assert any("--max-mapped-bytes-per-uid" in (r or "") for r in rings[2:]), out
+    finally:
+        d.stop_and_check()
+
+
+def test_the_shares_are_configurable(py, binary, open_dir):
+    """The guard table's per-uid share (--max-mappings-per-uid) and the shm shares
+    (--max-shm-bytes-per-uid, --max-shm-regions, --max-shm-regions-per-uid) are options, reported by
+    /v1/info; a refusal names the option to raise."""
+    sock = os.path.join(open_dir, "n.sock")
+    d = Daemon(binary, ["--native-socket", sock, "--socket-mode", "0666", "--max-mappings-per-uid", "4",
+                        "--max-shm-regions-per-uid", "1", "--max-shm-bytes-per-uid", "64k"])
+    keys = []
+    try:
+        i = info(d)
+        assert i["limits"]["max_mappings_per_uid"] == 4 and i["limits"]["max_mappings"] == 8192
+        assert i["shm"]["max_regions_per_uid"] == 1 and i["shm"]["max_shm_bytes_per_uid"] == 64 << 10
+        assert i["settings"]["max-mappings-per-uid"] == 4
+        out = _raw_pools(py, sock, "backed:4096", "backed:8192", "backed:12288", "backed:16384")
+        assert [out[k] for k in ("ring", "backed:4096", "backed:8192", "backed:12288")] == ["OK"] * 4, out
+        assert "guard table" in out["backed:16384"] and "--max-mappings-per-uid" in out["backed:16384"], out
+        got = json.loads(run_as(OTHER_UID, py, r"""
+url = sys.argv[1]
+got = []
+for name, size in (("big", 1 << 17), ("one", 4096), ("two", 4096)):
+    key, m = shm_object(size, 0o600, name)
+    st, body = req(url, "POST", f"/v2/systemsharedmemory/region/{name}/register", {"key": key, "byte_size": size})
+    got.append([st, body[:300], key])
+print(json.dumps(got))
+""", d.url))
+        keys += [k for _, _, k in got]
+        assert [st for st, _, _ in got] == [400, 200, 503], got
+        assert "--max-shm-bytes-per-uid" in got[0][1] and "--max-shm-regions-per-uid" in got[2][1], got
+    finally:
+        d.stop_and_check()
+        for k in keys:
+            if os.path.exists("/dev/shm" + k):
+                os.unlink("/dev/shm" + k)

@@ -98,7 +98,7 @@ def test_registration_errors(daemon_factory, shm_objects):
     # A uid's share (half the cap) counts every region of it: two of 40000 bytes do not fit in 64 KiB.
     assert register(d.url, "one", obj.key, 40000) == (200, {})
     st, out = register(d.url, "two", obj.key, 40000)
-    assert st == 400 and "share of --max-shm-bytes (half: 65536 bytes; 40000 registered by this uid)" in out["error"]
+    assert st == 400 and "share of --max-shm-bytes (--max-shm-bytes-per-uid: 65536 bytes; 40000 registered by this uid)" in out["error"]
     st, out = register(d.url, "one", obj.key, 8)
     assert st == 400 and "'one' is already registered" in out["error"]
     assert shm_call(d.url, "GET", "/status")[1] == [{"name": "one", "key": obj.key, "offset": 0, "byte_size": 40000}]
