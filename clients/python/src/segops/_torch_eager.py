@@ -1,70 +1,126 @@
 """_torch_eager.py: the three levels of derivatives for eager calls outside torch.compile and
 torch.func: autograd.Functions that run each function's body (the same as the custom op's,
 _torch_ops.IMPLS) directly, without the custom op's dispatch, which cost a small call more
-than the round trip to the server. The gradient plumbing is _torch_func's (forward_grads and
-backward_grads, over _torch_ops' forward_vjp and backward_vjp), so the values and the rules
-(what is saved, what is asked for, no third derivative) are the custom ops'."""
+than the round trip to the server. The gradient plumbing is that of _torch_ops' forward_vjp and
+backward_vjp (the custom ops' and _torch_func's) with its lookups done once per op, so the values
+and the rules (what is saved, what is asked for, no third derivative) are the custom ops'.
+
+Each op has its own three Function classes (made once, below), so that a call carries no op name
+and looks nothing up: the forward of a call is `FORWARD[op](*inputs, idx, s, key)`. The contexts
+are filled as save_for_backward and set_materialize_grads fill them (ctx.to_save,
+ctx.materialize_grads), without the two Python calls."""
 
 import torch
 
 from . import _table, _torch_ops
-from ._torch_func import backward_grads, forward_grads
 
 IMPLS = _torch_ops.IMPLS
-# per op: how many inputs its forward takes, and the positions of those its backward reads
-_FWD = {op: (len(fwd), tuple(fwd.index(n) for n in _torch_ops.READS[op])) for op, (fwd, _) in _table.OPS.items()}
-# per op: how many tensors (g_out, then the forward's inputs) its backward takes
-_BWD_K = {op: len(_torch_ops.FNS[(op, "backward")].ins) for op in _table.OPS}
+_no_third = _torch_ops.no_third
 
 
-class _Double(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, op, *args):
-        return IMPLS[(op, "double_backward")](*args)
+def _classes(op):
+    """(forward, backward) of op as the `apply` of its Function classes."""
+    fwd_names = _table.OPS[op][0]
+    k_fwd = len(fwd_names)
+    reads = _torch_ops.READS[op]  # the forward inputs the backward reads, saved after idx
+    read_at = tuple(fwd_names.index(n) for n in reads)
+    bwd_names = _torch_ops.FNS[(op, "backward")].ins  # g_out, then the forward's inputs
+    k_bwd = len(bwd_names)
+    fwd_body, bwd_body, dbl_body = (IMPLS[(op, p)] for p in ("forward", "backward", "double_backward"))
+    fwd_tail, bwd_tail = (None, None, None), (None,) * 4  # idx, s, key (and want): no gradient
+    fwd_none, bwd_none = (None,) * (k_fwd + 3), (None,) * (k_bwd + 4)
+    plan = _torch_ops._PLANS[op]
+    one_fwd, one_dbl = plan.one_fwd, plan.one_dbl
+    # The backward's tensor arguments from the forward's context: -2 g_out, -1 none (not read), or
+    # the position among the saved inputs.
+    bwd_from = tuple(-2 if n == "g_out" else reads.index(n) if n in reads else -1 for n in bwd_names)
+    # The double backward's outputs (grad_g_out, then grad_<a> of the inputs the backward reads):
+    # where each one's input sits among the backward's arguments; and for each of the backward's
+    # arguments, which output is its gradient (-1: none).
+    diff_at = tuple(bwd_names.index(d) if d in bwd_names else -1 for d in plan.diff)
+    grad_of = tuple(plan.diff.index(n) if n in plan.diff else -1 for n in bwd_names)
+    # The double backward's tensor arguments: (True, k) the cotangent of the backward's output k,
+    # (False, i) the backward's argument i (saved; -1: none).
+    gg_names = plan.gg_names
+    dbl_from = tuple((True, gg_names.index(n)) if gg else (False, bwd_names.index(n) if n in bwd_names else -1)
+                     for n, gg in plan.dbl_ins)
 
-    @staticmethod
-    def backward(ctx, *grads):
-        _torch_ops.no_third()
+    class _Double(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *args):
+            return dbl_body(*args)
+
+        @staticmethod
+        def backward(ctx, *grads):
+            _no_third()
+
+    double = _Double.apply
+
+    class _Backward(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *args):  # (*tensors, idx, s, key, want)
+            ctx.s_key_want = args[k_bwd + 1 : k_bwd + 4]
+            ctx.to_save = args[: k_bwd + 1]  # the tensors, then idx (save_for_backward)
+            ctx.materialize_grads = False
+            return bwd_body(*args)
+
+        @staticmethod
+        def backward(ctx, *ggs):  # _torch_ops.backward_vjp, its lookups done once
+            s, key, want = ctx.s_key_want
+            needs = ctx.needs_input_grad
+            mask = 0
+            for j, at in enumerate(diff_at):
+                if at >= 0 and needs[at]:
+                    mask |= 1 << j
+            if not mask:
+                return bwd_none
+            for b, g in enumerate(ggs):
+                if g is not None and want >> b & 1:
+                    break
+            else:
+                return bwd_none
+            *saved, idx = ctx.saved_tensors
+            args = [(ggs[i] if want >> i & 1 else None) if gg else saved[i] if i >= 0 else None for gg, i in dbl_from]
+            res = double(*args, idx, s, key, mask)
+            if one_dbl:
+                res = (res,)
+            return tuple([res[j] if j >= 0 and mask >> j & 1 else None for j in grad_of]) + bwd_tail
+
+    backward = _Backward.apply
+
+    class _Forward(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *args):  # (*inputs, idx, s, key)
+            ctx.s_key = args[k_fwd + 1 :]
+            ctx.to_save = (args[k_fwd], *[args[i] for i in read_at])  # idx, then what the backward reads
+            ctx.materialize_grads = False
+            return fwd_body(*args)
+
+        @staticmethod
+        def backward(ctx, g_out):  # _torch_ops.forward_vjp, its lookups done once
+            need = ctx.needs_input_grad[:k_fwd]
+            mask = 0
+            for j, nd in enumerate(need):
+                if nd:
+                    mask |= 1 << j
+            if g_out is None or not mask:
+                return fwd_none
+            idx, *saved = ctx.saved_tensors
+            s, key = ctx.s_key
+            args = [g_out if i == -2 else None if i < 0 else saved[i] for i in bwd_from]
+            res = backward(*args, idx, s, key, mask)
+            if one_fwd:
+                res = (res,)
+            return tuple([r if nd else None for r, nd in zip(res, need)]) + fwd_tail
+
+    return _Forward.apply, backward
 
 
-def _double(op):
-    return lambda *a: _Double.apply(op, *a)
-
-
-class _Backward(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, op, *args):
-        k = _BWD_K[op]
-        ctx.op = op
-        ctx.s_key_want = args[k + 1 : k + 4]
-        ctx.save_for_backward(*args[:k], args[k])
-        ctx.set_materialize_grads(False)
-        return IMPLS[(op, "backward")](*args)
-
-    @staticmethod
-    def backward(ctx, *ggs):
-        return backward_grads(ctx, ggs, _double(ctx.op))
-
-
-def _backward(op):
-    return lambda *a: _Backward.apply(op, *a)
-
-
-class _Forward(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, op, *args):
-        k, reads = _FWD[op]
-        ctx.op = op
-        ctx.s_key = args[k + 1 :]
-        ctx.save_for_backward(args[k], *[args[i] for i in reads])
-        ctx.set_materialize_grads(False)
-        return IMPLS[(op, "forward")](*args)
-
-    @staticmethod
-    def backward(ctx, g_out):
-        return forward_grads(ctx, g_out, _backward(ctx.op))
+FORWARD, BACKWARD = {}, {}
+for _op in _table.OPS:
+    FORWARD[_op], BACKWARD[_op] = _classes(_op)
 
 
 def forward(op, *args):
     """The forward of op, eagerly: (*inputs, idx, s, key)."""
-    return _Forward.apply(op, *args)
+    return FORWARD[op](*args)

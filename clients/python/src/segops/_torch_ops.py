@@ -144,7 +144,7 @@ def _make_impl(fn):
     def impl(*args):
         s, key = args[k + 1], args[k + 2]
         want = args[k + 3] if has_want else 1
-        client = resolve_client(key)
+        client = key if key.__class__ is Client else resolve_client(key)  # an eager call carries its Client
         # A subclass that overrides call() sees every call (through the numpy path below).
         nc = client._nc if type(client).call is _CLIENT_CALL else None
         if nc is not None:
