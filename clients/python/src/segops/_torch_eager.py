@@ -8,13 +8,19 @@ and the rules (what is saved, what is asked for, no third derivative) are the cu
 Each op has its own three Function classes (made once, below), so that a call carries no op name
 and looks nothing up: the forward of a call is `FORWARD[op](*inputs, idx, s, key)`. The contexts
 are filled as save_for_backward and set_materialize_grads fill them (ctx.to_save,
-ctx.materialize_grads), without the two Python calls."""
+ctx.materialize_grads), without the two Python calls. A call whose key is a segops.Client itself
+(not a subclass) on the C extension goes from the Function's forward straight to the extension's
+run_torch; any other key takes the body, which resolves it."""
 
 import torch
 
+from operator import itemgetter
+
 from . import _table, _torch_ops
+from .client import FN_IDS, Client
 
 IMPLS = _torch_ops.IMPLS
+_fill_unasked = _torch_ops.fill_unasked
 _no_third = _torch_ops.no_third
 
 
@@ -27,6 +33,12 @@ def _classes(op):
     bwd_names = _torch_ops.FNS[(op, "backward")].ins  # g_out, then the forward's inputs
     k_bwd = len(bwd_names)
     fwd_body, bwd_body, dbl_body = (IMPLS[(op, p)] for p in ("forward", "backward", "double_backward"))
+    fwd_id, bwd_id, dbl_id = (FN_IDS[(op, p)] for p in ("forward", "backward", "double_backward"))
+    bwd_every = (1 << len(_table.FUNCS[(op, "backward")][1])) - 1
+    dbl_names = _torch_ops.FNS[(op, "double_backward")].ins
+    k_dbl, dbl_every = len(dbl_names), (1 << len(_table.FUNCS[(op, "double_backward")][1])) - 1
+    # what the forward saves: idx, then the inputs the backward reads
+    saved_of = itemgetter(k_fwd, *read_at) if read_at else None
     fwd_tail, bwd_tail = (None, None, None), (None,) * 4  # idx, s, key (and want): no gradient
     fwd_none, bwd_none = (None,) * (k_fwd + 3), (None,) * (k_bwd + 4)
     plan = _torch_ops._PLANS[op]
@@ -47,7 +59,15 @@ def _classes(op):
 
     class _Double(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, *args):
+        def forward(ctx, *args):  # (*tensors, idx, s, key, want)
+            c = args[k_dbl + 2]
+            if c.__class__ is not Client:
+                c = _torch_ops.resolve_client(c)
+            if c.__class__ is Client and c._nc is not None:
+                want = args[k_dbl + 3]
+                res = c._nc.run_torch(dbl_id, args[:k_dbl], args[k_dbl], args[k_dbl + 1], want)
+                if res is not NotImplemented:
+                    return res if want == dbl_every else _fill_unasked(res, args[:k_dbl])
             return dbl_body(*args)
 
         @staticmethod
@@ -59,9 +79,16 @@ def _classes(op):
     class _Backward(torch.autograd.Function):
         @staticmethod
         def forward(ctx, *args):  # (*tensors, idx, s, key, want)
-            ctx.s_key_want = args[k_bwd + 1 : k_bwd + 4]
+            ctx.s_key_want = s_key_want = args[k_bwd + 1 : k_bwd + 4]
             ctx.to_save = args[: k_bwd + 1]  # the tensors, then idx (save_for_backward)
             ctx.materialize_grads = False
+            s, c, want = s_key_want
+            if c.__class__ is not Client:
+                c = _torch_ops.resolve_client(c)
+            if c.__class__ is Client and c._nc is not None:
+                res = c._nc.run_torch(bwd_id, args[:k_bwd], args[k_bwd], s, want)
+                if res is not NotImplemented:
+                    return res if want == bwd_every else _fill_unasked(res, args[:k_bwd])
             return bwd_body(*args)
 
         @staticmethod
@@ -91,9 +118,16 @@ def _classes(op):
     class _Forward(torch.autograd.Function):
         @staticmethod
         def forward(ctx, *args):  # (*inputs, idx, s, key)
-            ctx.s_key = args[k_fwd + 1 :]
-            ctx.to_save = (args[k_fwd], *[args[i] for i in read_at])  # idx, then what the backward reads
+            ctx.s_key = s_key = args[k_fwd + 1 :]
+            ctx.to_save = saved_of(args) if saved_of else (args[k_fwd],)
             ctx.materialize_grads = False
+            c = s_key[1]
+            if c.__class__ is not Client:
+                c = _torch_ops.resolve_client(c)
+            if c.__class__ is Client and c._nc is not None:  # the forward has one output
+                res = c._nc.run_torch(fwd_id, args[:k_fwd], args[k_fwd], s_key[0], 1)
+                if res is not NotImplemented:
+                    return res
             return fwd_body(*args)
 
         @staticmethod

@@ -121,8 +121,10 @@ def _from_np(a, device, cpu=None):
 _CLIENT_CALL = Client.call
 
 
-def _fill_unasked(res, ref):
-    """Outputs not asked for (None from the extension) as empty tensors, as the schema returns them."""
+def fill_unasked(res, tensors):
+    """Outputs not asked for (None from the extension) as empty tensors, as the schema returns them
+    (of the dtype of the first of the call's tensors that is given)."""
+    ref = next(t for t in tensors if t is not None)
     return tuple(torch.empty(0, dtype=ref.dtype) if r is None else r for r in res)
 
 
@@ -152,7 +154,7 @@ def _make_impl(fn):
             # memory (no copy either way); NotImplemented when a tensor is on a device.
             res = nc.run_torch(fn_id, args[:k], args[k], s, want)
             if res is not NotImplemented:
-                return res if want == every else _fill_unasked(res, next(t for t in args[:k] if t is not None))
+                return res if want == every else fill_unasked(res, args[:k])
         given = args[: k + 1]  # the tensors by name, then idx
         for ref in given[:k]:
             if ref is not None:

@@ -266,20 +266,27 @@ _BODY = {op: _torch_ops.IMPLS[(op, "forward")] for op in _table.OPS}  # op -> it
 
 def _apply(op, inputs, idx, num_segments, client):
     # The common call first (plain eager autograd on CPU tensors, an int num_segments, no transform,
-    # no forward-mode AD, not compiling): the checks below, each answered with the least work.
+    # no forward-mode AD, not compiling): _plain's checks and the others, each answered with the
+    # least work, inline.
     if (
         num_segments.__class__ is int
+        and idx.__class__ is Tensor
+        and idx.dtype in _INDEX
+        and idx.is_cpu
         and not _is_compiling()
         and not _interpreters()
         and (_fwd_ad is None or _fwd_ad._current_level < 0)
-        and _plain(inputs, idx)
     ):
-        key = "" if client is None else client if client.__class__ is Client else _eager_key(client)
-        if _grad_enabled():
-            for t in inputs:
-                if t.requires_grad:
-                    return _EAGER[op](*inputs, idx, num_segments, key)
-        return _BODY[op](*inputs, idx, num_segments, key)
+        grad = False
+        for t in inputs:
+            if t.__class__ is not Tensor or t.dtype not in _SENDABLE or not t.is_cpu:
+                break
+            grad = grad or t.requires_grad
+        else:
+            key = "" if client is None else client if client.__class__ is Client else _eager_key(client)
+            if grad and _grad_enabled():
+                return _EAGER[op](*inputs, idx, num_segments, key)
+            return _BODY[op](*inputs, idx, num_segments, key)
     return _apply_checked(op, inputs, idx, num_segments, client)
 
 
