@@ -1,9 +1,8 @@
 """_torch_eager.py: the three levels of derivatives for eager calls outside torch.compile and
 torch.func: autograd.Functions that run each function's body (the same as the custom op's,
 _torch_ops.IMPLS) directly, without the custom op's dispatch, which cost a small call more
-than the round trip to the server. The gradient plumbing is that of _torch_ops' forward_vjp and
-backward_vjp (the custom ops' and _torch_func's) with its lookups done once per op, so the values
-and the rules (what is saved, what is asked for, no third derivative) are the custom ops'.
+than the round trip to the server. The rules (what is saved, what is asked for, how the next
+level's call is made; _torch_ops.Rules) are the custom ops' and _torch_func's, so are the values.
 
 Each op has its own three Function classes (made once, below), so that a call carries no op name
 and looks nothing up: the forward of a call is `FORWARD[op](*inputs, idx, s, key)`. The contexts
@@ -12,9 +11,9 @@ ctx.materialize_grads), without the two Python calls. A call whose key is a sego
 (not a subclass) on the C extension goes from the Function's forward straight to the extension's
 run_torch; any other key takes the body, which resolves it."""
 
-import torch
-
 from operator import itemgetter
+
+import torch
 
 from . import _table, _torch_ops
 from .client import FN_IDS, Client
@@ -26,36 +25,14 @@ _no_third = _torch_ops.no_third
 
 def _classes(op):
     """(forward, backward) of op as the `apply` of its Function classes."""
-    fwd_names = _table.OPS[op][0]
-    k_fwd = len(fwd_names)
-    reads = _torch_ops.READS[op]  # the forward inputs the backward reads, saved after idx
-    read_at = tuple(fwd_names.index(n) for n in reads)
-    bwd_names = _torch_ops.FNS[(op, "backward")].ins  # g_out, then the forward's inputs
-    k_bwd = len(bwd_names)
+    rules = _torch_ops.RULES[op]
+    k_fwd, k_bwd = rules.k_fwd, rules.k_bwd
+    k_dbl = len(_torch_ops.FNS[(op, "double_backward")].ins)
     fwd_body, bwd_body, dbl_body = (IMPLS[(op, p)] for p in ("forward", "backward", "double_backward"))
     fwd_id, bwd_id, dbl_id = (FN_IDS[(op, p)] for p in ("forward", "backward", "double_backward"))
-    bwd_every = (1 << len(_table.FUNCS[(op, "backward")][1])) - 1
-    dbl_names = _torch_ops.FNS[(op, "double_backward")].ins
-    k_dbl, dbl_every = len(dbl_names), (1 << len(_table.FUNCS[(op, "double_backward")][1])) - 1
-    # what the forward saves: idx, then the inputs the backward reads
-    saved_of = itemgetter(k_fwd, *read_at) if read_at else None
+    bwd_every, dbl_every = ((1 << len(_table.FUNCS[(op, p)][1])) - 1 for p in ("backward", "double_backward"))
+    saved_of = itemgetter(*rules.saved_at) if len(rules.saved_at) > 1 else None  # else idx alone
     fwd_tail, bwd_tail = (None, None, None), (None,) * 4  # idx, s, key (and want): no gradient
-    fwd_none, bwd_none = (None,) * (k_fwd + 3), (None,) * (k_bwd + 4)
-    plan = _torch_ops._PLANS[op]
-    one_fwd, one_dbl = plan.one_fwd, plan.one_dbl
-    # The backward's tensor arguments from the forward's context: -2 g_out, -1 none (not read), or
-    # the position among the saved inputs.
-    bwd_from = tuple(-2 if n == "g_out" else reads.index(n) if n in reads else -1 for n in bwd_names)
-    # The double backward's outputs (grad_g_out, then grad_<a> of the inputs the backward reads):
-    # where each one's input sits among the backward's arguments; and for each of the backward's
-    # arguments, which output is its gradient (-1: none).
-    diff_at = tuple(bwd_names.index(d) if d in bwd_names else -1 for d in plan.diff)
-    grad_of = tuple(plan.diff.index(n) if n in plan.diff else -1 for n in bwd_names)
-    # The double backward's tensor arguments: (True, k) the cotangent of the backward's output k,
-    # (False, i) the backward's argument i (saved; -1: none).
-    gg_names = plan.gg_names
-    dbl_from = tuple((True, gg_names.index(n)) if gg else (False, bwd_names.index(n) if n in bwd_names else -1)
-                     for n, gg in plan.dbl_ins)
 
     class _Double(torch.autograd.Function):
         @staticmethod
@@ -92,26 +69,8 @@ def _classes(op):
             return bwd_body(*args)
 
         @staticmethod
-        def backward(ctx, *ggs):  # _torch_ops.backward_vjp, its lookups done once
-            s, key, want = ctx.s_key_want
-            needs = ctx.needs_input_grad
-            mask = 0
-            for j, at in enumerate(diff_at):
-                if at >= 0 and needs[at]:
-                    mask |= 1 << j
-            if not mask:
-                return bwd_none
-            for b, g in enumerate(ggs):
-                if g is not None and want >> b & 1:
-                    break
-            else:
-                return bwd_none
-            *saved, idx = ctx.saved_tensors
-            args = [(ggs[i] if want >> i & 1 else None) if gg else saved[i] if i >= 0 else None for gg, i in dbl_from]
-            res = double(*args, idx, s, key, mask)
-            if one_dbl:
-                res = (res,)
-            return tuple([res[j] if j >= 0 and mask >> j & 1 else None for j in grad_of]) + bwd_tail
+        def backward(ctx, *ggs):
+            return rules.backward_vjp(double, ggs, ctx.needs_input_grad, ctx.saved_tensors, *ctx.s_key_want) + bwd_tail
 
     backward = _Backward.apply
 
@@ -119,7 +78,7 @@ def _classes(op):
         @staticmethod
         def forward(ctx, *args):  # (*inputs, idx, s, key)
             ctx.s_key = s_key = args[k_fwd + 1 :]
-            ctx.to_save = saved_of(args) if saved_of else (args[k_fwd],)
+            ctx.to_save = saved_of(args) if saved_of else (args[k_fwd],)  # idx, then what the backward reads
             ctx.materialize_grads = False
             c = s_key[1]
             if c.__class__ is not Client:
@@ -131,21 +90,8 @@ def _classes(op):
             return fwd_body(*args)
 
         @staticmethod
-        def backward(ctx, g_out):  # _torch_ops.forward_vjp, its lookups done once
-            need = ctx.needs_input_grad[:k_fwd]
-            mask = 0
-            for j, nd in enumerate(need):
-                if nd:
-                    mask |= 1 << j
-            if g_out is None or not mask:
-                return fwd_none
-            idx, *saved = ctx.saved_tensors
-            s, key = ctx.s_key
-            args = [g_out if i == -2 else None if i < 0 else saved[i] for i in bwd_from]
-            res = backward(*args, idx, s, key, mask)
-            if one_fwd:
-                res = (res,)
-            return tuple([r if nd else None for r, nd in zip(res, need)]) + fwd_tail
+        def backward(ctx, g_out):
+            return rules.forward_vjp(backward, g_out, ctx.needs_input_grad, ctx.saved_tensors, *ctx.s_key) + fwd_tail
 
     return _Forward.apply, backward
 
