@@ -1,35 +1,14 @@
 """_torch_func.py: the same three levels of derivatives as autograd.Functions with
 setup_context, used under torch.func's grad transforms (grad, vjp, jacrev, hessian), which do
 not accept the autograd that torch.library registers on custom ops. Each level calls the same
-custom ops (torch.ops.segops.*) and the same gradient plumbing as _torch_ops."""
+custom ops (torch.ops.segops.*) and the same rules (_torch_ops.Rules) as the custom ops'
+registered autograd; argument 0 of each Function is the op's name."""
 
 import torch
 
-from . import _table, _torch_ops
+from . import _torch_ops
 
-
-def backward_grads(ctx, ggs, double):
-    """The backward of a backward Function (ctx: op, s_key_want, saved g_out/inputs then idx;
-    argument 0 is op): the gradients of its arguments, by double(*args) = the double backward."""
-    op = ctx.op
-    names = _torch_ops.FNS[(op, "backward")].ins
-    *saved, idx = ctx.saved_tensors
-    s, key, want = ctx.s_key_want
-    need = dict(zip(names, ctx.needs_input_grad[1 : 1 + len(names)]))
-    grads = _torch_ops.backward_vjp(op, double, ggs, want, need, dict(zip(names, saved)), idx, s, key)
-    return (None,) + grads + (None,) * 4
-
-
-def forward_grads(ctx, g_out, backward):
-    """The backward of a forward Function (ctx: op, s_key, saved idx then the inputs the backward
-    reads; argument 0 is op), by backward(*args) = the backward function."""
-    op = ctx.op
-    fwd = _table.OPS[op][0]
-    idx, *saved = ctx.saved_tensors
-    s, key = ctx.s_key
-    need = ctx.needs_input_grad[1 : 1 + len(fwd)]
-    grads = _torch_ops.forward_vjp(op, backward, g_out, need, dict(zip(_torch_ops.READS[op], saved)), idx, s, key)
-    return (None,) + grads + (None, None, None)
+RULES = _torch_ops.RULES
 
 
 class _Double(torch.autograd.Function):
@@ -58,15 +37,18 @@ class _Backward(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx, inputs, output):
         op, args = inputs[0], inputs[1:]
-        k = len(_torch_ops.FNS[(op, "backward")].ins)
+        k = RULES[op].k_bwd
         ctx.op = op
         ctx.s_key_want = args[k + 1 : k + 4]
-        ctx.save_for_backward(*args[:k], args[k])
+        ctx.save_for_backward(*args[: k + 1])
         ctx.set_materialize_grads(False)
 
     @staticmethod
     def backward(ctx, *ggs):
-        return backward_grads(ctx, ggs, lambda *a: _Double.apply(ctx.op, *a))
+        op = ctx.op
+        grads = RULES[op].backward_vjp(lambda *a: _Double.apply(op, *a), ggs, ctx.needs_input_grad[1:],
+                                       ctx.saved_tensors, *ctx.s_key_want)
+        return (None,) + grads + (None,) * 4
 
 
 class _Forward(torch.autograd.Function):
@@ -79,17 +61,17 @@ class _Forward(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx, inputs, output):
         op, args = inputs[0], inputs[1:]
-        fwd = _table.OPS[op][0]
-        reads = _torch_ops.READS[op]
-        named = dict(zip(fwd, args))
         ctx.op = op
-        ctx.s_key = args[len(fwd) + 1 :]
-        ctx.save_for_backward(args[len(fwd)], *(named[n] for n in reads))
+        ctx.s_key = args[RULES[op].k_fwd + 1 :]
+        ctx.save_for_backward(*RULES[op].forward_saved(args))
         ctx.set_materialize_grads(False)
 
     @staticmethod
     def backward(ctx, g_out):
-        return forward_grads(ctx, g_out, lambda *a: _Backward.apply(ctx.op, *a))
+        op = ctx.op
+        grads = RULES[op].forward_vjp(lambda *a: _Backward.apply(op, *a), g_out, ctx.needs_input_grad[1:],
+                                      ctx.saved_tensors, *ctx.s_key)
+        return (None,) + grads + (None,) * 3
 
 
 def forward(op, *args):

@@ -10,6 +10,8 @@ backward and double backward `int want`, a bit mask of the outputs to compute (b
 k of the table); an output not asked for comes back as an empty tensor.
 """
 
+from operator import itemgetter
+
 import torch
 import torch.utils.dlpack
 
@@ -121,8 +123,10 @@ def _from_np(a, device, cpu=None):
 _CLIENT_CALL = Client.call
 
 
-def _fill_unasked(res, ref):
-    """Outputs not asked for (None from the extension) as empty tensors, as the schema returns them."""
+def fill_unasked(res, tensors):
+    """Outputs not asked for (None from the extension) as empty tensors, as the schema returns them
+    (of the dtype of the first of the call's tensors that is given)."""
+    ref = next(t for t in tensors if t is not None)
     return tuple(torch.empty(0, dtype=ref.dtype) if r is None else r for r in res)
 
 
@@ -144,7 +148,7 @@ def _make_impl(fn):
     def impl(*args):
         s, key = args[k + 1], args[k + 2]
         want = args[k + 3] if has_want else 1
-        client = resolve_client(key)
+        client = key if key.__class__ is Client else resolve_client(key)  # an eager call carries its Client
         # A subclass that overrides call() sees every call (through the numpy path below).
         nc = client._nc if type(client).call is _CLIENT_CALL else None
         if nc is not None:
@@ -152,7 +156,7 @@ def _make_impl(fn):
             # memory (no copy either way); NotImplemented when a tensor is on a device.
             res = nc.run_torch(fn_id, args[:k], args[k], s, want)
             if res is not NotImplemented:
-                return res if want == every else _fill_unasked(res, next(t for t in args[:k] if t is not None))
+                return res if want == every else fill_unasked(res, args[:k])
         given = args[: k + 1]  # the tensors by name, then idx
         for ref in given[:k]:
             if ref is not None:
@@ -249,14 +253,6 @@ def no_third():
     )
 
 
-def _mask(flags):
-    m = 0
-    for k, f in enumerate(flags):
-        if f:
-            m |= 1 << k
-    return m
-
-
 # Each function's body: what its custom op runs, and what eager calls (_torch_eager) run directly.
 IMPLS = {key: _make_impl(fn) for key, fn in FNS.items()}
 
@@ -270,9 +266,9 @@ def _register():
     for key, fn in FNS.items():
         if hasattr(torch.library, "register_vmap"):
             torch.library.register_vmap(fn.qualname, _make_vmap(fn, ops[key]))
-    for op_name, (fwd, _) in _table.OPS.items():
-        _autograd_forward(op_name, fwd, ops)
-        _autograd_backward(op_name, fwd, ops)
+    for op_name in _table.OPS:
+        _autograd_forward(RULES[op_name], ops)
+        _autograd_backward(RULES[op_name], ops)
         ops[(op_name, "double_backward")].register_autograd(lambda ctx, *grads: no_third())
     return ops
 
@@ -283,103 +279,116 @@ def reads_of(op_name):
     return tuple(n for n, o in zip(bwd.ins, bwd.optional) if n != "g_out" and not o)
 
 
-READS = {op: reads_of(op) for op in _table.OPS}  # per op: what its forward saves for the backward
+class Rules:
+    """The derivative rules of one op, shared by the three ways a call is differentiated (the
+    custom ops' registered autograd below, _torch_func's Functions under torch.func, _torch_eager's
+    for eager calls), worked out once as positions: what the forward saves (idx, then the inputs
+    the backward reads) and the backward (its tensors, then idx); which outputs the backward and
+    the double backward are asked for (want: bit k, output k); how their arguments come from a
+    context. A call's arguments are (*tensors, idx, num_segments, key[, want])."""
+
+    def __init__(self, op):
+        fwd = _table.OPS[op][0]
+        bwd = FNS[(op, "backward")].ins  # g_out, then the forward's inputs
+        dbl = FNS[(op, "double_backward")]
+        reads = reads_of(op)
+        self.op, self.k_fwd, self.k_bwd = op, len(fwd), len(bwd)
+        # what the forward saves, by position among its arguments: idx, then the inputs the
+        # backward reads; forward_saved(args) takes them
+        self.saved_at = (self.k_fwd, *(fwd.index(n) for n in reads))
+        get = itemgetter(*self.saved_at)
+        self.forward_saved = get if reads else lambda args: (get(args),)
+        self.no_fwd_grads, self.no_bwd_grads = (None,) * self.k_fwd, (None,) * self.k_bwd
+        self.every_fwd = (1 << self.k_fwd) - 1
+        # The backward's tensor arguments from the forward's context: -2 g_out, -1 none (not
+        # read), or the position among the saved inputs.
+        self.bwd_from = tuple(-2 if n == "g_out" else reads.index(n) if n in reads else -1 for n in bwd)
+        # The double backward's outputs (grad_g_out, then grad_<a> of the inputs the backward
+        # reads): where each one's input sits among the backward's arguments (-1: not there), and
+        # for each of the backward's arguments, which output is its gradient (-1: none).
+        diff = tuple(o[len("grad_") :] for o in dbl.outs)
+        self.diff_at = tuple(bwd.index(d) if d in bwd else -1 for d in diff)
+        self.grad_of = tuple(diff.index(n) if n in diff else -1 for n in bwd)
+        # The double backward's tensor arguments: (True, k) the cotangent of the backward's output
+        # k (grad_<forward input k>), (False, i) the backward's argument i (-1: none).
+        gg = tuple("gg_" + a for a in fwd)
+        self.dbl_from = tuple((True, gg.index(n)) if n in gg else (False, bwd.index(n) if n in bwd else -1)
+                              for n in dbl.ins)
+        self.one_dbl = len(dbl.outs) == 1
+
+    def forward_vjp(self, call, g_out, needs, saved, s, key):
+        """The gradients of the forward's inputs (None where needs[k] is false) by call = the
+        backward; saved: idx, then the inputs the backward reads."""
+        mask = 0
+        for k in range(self.k_fwd):
+            if needs[k]:
+                mask |= 1 << k
+        if g_out is None or not mask:
+            return self.no_fwd_grads
+        idx, *have = saved
+        res = call(*[g_out if i == -2 else None if i < 0 else have[i] for i in self.bwd_from], idx, s, key, mask)
+        if self.k_fwd == 1:
+            return (res,)
+        if mask == self.every_fwd:
+            return tuple(res)
+        return tuple([r if mask >> k & 1 else None for k, r in enumerate(res)])
+
+    def backward_vjp(self, call, ggs, needs, saved, s, key, want):
+        """The gradients of the backward's tensor arguments (g_out, then the forward's inputs;
+        None where needs[k] is false or none flows) by call = the double backward, from ggs, the
+        cotangents of the backward's outputs; saved: the backward's tensors, then idx; want: the
+        outputs the backward computed (the others' cotangents are not read)."""
+        mask = 0
+        for j, at in enumerate(self.diff_at):
+            if at >= 0 and needs[at]:
+                mask |= 1 << j
+        if not mask:
+            return self.no_bwd_grads
+        for b, g in enumerate(ggs):
+            if g is not None and want >> b & 1:
+                break
+        else:
+            return self.no_bwd_grads
+        *have, idx = saved
+        args = [(ggs[i] if want >> i & 1 else None) if gg else have[i] if i >= 0 else None for gg, i in self.dbl_from]
+        res = call(*args, idx, s, key, mask)
+        if self.one_dbl:
+            res = (res,)
+        return tuple([res[j] if j >= 0 and mask >> j & 1 else None for j in self.grad_of])
 
 
-class _Plan:
-    """What forward_vjp and backward_vjp need of one op, worked out once."""
-
-    def __init__(self, op_name):
-        self.fwd = _table.OPS[op_name][0]
-        self.bwd_ins = FNS[(op_name, "backward")].ins
-        dbl = FNS[(op_name, "double_backward")]
-        # The double backward's outputs: grad_g_out, then grad_<a> for each forward input the
-        # backward reads; diff: those names without "grad_".
-        self.diff = tuple(o[len("grad_") :] for o in dbl.outs)
-        self.gg_names = tuple("gg_" + a for a in self.fwd)
-        self.dbl_ins = tuple((n, n.startswith("gg_")) for n in dbl.ins)
-        self.one_fwd, self.one_dbl = len(self.fwd) == 1, len(dbl.outs) == 1
+RULES = {op: Rules(op) for op in _table.OPS}
 
 
-_PLANS = {op: _Plan(op) for op in _table.OPS}
-
-
-def forward_vjp(op_name, call, g_out, need, have, idx, s, key):
-    """Gradients of the forward's inputs (None where need is False), by call = the backward op
-    (or a function standing for it). have: forward input name -> saved tensor."""
-    plan = _PLANS[op_name]
-    if g_out is None or not any(need):
-        return (None,) * len(plan.fwd)
-    args = [g_out if n == "g_out" else have.get(n) for n in plan.bwd_ins]
-    res = call(*args, idx, s, key, _mask(need))
-    if plan.one_fwd:
-        res = (res,)
-    return tuple([r if nd else None for r, nd in zip(res, need)])
-
-
-def backward_vjp(op_name, call, ggs, want, need_by_name, have, idx, s, key):
-    """Gradients of the backward's tensor inputs (g_out and the forward inputs, by name in
-    have), by call = the double-backward op; ggs: the cotangents of the backward's outputs."""
-    plan = _PLANS[op_name]
-    diff = plan.diff
-    need = [need_by_name.get(d, False) for d in diff]
-    ggs = [g if (want >> k & 1) else None for k, g in enumerate(ggs)]
-    if not any(need):
-        return (None,) * len(plan.bwd_ins)
-    for g in ggs:
-        if g is not None:
-            break
-    else:
-        return (None,) * len(plan.bwd_ins)
-    gg = dict(zip(plan.gg_names, ggs))
-    args = [gg[n] if is_gg else have.get(n) for n, is_gg in plan.dbl_ins]
-    res = call(*args, idx, s, key, _mask(need))
-    if plan.one_dbl:
-        res = (res,)
-    by_name = {d: (r if nd else None) for d, r, nd in zip(diff, res, need)}
-    return tuple([by_name.get(n) for n in plan.bwd_ins])
-
-
-def _autograd_forward(op_name, fwd, ops):
-    reads = READS[op_name]
-    backward_op = ops[(op_name, "backward")]
+def _autograd_forward(rules, ops):
+    backward_op = ops[(rules.op, "backward")]
+    k = rules.k_fwd
 
     def setup_context(ctx, inputs, output):
-        named = dict(zip(fwd, inputs[: len(fwd)]))
-        ctx.idx_s_key = inputs[len(fwd) :]
-        ctx.save_for_backward(inputs[len(fwd)], *(named[n] for n in reads))
+        ctx.s_key = inputs[k + 1 :]
+        ctx.save_for_backward(*rules.forward_saved(inputs))
         ctx.set_materialize_grads(False)
 
     def backward(ctx, g_out):
-        idx, *saved = ctx.saved_tensors
-        _, s, key = ctx.idx_s_key
-        need = ctx.needs_input_grad[: len(fwd)]
-        grads = forward_vjp(op_name, backward_op, g_out, need, dict(zip(reads, saved)), idx, s, key)
-        return grads + (None, None, None)
+        return rules.forward_vjp(backward_op, g_out, ctx.needs_input_grad, ctx.saved_tensors, *ctx.s_key) + (None,) * 3
 
-    ops[(op_name, "forward")].register_autograd(backward, setup_context=setup_context)
+    ops[(rules.op, "forward")].register_autograd(backward, setup_context=setup_context)
 
 
-def _autograd_backward(op_name, fwd, ops):
-    bwd = FNS[(op_name, "backward")]
-    dbl_op = ops[(op_name, "double_backward")]
+def _autograd_backward(rules, ops):
+    dbl_op = ops[(rules.op, "double_backward")]
+    k = rules.k_bwd
 
     def setup_context(ctx, inputs, output):
-        k = len(bwd.ins)
-        ctx.idx_s_key = inputs[k : k + 3]
-        ctx.want = inputs[k + 3]
-        ctx.save_for_backward(*inputs[:k], inputs[k])
+        ctx.s_key_want = inputs[k + 1 : k + 4]
+        ctx.save_for_backward(*inputs[: k + 1])
         ctx.set_materialize_grads(False)
 
     def backward(ctx, *ggs):
-        *saved, idx = ctx.saved_tensors
-        _, s, key = ctx.idx_s_key
-        need_by_name = dict(zip(bwd.ins, ctx.needs_input_grad[: len(bwd.ins)]))
-        have = dict(zip(bwd.ins, saved))
-        grads = backward_vjp(op_name, dbl_op, ggs, ctx.want, need_by_name, have, idx, s, key)
+        grads = rules.backward_vjp(dbl_op, ggs, ctx.needs_input_grad, ctx.saved_tensors, *ctx.s_key_want)
         return grads + (None,) * 4
 
-    ops[(op_name, "backward")].register_autograd(backward, setup_context=setup_context)
+    ops[(rules.op, "backward")].register_autograd(backward, setup_context=setup_context)
 
 
 OPS = _register()

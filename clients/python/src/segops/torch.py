@@ -258,22 +258,35 @@ def _grad_needed(inputs):
 _interpreters = getattr(getattr(torch._C, "_functorch", None), "get_interpreter_stack", None) or (lambda: True)
 
 
+_is_compiling = torch.compiler.is_compiling
+_grad_enabled = torch.is_grad_enabled
+_EAGER = _torch_eager.FORWARD  # op -> its eager forward Function's apply
+_BODY = {op: _torch_ops.IMPLS[(op, "forward")] for op in _table.OPS}  # op -> its forward's body
+
+
 def _apply(op, inputs, idx, num_segments, client):
     # The common call first (plain eager autograd on CPU tensors, an int num_segments, no transform,
-    # no forward-mode AD, not compiling): the checks below, each answered with the least work.
+    # no forward-mode AD, not compiling): _plain's checks and the others, each answered with the
+    # least work, inline.
     if (
         num_segments.__class__ is int
-        and not torch.compiler.is_compiling()
+        and idx.__class__ is Tensor
+        and idx.dtype in _INDEX
+        and idx.is_cpu
+        and not _is_compiling()
         and not _interpreters()
         and (_fwd_ad is None or _fwd_ad._current_level < 0)
-        and _plain(inputs, idx)
     ):
-        key = "" if client is None else client if client.__class__ is Client else _eager_key(client)
-        if torch.is_grad_enabled():
-            for t in inputs:
-                if t.requires_grad:
-                    return _torch_eager.forward(op, *inputs, idx, num_segments, key)
-        return _torch_ops.IMPLS[(op, "forward")](*inputs, idx, num_segments, key)
+        grad = False
+        for t in inputs:
+            if t.__class__ is not Tensor or t.dtype not in _SENDABLE or not t.is_cpu:
+                break
+            grad = grad or t.requires_grad
+        else:
+            key = "" if client is None else client if client.__class__ is Client else _eager_key(client)
+            if grad and _grad_enabled():
+                return _EAGER[op](*inputs, idx, num_segments, key)
+            return _BODY[op](*inputs, idx, num_segments, key)
     return _apply_checked(op, inputs, idx, num_segments, client)
 
 
@@ -308,7 +321,7 @@ def _apply_checked(op, inputs, idx, num_segments, client):
     key = "" if client is None else _eager_key(client)
     if not _grad_needed(inputs):  # nothing to differentiate: the body alone
         return _torch_ops.IMPLS[(op, "forward")](*inputs, idx, s, key)
-    return _torch_eager.forward(op, *inputs, idx, s, key)
+    return _EAGER[op](*inputs, idx, s, key)
 
 
 def segmented_sum(x: Tensor, idx: Tensor, num_segments: SegmentCount, *, client: ClientLike = None) -> Tensor:
