@@ -20,7 +20,7 @@
 #define RECONNECT_S 0.25
 
 /* The calling thread's tid (cached: gettid is a system call), told to the daemon in the ring's
- * caller_tid so that its spin policy reads this thread's CPU time (proto/native.md, Doorbells). A
+ * caller_tid so that its spin policy looks at whether this thread runs (proto/native.md, Doorbells). A
  * fork's child forgets the cache: its one thread is not the parent's. */
 static _Thread_local pid_t my_tid;
 static pthread_once_t tid_once = PTHREAD_ONCE_INIT;
