@@ -55,8 +55,6 @@ struct native_channel {
   bool watched;    /* the accept thread wakes the channel when its client goes (native_server.c) */
   bool has_cpuclk; /* cpuclk is the client process's CPU clock (the spin policy, native_channel.c) */
   clockid_t cpuclk;
-  int32_t stat_tid;     /* the caller_tid that stat_fd, its /proc/<pid>/task/<tid>/stat, was opened for */
-  int stat_fd;          /* -1: none or that open failed; the channel thread's only */
   native_channel *next; /* in the server's list, under its lock */
 };
 

@@ -241,7 +241,6 @@ static void accept_one(segops_native *n, int s) {
   ch->ring.fd = -1;
   ch->ring.guard = -1;
   ch->has_cpuclk = cr.pid > 0 && clock_getcpuclockid(cr.pid, &ch->cpuclk) == 0;
-  ch->stat_fd = -1;
   pthread_mutex_init(&ch->mu, NULL);
   pthread_cond_init(&ch->idle, NULL);
   pthread_mutex_lock(&n->mu);
