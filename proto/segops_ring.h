@@ -105,8 +105,9 @@ typedef struct {
   uint32_t header_bytes; /* SEGOPS_RING_HEADER_BYTES: the first slot's offset */
   uint8_t reserved0[40];
   /* line 1: the client's doorbell, the daemon's futex word */
-  uint32_t doorbell; /* the client adds 1 after every submission */
-  uint8_t reserved1[60];
+  uint32_t doorbell;  /* the client adds 1 after every submission */
+  int32_t caller_tid; /* the tid of the client thread that last rang, in the client's pid namespace; 0 = unknown */
+  uint8_t reserved1[56];
   /* line 2: the daemon's side */
   uint32_t daemon_sleeps; /* 1 while the daemon sleeps on doorbell (or is about to): then wake it */
   uint8_t reserved2[60];
@@ -200,6 +201,7 @@ SEGOPS_RING_ASSERT_(sizeof(segops_msg_hello) <= SEGOPS_MSG_MAX, "messages fit on
 SEGOPS_RING_ASSERT_(sizeof(segops_ring_header) == SEGOPS_RING_HEADER_BYTES, "ring header");
 SEGOPS_RING_ASSERT_(offsetof(segops_ring_header, version) == 8, "the version stays at byte 8 in every version");
 SEGOPS_RING_ASSERT_(offsetof(segops_ring_header, doorbell) == 64, "doorbell on its own cache line");
+SEGOPS_RING_ASSERT_(offsetof(segops_ring_header, caller_tid) == 68, "caller's tid beside the doorbell");
 SEGOPS_RING_ASSERT_(offsetof(segops_ring_header, daemon_sleeps) == 128, "daemon's word on its own line");
 SEGOPS_RING_ASSERT_(sizeof(segops_ring_tensor) == 96, "tensor descriptor");
 SEGOPS_RING_ASSERT_(offsetof(segops_ring_tensor, offset) == 64, "tensor offset");

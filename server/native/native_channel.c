@@ -4,8 +4,10 @@
  * ring it). Ends the channel: waits for its calls in flight, then unpins, unmaps and closes
  * everything it holds, the socket last (a client reads its close as "no call of mine runs"). */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -327,19 +329,55 @@ static int scan(native_channel *ch) {
   return n;
 }
 
-/* The client process's CPU time in seconds (its CPU clock, clock_getcpuclockid), or -1. */
+/* The client process's CPU time in seconds (its CPU clock, clock_getcpuclockid), or -1. Read from
+ * another process, that clock moves only at scheduler ticks and context switches: a client running
+ * without a pause looks idle between them, so it serves only where caller_running cannot. */
 static double client_cpu(const native_channel *ch) {
   struct timespec ts;
   if (!ch->has_cpuclk || clock_gettime(ch->cpuclk, &ts) != 0) return -1;
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* Whether the client thread that last rang (the ring's caller_tid) is running on another CPU than
+ * this thread's: 1 when its state in /proc/<pid>/task/<tid>/stat is R and its CPU (field 39) is not
+ * ours, 0 when it sleeps, or waits for this very CPU (spinning would only keep it waiting), -1 when
+ * that cannot be read (no tid told, another pid namespace, the thread gone). The state is live,
+ * where the CPU times /proc and the CPU clocks give of another process move only at scheduler
+ * ticks and context switches. The kernel finds
+ * task/<tid> only among the threads of <pid>, so a client that lies in caller_tid can only name
+ * another thread of its own: to keep the daemon spinning it must keep one of its threads running,
+ * at its own CPU. */
+static int caller_running(const native_channel *ch) {
+  int32_t tid = __atomic_load_n(&ch->hdr->caller_tid, __ATOMIC_RELAXED);
+  if (tid <= 0 || ch->pid <= 0) return -1;
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/task/%d/stat", (int)ch->pid, (int)tid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC); /* not kept: a channel holds no descriptor of its own */
+  if (fd < 0) return -1;
+  char buf[512]; /* "pid (comm) state ...": about 300 bytes, comm at most 16 */
+  ssize_t r = pread(fd, buf, sizeof buf - 1, 0);
+  close(fd);
+  if (r <= 0) return -1;
+  buf[r] = 0;
+  const char *p = strrchr(buf, ')'); /* comm may hold spaces and parentheses */
+  if (!p || p[1] != ' ' || !p[2]) return -1;
+  if (p[2] != 'R') return 0;
+  p += 2;
+  for (int f = 3; f < 39 && p; f++) { /* to field 39, the CPU it runs or waits on */
+    p = strchr(p, ' ');
+    if (p) p++;
+  }
+  if (!p) return -1;
+  return atoi(p) != sched_getcpu();
+}
+
 /* Waits until the doorbell moves from seen: spinning while the last call is recent (until
  * spin_until) and its client keeps calling, then asleep on the futex. The spin policy: the daemon
- * spins for a channel only while the client's CPU time advances at least half as fast as the
- * clock (it computes, or spins for its answer, and will call again soon); a client that sleeps
- * between calls gets the daemon asleep too after SPIN_PROBE_S, so a co-tenant pays for the
- * daemon's spinning with at least as much of its own CPU. */
+ * spins for a channel only while the client thread that last called is running (it computes, or
+ * spins for its answer, and will call again soon), looked at every SPIN_PROBE_S; a client that
+ * sleeps between calls gets the daemon asleep too, so a co-tenant pays for the daemon's spinning
+ * with its own CPU. Where that thread cannot be looked at, the client process's CPU time must
+ * advance at least half as fast as the clock. */
 static void wait_doorbell(native_channel *ch, uint32_t seen, double spin_until) {
   uint32_t *db = &ch->hdr->doorbell;
   const atomic_bool *stop = &ch->srv->stopping;
@@ -351,9 +389,13 @@ static void wait_doorbell(native_channel *ch, uint32_t seen, double spin_until) 
       if (now >= spin_until || atomic_load_explicit(stop, memory_order_relaxed)) break;
       if (i == 0) {
         t0 = now, c0 = client_cpu(ch), next_probe = now + SPIN_PROBE_S;
-      } else if (c0 >= 0 && now >= next_probe) {
-        double c = client_cpu(ch);
-        if (c >= 0 && c - c0 < (now - t0) / 2) break; /* the client is not running: sleep */
+      } else if (now >= next_probe) {
+        int running = caller_running(ch);
+        if (running == 0) break; /* the client sleeps: so does the daemon */
+        if (running < 0 && c0 >= 0) {
+          double c = client_cpu(ch);
+          if (c >= 0 && c - c0 < (now - t0) / 2) break; /* the client is not running: sleep */
+        }
         next_probe = now + SPIN_PROBE_S;
       }
     }

@@ -1,9 +1,13 @@
 /* paced_client.c: a native-channel client that makes a cheap call (segmented_sum of 4 rows in the
  * channel's memory) every PERIOD_US microseconds and sleeps in between, for SECONDS, then prints
- * its own CPU time and the daemon's over exactly that stretch (the daemon's from /proc/PID/stat):
+ * its own CPU time and the daemon's over exactly that stretch (the daemon's from /proc/PID/stat),
+ * and how often the daemon's threads went to sleep (their voluntary context switches):
  *   paced_client URL DAEMON_PID SECONDS PERIOD_US [CLIENT_SPIN_US]
- * prints one line: calls=N client_cpu_s=C daemon_cpu_s=D transport=T
+ * A negative PERIOD_US makes it compute instead: -PERIOD_US microseconds of busy work of its own
+ * between calls, never sleeping (a client that keeps the daemon's spin paid for).
+ * prints one line: calls=N client_cpu_s=C daemon_cpu_s=D daemon_sleeps=S transport=T
  * test_paced.py runs it against the real segopsd: the spin policy (proto/native.md, Doorbells). */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +31,35 @@ static double proc_cpu(long pid) {
   return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
+/* The voluntary context switches of every thread of a process (a thread that sleeps on a futex
+ * makes one), or -1 when unreadable. */
+static long proc_sleeps(long pid) {
+  char path[96], line[256];
+  snprintf(path, sizeof path, "/proc/%ld/task", pid);
+  DIR *d = opendir(path);
+  if (!d) return -1;
+  long total = 0;
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    if (de->d_name[0] == '.') continue;
+    snprintf(path, sizeof path, "/proc/%ld/task/%.20s/status", pid, de->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue; /* a thread gone meanwhile */
+    long v;
+    while (fgets(line, sizeof line, f))
+      if (sscanf(line, "voluntary_ctxt_switches: %ld", &v) == 1) total += v;
+    fclose(f);
+  }
+  closedir(d);
+  return total;
+}
+
+static double mono(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 static double self_cpu(void) {
   struct timespec ts;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
@@ -47,7 +80,7 @@ int main(int argc, char **argv) {
   }
   long pid = strtol(argv[2], NULL, 10);
   double seconds = strtod(argv[3], NULL);
-  long period_ns = strtol(argv[4], NULL, 10) * 1000L;
+  long period_us = strtol(argv[4], NULL, 10), period_ns = period_us * 1000L;
   segops_options o;
   segops_options_init(&o);
   o.transport = "native";
@@ -68,6 +101,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < 200; i++) /* the channel and its pools set up, caches warm */
     if (call(c, &x, &idx, &out)) return 1;
   long calls = 0;
+  long s0 = proc_sleeps(pid);
   double d0 = proc_cpu(pid), c0 = self_cpu();
   struct timespec next, now;
   clock_gettime(CLOCK_MONOTONIC, &next);
@@ -77,12 +111,20 @@ int main(int argc, char **argv) {
     if ((double)now.tv_sec + (double)now.tv_nsec * 1e-9 >= end) break;
     if (call(c, &x, &idx, &out)) return 1;
     calls++;
+    if (period_us < 0) { /* busy work of its own, never asleep */
+      double until = mono() - (double)period_us * 1e-6;
+      while (mono() < until) {
+      }
+      continue;
+    }
     next.tv_nsec += period_ns;
     while (next.tv_nsec >= 1000000000L) next.tv_nsec -= 1000000000L, next.tv_sec++;
     clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL); /* asleep until the next call */
   }
   double dd = proc_cpu(pid) - d0, cc = self_cpu() - c0;
-  printf("calls=%ld client_cpu_s=%.4f daemon_cpu_s=%.4f transport=%s\n", calls, cc, dd, segops_transport_used(c));
+  long ds = proc_sleeps(pid) - s0;
+  printf("calls=%ld client_cpu_s=%.4f daemon_cpu_s=%.4f daemon_sleeps=%ld transport=%s\n", calls, cc, dd, ds,
+         segops_transport_used(c));
   segops_free(c, xs);
   segops_free(c, os);
   segops_free(c, ids);

@@ -3,6 +3,7 @@
  * the doorbell rung, the answer awaited (spinning for spin_us, then asleep on the slot's state) and
  * taken; a daemon found gone mid-call gets one more try on a channel opened again at once (a
  * restarted daemon may be on the socket already), never a wait for one to come. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,22 @@
 /* How long the one reconnect after a lost daemon may take for its handshake (a successor already
  * on the socket answers in microseconds; one that is not there refuses the connection at once). */
 #define RECONNECT_S 0.25
+
+/* The calling thread's tid (cached: gettid is a system call), told to the daemon in the ring's
+ * caller_tid so that its spin policy looks at whether this thread runs (proto/native.md, Doorbells). A
+ * fork's child forgets the cache: its one thread is not the parent's. */
+static _Thread_local pid_t my_tid;
+static pthread_once_t tid_once = PTHREAD_ONCE_INIT;
+static void tid_forget(void) { my_tid = 0; }
+static void tid_once_init(void) { pthread_atfork(NULL, NULL, tid_forget); }
+static void tell_tid(segops_ring_header *h) {
+  if (my_tid == 0) {
+    pthread_once(&tid_once, tid_once_init);
+    my_tid = (pid_t)syscall(SYS_gettid);
+  }
+  if (__atomic_load_n(&h->caller_tid, __ATOMIC_RELAXED) != my_tid)
+    __atomic_store_n(&h->caller_tid, (int32_t)my_tid, __ATOMIC_RELAXED);
+}
 
 static void sleep_s(double s) {
   if (s <= 0) return;
@@ -111,6 +128,7 @@ static int call_on(native_t *t, chan *c, const segops_tcall *call, placed *pl, d
   memcpy(&s->req, &pl->req, sizeof s->req);
   s->seq = seq;
   __atomic_store_n(&s->state, SEGOPS_SLOT_SUBMITTED, __ATOMIC_RELEASE);
+  tell_tid(c->hdr);
   segops_chan_ring_doorbell(c->hdr);
   rc = await(c, (uint32_t)k, t->spin_us, deadline);
   if (rc == SEGOPS_E_TIMEOUT) {
