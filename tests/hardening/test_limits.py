@@ -105,9 +105,20 @@ def test_unread_answers_give_their_memory_back(daemon):
             time.sleep(0.2)
         assert good_big_status(d) == 200, "the unread answers still hold the budget"
         assert time.time() - t_full < 15  # cut by the stall timeout, well before the idle timeout
-        # The unread answers were cut: their connections end before their answers do.
-        got, eof = drain(socks[0])
-        assert eof and got < 8 << 20, (got, eof)
+        # The budget came back because unread answers were cut: their connections end before their
+        # answers do. Not necessarily the first one's: the kernel can let a peer that reads nothing
+        # take a few bytes now and then (a receive queue collapsed), which restarts that answer's
+        # stall clock (--min-download-rate bounds such a trickle), so the test looks for one cut.
+        drained = []
+        for s, h in zip(socks, heads):
+            if not h.startswith(b"HTTP/1.1 200"):
+                continue
+            got, eof = drain(s, timeout=1.0)
+            drained.append((got, eof))
+            if eof and got < 8 << 20:
+                break
+        else:
+            raise AssertionError("no unread answer was cut: %r" % drained)
     finally:
         for s in socks:
             s.close()
