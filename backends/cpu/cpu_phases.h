@@ -131,6 +131,32 @@ typedef struct {
   segops_cpu_reducer red;
 } segops_cpu_hooks;
 
+/* The better of two sets of four pairs, lane by lane, as segops_arg_beats says (b's where b beats
+ * a): pair values (av, bv) and indices (ai, bi) in vectors; is_max a constant. */
+SEGOPS_CPU_INLINE void segops_cpu_pair_best4(segops_v4d *av, segops_v4d *ai, const segops_v4d bv,
+                                             const segops_v4d bi, const int is_max) {
+  const segops_v4l an = (segops_v4l)(*av != *av), bn = (segops_v4l)(bv != bv), lower = (segops_v4l)(bi < *ai);
+  const segops_v4l nan = an | bn, further = is_max ? (segops_v4l)(bv > *av) : (segops_v4l)(bv < *av);
+  const segops_v4l take = (nan & bn & (~an | lower)) | (~nan & (further | ((segops_v4l)(bv == *av) & lower)));
+  *av = (segops_v4d)(((segops_v4l)bv & take) | ((segops_v4l)*av & ~take));
+  *ai = (segops_v4d)(((segops_v4l)bi & take) | ((segops_v4l)*ai & ~take));
+}
+
+/* An arg reducer's four lanes (layout SEGOPS_CPU_ACC_LANES: A[2c] the values of column c's pairs,
+ * A[2c+1] their indices) folded into one pair per column in the registers: lanes (0 . 1) and
+ * (2 . 3), then the two results, as segops_cpu_combine groups them; the order is total, so the pair
+ * is the one any grouping gives. acc[2c], acc[2c+1] = column c's pair, for the count/2 columns. */
+SEGOPS_CPU_INLINE void segops_cpu_pair_fold4(const segops_cpu_hooks H, const segops_v4d *A, int64_t count,
+                                             double *acc) {
+  const int is_max = H.red.identity < 0;
+  for (int a = 0; a + 1 < count && a + 1 < SEGOPS_CPU_MAX_ACC; a += 2) {
+    segops_v4d v = A[a], ix = A[a + 1];
+    segops_cpu_pair_best4(&v, &ix, SEGOPS_CPU_SHUF(v, v, 1, 0, 3, 2), SEGOPS_CPU_SHUF(ix, ix, 1, 0, 3, 2), is_max);
+    segops_cpu_pair_best4(&v, &ix, SEGOPS_CPU_SHUF(v, v, 2, 3, 0, 1), SEGOPS_CPU_SHUF(ix, ix, 2, 3, 0, 1), is_max);
+    acc[a] = v[0], acc[a + 1] = ix[0];
+  }
+}
+
 /* acc[0 .. count) = the reducer's identity: the accumulators of a segment before any visit (an arg
  * reducer's: pairs from acc[0], each index +inf). +0.0 (the sum's) is all zero bytes: a memset,
  * which the compiler treats as it treats zero initialisation. */
@@ -267,6 +293,10 @@ SEGOPS_CPU_INLINE int64_t segops_cpu_reduce4(const segops_cpu_job *J, const sego
     H.visit4(J, p, A, (int)(j - p), w); /* 0-3 lanes; with none it adds +0.0 only (no branch) */
     p = j;
     break;
+  }
+  if (H.red.pair && H.acc_layout == SEGOPS_CPU_ACC_LANES && p == j) { /* pairs, nothing left to visit */
+    segops_cpu_pair_fold4(H, A, J->n_acc, acc);
+    return j;
   }
   double l[SEGOPS_CPU_LANES][SEGOPS_CPU_MAX_ACC];
   for (int q = 0; q < SEGOPS_CPU_LANES; q++) segops_cpu_init(H, l[q], SEGOPS_CPU_MAX_ACC);
