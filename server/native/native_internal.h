@@ -55,6 +55,8 @@ struct native_channel {
   bool watched;    /* the accept thread wakes the channel when its client goes (native_server.c) */
   bool has_cpuclk; /* cpuclk is the client process's CPU clock (the spin policy, native_channel.c) */
   clockid_t cpuclk;
+  int32_t stat_tid;     /* the caller_tid that stat_fd, its /proc/<pid>/task/<tid>/stat, was opened for */
+  int stat_fd;          /* -1: none or that open failed; the channel thread's only */
   native_channel *next; /* in the server's list, under its lock */
 };
 
@@ -103,5 +105,7 @@ static inline segops_ring_slot *segops_native_slot(native_channel *ch, uint32_t 
 /* Wakes a channel's thread wherever it is in its wait: the doorbell moves (so a thread about to
  * sleep does not), then a sleeping one is woken. ch->hdr must be mapped. */
 void segops_native_ring_wake(native_channel *ch);
+/* The spin policy's /proc stat file of the client thread tid, in place of the channel's last (native_channel.c). */
+void segops_native_stat_open(native_channel *ch, int32_t tid);
 
 #endif

@@ -241,6 +241,8 @@ static void accept_one(segops_native *n, int s) {
   ch->ring.fd = -1;
   ch->ring.guard = -1;
   ch->has_cpuclk = cr.pid > 0 && clock_getcpuclockid(cr.pid, &ch->cpuclk) == 0;
+  ch->stat_fd = -1;
+  if (cr.pid > 0) segops_native_stat_open(ch, cr.pid); /* its main thread's, until another calls */
   pthread_mutex_init(&ch->mu, NULL);
   pthread_cond_init(&ch->idle, NULL);
   pthread_mutex_lock(&n->mu);
@@ -271,6 +273,7 @@ static void accept_one(segops_native *n, int s) {
     segops_native_user_give(n, cr.uid);
     pthread_cond_destroy(&ch->idle);
     pthread_mutex_destroy(&ch->mu);
+    if (ch->stat_fd >= 0) close(ch->stat_fd);
     free(ch);
     refuse(s, "segopsd cannot start a thread for the channel");
   }
