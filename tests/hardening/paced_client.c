@@ -5,7 +5,9 @@
  *   paced_client URL DAEMON_PID SECONDS PERIOD_US [CLIENT_SPIN_US]
  * A negative PERIOD_US makes it compute instead: -PERIOD_US microseconds of busy work of its own
  * between calls, never sleeping (a client that keeps the daemon's spin paid for).
- * prints one line: calls=N client_cpu_s=C daemon_cpu_s=D daemon_sleeps=S transport=T
+ * prints one line: calls=N client_cpu_s=C daemon_cpu_s=D daemon_sleeps=S p50_us=P p99_us=Q transport=T
+ * (p50_us, p99_us: the median and 99th percentile of the calls' own wall times, the wake-up after a
+ * sleep included: what a paced client waits for each answer)
  * test_paced.py runs it against the real segopsd: the spin policy (proto/native.md, Doorbells). */
 #include <dirent.h>
 #include <stdio.h>
@@ -66,6 +68,18 @@ static double self_cpu(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+static int by_value(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The q-quantile of the n sorted values v (nearest rank), or 0 for none. */
+static double quantile(const double *v, long n, double q) {
+  if (n <= 0) return 0;
+  long k = (long)(q * (double)n);
+  return v[k < n ? k : n - 1];
+}
+
 static int call(segops_client *c, segops_array *x, segops_array *idx, segops_array *out) {
   segops_error e;
   int rc = segops_segmented_sum_forward(c, x, idx, 2, out, &e);
@@ -100,7 +114,9 @@ int main(int argc, char **argv) {
   segops_array out = {SEGOPS_F64, 1, {2}, os, 2 * sizeof(double)};
   for (int i = 0; i < 200; i++) /* the channel and its pools set up, caches warm */
     if (call(c, &x, &idx, &out)) return 1;
-  long calls = 0;
+  long calls = 0, cap = 1 << 16;
+  double *lat = malloc((size_t)cap * sizeof *lat);
+  if (!lat) return 1;
   long s0 = proc_sleeps(pid);
   double d0 = proc_cpu(pid), c0 = self_cpu();
   struct timespec next, now;
@@ -109,8 +125,14 @@ int main(int argc, char **argv) {
   for (;;) {
     clock_gettime(CLOCK_MONOTONIC, &now);
     if ((double)now.tv_sec + (double)now.tv_nsec * 1e-9 >= end) break;
+    const double t0 = mono();
     if (call(c, &x, &idx, &out)) return 1;
-    calls++;
+    if (calls == cap) {
+      double *more = realloc(lat, (size_t)(cap *= 2) * sizeof *lat);
+      if (!more) return 1;
+      lat = more;
+    }
+    lat[calls++] = mono() - t0;
     if (period_us < 0) { /* busy work of its own, never asleep */
       double until = mono() - (double)period_us * 1e-6;
       while (mono() < until) {
@@ -123,8 +145,10 @@ int main(int argc, char **argv) {
   }
   double dd = proc_cpu(pid) - d0, cc = self_cpu() - c0;
   long ds = proc_sleeps(pid) - s0;
-  printf("calls=%ld client_cpu_s=%.4f daemon_cpu_s=%.4f daemon_sleeps=%ld transport=%s\n", calls, cc, dd, ds,
-         segops_transport_used(c));
+  qsort(lat, (size_t)calls, sizeof *lat, by_value);
+  printf("calls=%ld client_cpu_s=%.4f daemon_cpu_s=%.4f daemon_sleeps=%ld p50_us=%.1f p99_us=%.1f transport=%s\n", calls,
+         cc, dd, ds, quantile(lat, calls, 0.5) * 1e6, quantile(lat, calls, 0.99) * 1e6, segops_transport_used(c));
+  free(lat);
   segops_free(c, xs);
   segops_free(c, os);
   segops_free(c, ids);
