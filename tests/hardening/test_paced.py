@@ -3,7 +3,8 @@ every 100 us and sleeps in between (and for its answer), over the native channel
 the daemon's CPU over those seconds (/proc/PID/stat, read by the client at both ends) must stay under
 twice the client's own (the median of three runs of 2 s), with --native-spin-us as long as the pace.
 A channel thread that spun --native-spin-us after every call cost the daemon 1.7-2.3x its client's
-CPU here at the default 50 us (2 loaded cores) and more at 100 us; now about 1.2x.
+CPU here at the default 50 us (2 loaded cores) and more at 100 us; with the policy, 1.2-1.9x (its
+look at the client, a pread of /proc/PID/task/TID/stat, is most of what is left).
 The other side: a client that never sleeps (25 us of its own work between calls, spinning for its
 answers) keeps the daemon spinning, so the daemon sleeps (a voluntary context switch of one of its
 threads) far less than once per call. A policy that read the client process's CPU clock, which from
