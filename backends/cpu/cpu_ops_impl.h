@@ -759,62 +759,31 @@ SEGOPS_CPU_INLINE void FN(arg_visit)(const segops_cpu_job *J, int64_t i, double 
   }
 }
 /* FN(arg_visit) for four rows (width 1 or 3), lane q = row i+q, with A[2c] the values of column c's
- * pairs and A[2c+1] their indices (SEGOPS_CPU_ACC_LANES). A row replaces its lane's pair where it
- * beats it as segops_arg_beats says: a larger (smaller) value, a NaN over a number, or a tie with a
- * higher index (within a lane the indices grow: only the empty pair's, +inf); lanes from m on keep
- * their pairs. */
+ * pairs and A[2c+1] their indices (SEGOPS_CPU_ACC_LANES): a row replaces its lane's pair where it
+ * beats it (segops_cpu_pair_best4); lanes from m on keep their pairs. */
 SEGOPS_CPU_INLINE void FN(arg_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, int m, int xk, int is_max,
                                       int64_t w) {
   segops_v4d x[3];
   FN(ld4)(IN(xk), i, W13(w), x);
   const segops_v4d iv = {(double)i, (double)(i + 1), (double)(i + 2), (double)(i + 3)};
   const segops_v4l lane = {0, 1, 2, 3}, live = lane < (segops_v4l){m, m, m, m};
-  for (int c = 0; c < W13(w); c++) {
-    const segops_v4d a = A[2 * c], ai = A[2 * c + 1], v = x[c];
-    const segops_v4l vnan = (segops_v4l)(v != v), anan = (segops_v4l)(a != a);
-    const segops_v4l further = is_max ? (segops_v4l)(v > a) : (segops_v4l)(v < a);
-    const segops_v4l tie = (segops_v4l)(v == a) & (segops_v4l)(iv < ai);
-    const segops_v4l take = live & ((vnan & ~anan) | (~vnan & ~anan & (further | tie)));
-    A[2 * c] = (segops_v4d)(((segops_v4l)v & take) | ((segops_v4l)a & ~take));
-    A[2 * c + 1] = (segops_v4d)(((segops_v4l)iv & take) | ((segops_v4l)ai & ~take));
+  for (int c = 0; c < W13(w); c++) segops_cpu_pair_best4(&A[2 * c], &A[2 * c + 1], x[c], iv, live, is_max);
+}
+/* The visit and visit4 hooks of max and min for each pass: the arg visits on input xk of the pass. */
+#define ARG_VISITS(name, xk, is_max)                                                                               \
+  HOOK FN(name##_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int64_t w) {    \
+    FN(arg_visit4)(J, i, A, m, xk, is_max, w);                                                                     \
+  }                                                                                                                \
+  HOOK FN(name##_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int64_t w) {                      \
+    FN(arg_visit)(J, i, acc, xk, is_max, w);                                                                       \
   }
-}
-HOOK FN(max_forward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int64_t w) {
-  FN(arg_visit4)(J, i, A, m, 0, 1, w);
-}
-HOOK FN(min_forward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int64_t w) {
-  FN(arg_visit4)(J, i, A, m, 0, 0, w);
-}
-HOOK FN(max_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int64_t w) {
-  FN(arg_visit4)(J, i, A, m, 1, 1, w);
-}
-HOOK FN(min_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int64_t w) {
-  FN(arg_visit4)(J, i, A, m, 1, 0, w);
-}
-HOOK FN(max_double_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int64_t w) {
-  FN(arg_visit4)(J, i, A, m, 2, 1, w);
-}
-HOOK FN(min_double_backward_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int64_t w) {
-  FN(arg_visit4)(J, i, A, m, 2, 0, w);
-}
-HOOK FN(max_forward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int64_t w) {
-  FN(arg_visit)(J, i, acc, 0, 1, w);
-}
-HOOK FN(min_forward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int64_t w) {
-  FN(arg_visit)(J, i, acc, 0, 0, w);
-}
-HOOK FN(max_backward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int64_t w) {
-  FN(arg_visit)(J, i, acc, 1, 1, w);
-}
-HOOK FN(min_backward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int64_t w) {
-  FN(arg_visit)(J, i, acc, 1, 0, w);
-}
-HOOK FN(max_double_backward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int64_t w) {
-  FN(arg_visit)(J, i, acc, 2, 1, w);
-}
-HOOK FN(min_double_backward_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int64_t w) {
-  FN(arg_visit)(J, i, acc, 2, 0, w);
-}
+ARG_VISITS(max_forward, 0, 1)
+ARG_VISITS(min_forward, 0, 0)
+ARG_VISITS(max_backward, 1, 1)
+ARG_VISITS(min_backward, 1, 0)
+ARG_VISITS(max_double_backward, 2, 1)
+ARG_VISITS(min_double_backward, 2, 0)
+#undef ARG_VISITS
 /* forward: out[s] = the arg element's value per column, 0 for an empty segment. */
 HOOK FN(arg_forward_finish)(const segops_cpu_job *J, int64_t s, int64_t cnt, const double *acc, double *sv,
                             const int64_t w) {

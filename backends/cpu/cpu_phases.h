@@ -132,12 +132,13 @@ typedef struct {
 } segops_cpu_hooks;
 
 /* The better of two sets of four pairs, lane by lane, as segops_arg_beats says (b's where b beats
- * a): pair values (av, bv) and indices (ai, bi) in vectors; is_max a constant. */
+ * a), in the lanes of live: pair values (av, bv) and indices (ai, bi) in vectors; is_max a constant.
+ * The one vector form of the arg order: visits (arg_visit4) and the fold below. */
 SEGOPS_CPU_INLINE void segops_cpu_pair_best4(segops_v4d *av, segops_v4d *ai, const segops_v4d bv,
-                                             const segops_v4d bi, const int is_max) {
+                                             const segops_v4d bi, const segops_v4l live, const int is_max) {
   const segops_v4l an = (segops_v4l)(*av != *av), bn = (segops_v4l)(bv != bv), lower = (segops_v4l)(bi < *ai);
   const segops_v4l nan = an | bn, further = is_max ? (segops_v4l)(bv > *av) : (segops_v4l)(bv < *av);
-  const segops_v4l take = (nan & bn & (~an | lower)) | (~nan & (further | ((segops_v4l)(bv == *av) & lower)));
+  const segops_v4l take = live & ((nan & bn & (~an | lower)) | (~nan & (further | ((segops_v4l)(bv == *av) & lower))));
   *av = (segops_v4d)(((segops_v4l)bv & take) | ((segops_v4l)*av & ~take));
   *ai = (segops_v4d)(((segops_v4l)bi & take) | ((segops_v4l)*ai & ~take));
 }
@@ -149,10 +150,11 @@ SEGOPS_CPU_INLINE void segops_cpu_pair_best4(segops_v4d *av, segops_v4d *ai, con
 SEGOPS_CPU_INLINE void segops_cpu_pair_fold4(const segops_cpu_hooks H, const segops_v4d *A, int64_t count,
                                              double *acc) {
   const int is_max = H.red.identity < 0;
+  const segops_v4l all = {-1, -1, -1, -1};
   for (int a = 0; a + 1 < count && a + 1 < SEGOPS_CPU_MAX_ACC; a += 2) {
     segops_v4d v = A[a], ix = A[a + 1];
-    segops_cpu_pair_best4(&v, &ix, SEGOPS_CPU_SHUF(v, v, 1, 0, 3, 2), SEGOPS_CPU_SHUF(ix, ix, 1, 0, 3, 2), is_max);
-    segops_cpu_pair_best4(&v, &ix, SEGOPS_CPU_SHUF(v, v, 2, 3, 0, 1), SEGOPS_CPU_SHUF(ix, ix, 2, 3, 0, 1), is_max);
+    segops_cpu_pair_best4(&v, &ix, SEGOPS_CPU_SHUF(v, v, 1, 0, 3, 2), SEGOPS_CPU_SHUF(ix, ix, 1, 0, 3, 2), all, is_max);
+    segops_cpu_pair_best4(&v, &ix, SEGOPS_CPU_SHUF(v, v, 2, 3, 0, 1), SEGOPS_CPU_SHUF(ix, ix, 2, 3, 0, 1), all, is_max);
     acc[a] = v[0], acc[a + 1] = ix[0];
   }
 }
