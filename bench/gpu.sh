@@ -145,8 +145,7 @@ step_suite() {
   build 420 || { fail "suite: build (build.log)" && return; }
   [ $BUILD_ONLY = 1 ] && return
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$WORK/gpu.txt" 2>&1
-  # The suite is what verifies the kernels --cuda-unverified-kernels gates: the daemons it starts serve them.
-  (cd "$B" && SEGOPS_REQUIRE_CUDA=1 SEGOPS_CUDA_UNVERIFIED_KERNELS=1 timeout 480 ctest --output-on-failure -j8 ${CTEST_ARGS:-} >"$WORK/ctest.log" 2>&1)
+  (cd "$B" && SEGOPS_REQUIRE_CUDA=1 timeout 480 ctest --output-on-failure -j8 ${CTEST_ARGS:-} >"$WORK/ctest.log" 2>&1)
   local rc=$?
   grep -E "tests passed|\(Failed\)|\(Timeout\)|\*\*\*Failed|Not Run" "$WORK/ctest.log" | tee -a "$SUMMARY"
   [ $rc = 0 ] || fail "suite: ctest rc=$rc (ctest.log)"
@@ -311,8 +310,6 @@ step_stepcost() {
 step_mlip() {
   build_client 300 || { fail "mlip: build (build.log)" && return; }
   [ $BUILD_ONLY = 1 ] && return
-  # (E,F) rows: served by the CUDA backend only with --cuda-unverified-kernels until a suite run passes them.
-  export SEGOPS_CUDA_UNVERIFIED_KERNELS=1
   local w sizes spec
   w=$(nproc)
   say "mlip: $w workers on all $w cores, segopsd unpinned ($(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1))"

@@ -363,26 +363,16 @@ static void job_at(segops_cuda_job *job, const request_map *m, char *base) {
 
 /* The rows the kernels are written for: every (N,*F) (constant-width kernels for prod(F) 1 and 3,
  * run-time-width ones for any other, mul's y (S,) or (S,*F)), matvec's (N,3). A function without
- * run-time-width kernels (segops_cuda_fn_wide) takes rows of 1 and 3 values only. Of those, the rows
- * a GPU run of the conformance suite has passed are served by default; the others only with
- * --cuda-unverified-kernels (cuda_settings.c). */
-static bool segops_cuda_verified(const segops_call *call) {
-  const segops_fn_desc *fn = call->fn;
-  if (fn->op == SEGOPS_OP_MAX || fn->op == SEGOPS_OP_MIN || call->y_wide) return false;
-  if (fn->op == SEGOPS_OP_RMS_NORM) return call->width == 3;
-  return call->width == 1 || call->width == 3;
-}
+ * run-time-width kernels (segops_cuda_fn_wide) takes rows of 1 and 3 values only. */
 
 static int segops_cuda_shape_supported(const segops_call *call, char *err, size_t errlen) {
   const segops_fn_desc *fn = call->fn;
   const bool narrow = call->width == 1 || (call->width == 3 && !call->y_wide);
-  const bool written = fn->vec3_only ? call->width == 3 : narrow || segops_cuda_fn_wide(fn);
-  if (written && (segops_cuda_conf.unverified_kernels || segops_cuda_verified(call))) return SEGOPS_OK;
+  if (fn->vec3_only ? call->width == 3 : narrow || segops_cuda_fn_wide(fn)) return SEGOPS_OK;
   return segops_errf(SEGOPS_E_NOT_IMPLEMENTED, err, errlen,
-                     "%s: rows of %lld values%s are not on the CUDA backend for %s%s; run segopsd --backend cpu",
+                     "%s: rows of %lld values%s are not on the CUDA backend for %s; run segopsd --backend cpu",
                      segops_op_name(fn->op), (long long)call->width, call->y_wide ? " with y (S,*F)" : "",
-                     segops_pass_name(fn->pass),
-                     written ? " without --cuda-unverified-kernels (no GPU run of the suite has passed them)" : "");
+                     segops_pass_name(fn->pass));
 }
 
 /* backend->run: reserve device memory, stage in, launch, stage out, wait. */
@@ -614,9 +604,7 @@ extern "C" segops_backend *segops_cuda_backend_new(const int *devices, int n_dev
     }
   }
   b->name = "cuda";
-  b->feature_shapes = segops_cuda_conf.unverified_kernels
-                          ? "every (N,*F)"
-                          : "(N,) and (N,3); rms_norm (N,3); mul y (S,); no max or min (--cuda-unverified-kernels: every (N,*F))";
+  b->feature_shapes = "every (N,*F)";
   b->ctx = ctx;
   b->n_devices = n;
   b->run = cuda_run;

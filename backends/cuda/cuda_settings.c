@@ -10,8 +10,7 @@ segops_cuda_conf_t segops_cuda_conf = {/* the defaults below */
                                        .lanes = SEGOPS_CUDA_LANES_DEFAULT,
                                        .wait = SEGOPS_CUDA_WAIT_AUTO,
                                        .wait_poll_us = 0,
-                                       .layout_cache_bytes = -1,
-                                       .unverified_kernels = 0};
+                                       .layout_cache_bytes = -1};
 
 #define AT(f) .offset = offsetof(segops_cuda_conf_t, f)
 
@@ -49,17 +48,6 @@ static const segops_setting ROWS[] = {
      .metavar = "US",
      .help = "with --cuda-wait block: poll the stream this many microseconds before sleeping (a short call ends "
              "before the sleep)"},
-    /* The kernels for rows of other than 1 and 3 values, mul's y (S,*F), rms_norm's (N,) and
-     * segmented_max/min compile and their CPU reference passes, but no run of the CUDA suite on a GPU
-     * (bench/gpu.sh suite, which sets this) has passed them yet: until one has, they are opt-in. */
-    {.name = "cuda-unverified-kernels",
-     .env = "SEGOPS_CUDA_UNVERIFIED_KERNELS",
-     .type = SEGOPS_SET_FLAG,
-     AT(unverified_kernels),
-     .def = "0",
-     .help = "also serve from the CUDA backend the kernels no GPU run of the conformance suite has passed: rows of "
-             "other than 1 and 3 values, segmented_mul with y (S,*F), segmented_rms_norm over (N,), "
-             "segmented_max and segmented_min; without it those calls are refused naming --backend cpu"},
     {.name = "layout-cache-bytes",
      .env = "SEGOPS_LAYOUT_CACHE_BYTES",
      .type = SEGOPS_SET_BYTES,

@@ -20,7 +20,6 @@ typedef struct {
   int wait;                   /* --cuda-wait: SEGOPS_CUDA_WAIT_* */
   int64_t wait_poll_us;       /* --cuda-wait-poll-us: with block, poll the stream this long first */
   int64_t layout_cache_bytes; /* --layout-cache-bytes: per worker; -1 = auto */
-  int unverified_kernels;     /* --cuda-unverified-kernels: serve the rows no GPU suite run has passed */
 } segops_cuda_conf_t;
 
 extern segops_cuda_conf_t segops_cuda_conf;

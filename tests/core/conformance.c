@@ -13,7 +13,6 @@
 #include <string.h>
 
 #include "backend.h"
-#include "cuda_settings.h"
 #include "errors.h"
 #include "ref.h"
 #include "test_util.h"
@@ -582,7 +581,6 @@ int main(int argc, char **argv) {
     target = cpu;
   } else if (strcmp(which, "cuda") == 0) {
     char err[256] = "";
-    segops_cuda_conf.unverified_kernels = 1; /* the suite is what verifies them */
     target = segops_cuda_backend_new(NULL, 0, NULL, err, sizeof err);
     if (!target) {
       const char *req = getenv("SEGOPS_REQUIRE_CUDA");

@@ -7,12 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_settings.h"
 #include "ref.h"
 
 segops_backend *ct_backend_or_skip(const char *test) {
   char err[256] = "";
-  segops_cuda_conf.unverified_kernels = 1; /* the CUDA tests are what verifies them */
   segops_backend *b = segops_cuda_backend_new(NULL, 0, NULL, err, sizeof err);
   if (b) return b;
   const char *req = getenv("SEGOPS_REQUIRE_CUDA");

@@ -85,7 +85,11 @@ static void check(const char *name, const std::vector<int32_t> &idx, int64_t s, 
   CK(cudaMemcpy(d_idx, idx.data(), (size_t)n * 4, cudaMemcpyHostToDevice));
   segops_cuda_job job;
   memset(&job, 0, sizeof job);
-  job.fn = segops_fn(SEGOPS_OP_RMS_NORM, SEGOPS_PASS_BACKWARD); /* a reduction with a post pass: its scratch */
+  /* A reduction with a post pass (rms_norm backward's row), with this struct's K accumulators per
+   * segment: the scratch's partial rows are sized from the row's n_acc, which is 1 for rms_norm. */
+  segops_fn_desc fn = *segops_fn(SEGOPS_OP_RMS_NORM, SEGOPS_PASS_BACKWARD);
+  fn.n_acc[0] = fn.n_acc[1] = max_reduce::K;
+  job.fn = &fn;
   job.dtype = sizeof(T) == 8 ? SEGOPS_F64 : SEGOPS_F32;
   job.width = W;
   job.n = n;

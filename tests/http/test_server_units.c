@@ -197,11 +197,8 @@ static void test_table(void) {
   CHECK(segops_settings_set(groups, "cuda-wait", "block", err, sizeof err) == 0 &&
         segops_cuda_conf.wait == SEGOPS_CUDA_WAIT_BLOCK);
   CHECK(segops_settings_set(groups, "cuda-wait", "sleepy", err, sizeof err) != 0 && strstr(err, "--cuda-wait"));
-  CHECK(segops_settings_set(groups, "cuda-unverified-kernels", "1", err, sizeof err) == 0 &&
-        segops_cuda_conf.unverified_kernels == 1);
   CHECK(segops_settings_set(groups, "no-such-thing", "1", err, sizeof err) != 0);
-  CHECK(load(&c, 1, a0) == SEGOPS_CONFIG_OK && segops_cuda_conf.wait == SEGOPS_CUDA_WAIT_AUTO &&
-        segops_cuda_conf.unverified_kernels == 0); /* back to defaults: opt-in */
+  CHECK(load(&c, 1, a0) == SEGOPS_CONFIG_OK && segops_cuda_conf.wait == SEGOPS_CUDA_WAIT_AUTO); /* back to defaults */
   segops_config_free(&c);
 }
 
