@@ -325,32 +325,32 @@ def _apply_checked(op, inputs, idx, num_segments, client):
 
 
 def segmented_sum(x: Tensor, idx: Tensor, num_segments: SegmentCount, *, client: ClientLike = None) -> Tensor:
-    """out[s] = sum of x[i] over idx[i] == s; x (N,) or (N,3) -> (S,) or (S,3)."""
+    """out[s] = sum of x[i] over idx[i] == s; x (N, *F) -> (S, *F)."""
     return _apply("segmented_sum", (x,), idx, num_segments, client)
 
 
 def segmented_dot(
     x: Tensor, y: Tensor, idx: Tensor, num_segments: SegmentCount, *, client: ClientLike = None
 ) -> Tensor:
-    """out[s] = sum of dot(x[i], y[i]) over idx[i] == s; x, y (N,) or (N,3) -> (S,)."""
+    """out[s] = sum over idx[i] == s of x[i] . y[i] (over all trailing elements); x, y (N, *F) -> (S,)."""
     return _apply("segmented_dot", (x, y), idx, num_segments, client)
 
 
 def segmented_mul(
     x: Tensor, y: Tensor, idx: Tensor, num_segments: SegmentCount, *, client: ClientLike = None
 ) -> Tensor:
-    """out[i] = x[i] * y[idx[i]]; x (N,) or (N,3), y (S,) -> like x."""
+    """out[i] = x[i] * y[idx[i]]; x (N, *F), y (S,) (scales each row) or (S, *F) (element-wise) -> like x."""
     return _apply("segmented_mul", (x, y), idx, num_segments, client)
 
 
 def segmented_mean(x: Tensor, idx: Tensor, num_segments: SegmentCount, *, client: ClientLike = None) -> Tensor:
-    """out[s] = mean of x[i] over idx[i] == s (0 for an empty segment)."""
+    """out[s] = mean of x[i] over idx[i] == s (0 for an empty segment); x (N, *F) -> (S, *F)."""
     return _apply("segmented_mean", (x,), idx, num_segments, client)
 
 
 def segmented_rms_norm(x: Tensor, idx: Tensor, num_segments: SegmentCount, *, client: ClientLike = None) -> Tensor:
     """out[s] = sqrt(mean of |x[i]|^2 over idx[i] == s), 0 for an empty or all-zero segment (with
-    gradient 0); x (N,3) -> (S,)."""
+    gradient 0), |x[i]|^2 over all trailing elements; x (N, *F) -> (S,)."""
     return _apply("segmented_rms_norm", (x,), idx, num_segments, client)
 
 
