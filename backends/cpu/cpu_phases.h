@@ -133,14 +133,19 @@ typedef struct {
 
 /* The better of two sets of four pairs, lane by lane, as segops_arg_beats says (b's where b beats
  * a), in the lanes of live: pair values (av, bv) and indices (ai, bi) in vectors; is_max a constant.
- * The one vector form of the arg order: visits (arg_visit4) and the fold below. */
+ * The one vector form of the arg order: visits (arg_visit4) and the fold below. With a not NaN,
+ * "not (b <= a)" (max; "not (b >= a)" for min) is b further or b NaN: b beats a. Else b beats a
+ * only when the two tie (equal, or both NaN) and b's index is lower. Five compares, a few masks and
+ * two selects: the compare-and-select chain is what max and min spend their time in. */
 SEGOPS_CPU_INLINE void segops_cpu_pair_best4(segops_v4d *av, segops_v4d *ai, const segops_v4d bv,
                                              const segops_v4d bi, const segops_v4l live, const int is_max) {
-  const segops_v4l an = (segops_v4l)(*av != *av), bn = (segops_v4l)(bv != bv), lower = (segops_v4l)(bi < *ai);
-  const segops_v4l nan = an | bn, further = is_max ? (segops_v4l)(bv > *av) : (segops_v4l)(bv < *av);
-  const segops_v4l take = live & ((nan & bn & (~an | lower)) | (~nan & (further | ((segops_v4l)(bv == *av) & lower))));
-  *av = (segops_v4d)(((segops_v4l)bv & take) | ((segops_v4l)*av & ~take));
-  *ai = (segops_v4d)(((segops_v4l)bi & take) | ((segops_v4l)*ai & ~take));
+  const segops_v4d a = *av;
+  const segops_v4l an = (segops_v4l)(a != a), bn = (segops_v4l)(bv != bv);
+  const segops_v4l not_behind = is_max ? ~(segops_v4l)(bv <= a) : ~(segops_v4l)(bv >= a);
+  const segops_v4l tie = (segops_v4l)(bv == a) | (an & bn);
+  const segops_v4l take = live & ((not_behind & ~an) | (tie & (segops_v4l)(bi < *ai)));
+  *av = (segops_v4d)((segops_v4l)a ^ (((segops_v4l)a ^ (segops_v4l)bv) & take));
+  *ai = (segops_v4d)((segops_v4l)*ai ^ (((segops_v4l)*ai ^ (segops_v4l)bi) & take));
 }
 
 /* An arg reducer's four lanes (layout SEGOPS_CPU_ACC_LANES: A[2c] the values of column c's pairs,
