@@ -14,7 +14,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))  # tests/: shared modules
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "clients", "python", "src"))
-from as_user import OTHER_UID, argv_as, python_for, run_as  # noqa: E402
+from as_user import OTHER_UID, THIRD_UID, argv_as, python_for, run_as  # noqa: E402
 from segopsd_proc import Daemon  # noqa: E402
 
 import segops  # noqa: E402
@@ -786,3 +786,49 @@ print(json.dumps(got))
         for k in keys:
             if os.path.exists("/dev/shm" + k):
                 os.unlink("/dev/shm" + k)
+
+
+# RAW_POOLS with the daemon's URL first (argv[3]): after its pools, prints /metrics' pinned bytes
+# while it holds them; with HOLD, then waits for its stdin to close before it lets them go.
+PINNED_POOLS = RAW_POOLS.replace("for spec in sys.argv[3:]:", "for spec in sys.argv[4:]:").replace(
+    "print(json.dumps(out))\n", r"""
+st, text = req(sys.argv[3], "GET", "/metrics")
+out["pinned"] = [int(float(l.split()[1])) for l in text.splitlines() if l.startswith("segops_native_pinned_bytes ")][0]
+print(json.dumps(out), flush=True)
+if "HOLD" in sys.argv[4:]:
+    sys.stdin.read()
+""").replace('for spec in sys.argv[4:]:\n    kind, size', 'for spec in [a for a in sys.argv[4:] if a != "HOLD"]:\n    kind, size')
+
+
+def test_one_uid_cannot_pin_all_memory_for_another(py, binary, open_dir):
+    """Pinned memory (CUDA: client pools registered for direct device copies) is shared per uid:
+    one uid's pools are pinned up to --max-pinned-bytes-per-uid (half of --max-pinned-bytes by
+    default) and used unpinned beyond it, so a second uid still gets pinned pools while the first
+    holds its share. Needs the CUDA backend (the CPU backend pins nothing): skipped without a GPU,
+    failed there with SEGOPS_REQUIRE_CUDA=1."""
+    sock = os.path.join(open_dir, "n.sock")
+    try:
+        d = Daemon(binary, ["--backend", "cuda", "--native-socket", sock, "--socket-mode", "0666",
+                            "--max-pinned-bytes", "16m"])
+    except AssertionError as e:
+        if os.environ.get("SEGOPS_REQUIRE_CUDA") == "1":
+            raise
+        pytest.skip(f"no CUDA backend here: {str(e)[:200]}")
+    holder = None
+    try:
+        assert info(d)["limits"]["max_pinned_bytes_per_uid"] == 8 << 20
+        mib4 = "backed:%d" % (4 << 20)
+        holder = subprocess.Popen(argv_as(OTHER_UID, py, PINNED_POOLS, sock, native_version(), d.url,
+                                          mib4, mib4, mib4, "HOLD"),
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        a = json.loads(holder.stdout.readline() or "{}")
+        assert [a.get(k) for k in ("ring", mib4)] == ["OK", "OK"], (a, holder.stderr.read() if not a else "")
+        # three pools of 4 MiB, all accepted; two pinned (8 MiB: the uid's share), the third unpinned
+        assert a["pinned"] == 8 << 20, a
+        b = json.loads(run_as(THIRD_UID, py, PINNED_POOLS, sock, native_version(), d.url, mib4, mib4, mib4))
+        assert b[mib4] == "OK", b
+        assert b["pinned"] == 16 << 20, (a, b)  # the second uid's share, while the first holds its own
+    finally:
+        if holder:
+            holder.communicate(timeout=30)
+        d.stop_and_check()
