@@ -156,8 +156,12 @@ def transports(server_url):
     opened = [("python-msgpack", PurePythonClient(server_url, transport="http", timeout=60.0))]
     if NATIVE:
         opened += [("libsegops-http", segops.Client(server_url, transport="http", timeout=60.0)),
-                   ("native", segops.Client(server_url, transport="native", timeout=60.0)),
-                   ("local", segops.Client("local"))]
+                   ("native", segops.Client(server_url, transport="native", timeout=60.0))]
+        # "local" runs the CPU backend in this process: the daemon's bits when the daemon's backend
+        # is the CPU's too (bit-identical holds on one backend; a CUDA daemon sums in another order)
+        with urllib.request.urlopen(f"{server_url}/v1/info", timeout=30) as r:
+            if json.loads(r.read())["backend"] == "cpu":
+                opened.append(("local", segops.Client("local")))
     runs = {name: (lambda c: lambda op, args, s=S: c.call(op, "forward", dict(args, idx=IDX, num_segments=s)))(c)
             for name, c in opened}
     for name, f in [("json-bare", json_bare), ("json-map", json_map), ("oip-json", oip_json),

@@ -7,6 +7,7 @@ speaks HTTP and unix sockets. Either way: typed errors, one method per function 
 import json
 import os
 import warnings
+import weakref
 from typing import Any, Dict, Mapping, Optional, Sequence, Union
 
 import numpy as np
@@ -15,6 +16,11 @@ from . import _endpoints, _ext, _http, _table
 from ._methods import FunctionMethods
 from ._status import Status
 from .errors import InvalidArgument, NotFound, ProtocolError
+
+# Every live Client by its key "obj:<id>" (Client._torch_key): segops.torch's custom ops carry the
+# key, a string, and find the client again when they run. Set at construction, so that a graph
+# torch.compile traces reads the key as a constant attribute without calling anything.
+_live = weakref.WeakValueDictionary()
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 TRANSPORTS = ("auto", "native", "unix", "http", "local")  # and "shm", a deprecated alias of "native"
@@ -111,6 +117,8 @@ class Client(FunctionMethods):
         wait: Optional[float] = None,
     ) -> None:
         self._nc = self._py = self._probes = None
+        self._torch_key = f"obj:{id(self)}"
+        _live[self._torch_key] = self
         wait_s = _endpoints.wait_seconds(wait)  # checked here, on either path
         spin = _endpoints.spin_us(spin_us)
         transport = _transport(transport)

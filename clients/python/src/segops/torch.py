@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import weakref
 from typing import Iterator, Union
 
 import numpy as np
 import torch
 
 from . import Client, _table, default_client
+from . import client as _client_mod
 
 _MIN_TORCH = (2, 4)
 
@@ -61,7 +61,7 @@ __all__ = [*_table.OPS, "set_client", "get_client", "use_client", "empty"]  # on
 
 _lock = threading.Lock()
 _current = None  # the client set with set_client / use_client (None: segops.default_client())
-_objects = weakref.WeakValueDictionary()  # "obj:<id>" -> Client passed as client=
+_objects = _client_mod._live  # "obj:<id>" -> a Client (each registers itself) or another object passed as client=
 _by_url = {}  # URL -> Client made for client="http://..."
 
 
@@ -118,7 +118,9 @@ def _client_key(client):
         return ""
     if isinstance(client, str):
         return client
-    if isinstance(client, Client) or hasattr(client, "call"):
+    if isinstance(client, Client):
+        return client._torch_key  # a str attribute: a constant to torch.compile, no call traced
+    if hasattr(client, "call"):
         return _key_of_object(client)
     raise TypeError(f"segops.torch: client must be a segops.Client, a URL string or None, not {type(client).__name__}")
 
