@@ -101,13 +101,23 @@ SEGOPS_CPU_INLINE int64_t FN(best13)(const segops_cpu_job *J, const void *x, con
     }
   }
   *nan = (N[0] | N[1] | N[2] | N[3]) != 0;
-  for (int c = 0; c < w; c++) v[c] = id, a[c] = INFINITY;
-  for (int q = 0; q < 4 * w; q++) {
-    const double bv = V[q / 4][q % 4], bi = I[q / 4][q % 4];
-    if (need_arg ? segops_arg_beats(v[q % w], a[q % w], bv, bi, is_max) : segops_cpu_further(v[q % w], bv, is_max))
-      v[q % w] = bv, a[q % w] = bi;
+  segops_v4d CV[3], CI[3]; /* by column: CV[c] = column c's four lanes (segops_cpu_rows_to_cols) */
+  if (w == 3) {
+    segops_cpu_rows_to_cols(V, CV);
+    if (need_arg) segops_cpu_rows_to_cols(I, CI);
+  } else {
+    CV[0] = V[0], CI[0] = I[0];
   }
-  FN(best_tail)(x, p, j, w, 0, is_max, need_arg, v, a, nan);
+  const segops_v4l all = {-1, -1, -1, -1};
+  for (int c = 0; c < w; c++) { /* lanes (0 . 1) and (2 . 3), then the two, in the registers */
+    segops_v4d cv = CV[c], ci = need_arg ? CI[c] : none;
+    segops_cpu_pair_best4(&cv, &ci, SEGOPS_CPU_SHUF(cv, cv, 1, 0, 3, 2), SEGOPS_CPU_SHUF(ci, ci, 1, 0, 3, 2), all,
+                          is_max);
+    segops_cpu_pair_best4(&cv, &ci, SEGOPS_CPU_SHUF(cv, cv, 2, 3, 0, 1), SEGOPS_CPU_SHUF(ci, ci, 2, 3, 0, 1), all,
+                          is_max);
+    v[c] = cv[0], a[c] = ci[0];
+  }
+  if (p < j) FN(best_tail)(x, p, j, w, 0, is_max, need_arg, v, a, nan);
   return j;
 }
 /* Any width: rows [i, j) one after another, each row's columns four at a time against v (and a)
