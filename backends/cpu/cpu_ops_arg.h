@@ -1,5 +1,10 @@
 /* cpu_ops_arg.h: segmented_max and segmented_min as CPU hooks, part of cpu_ops_impl.h (which includes
- * it where the arg reducers' hooks belong, with T, SFX, FN, HOOK and its loaders defined). */
+ * it where the arg reducers' hooks belong, with T, SFX, FN, HOOK and its loaders defined).
+ * Two routes to the same bits. The pairs (value, index) per column and lane, in the arg order of
+ * segops_arg_beats (segops_cpu_pair_best4), are the exact route: unsorted idx, and every segment the
+ * fast route declines. The fast route (sorted idx, the hooks' fast) keeps values only, one max (min)
+ * per lane like sum's add, plus the index for the backward passes, and reads the arg order's ties
+ * from that: it declines a segment holding a NaN, which then runs through the pairs. */
 #ifndef FN
 #error "cpu_ops_arg.h is part of cpu_ops_impl.h; include that"
 #endif
@@ -26,12 +31,12 @@ SEGOPS_CPU_INLINE void FN(arg_visit4)(const segops_cpu_job *J, int64_t i, segops
   for (int c = 0; c < W13(w); c++) segops_cpu_pair_best4(&A[2 * c], &A[2 * c + 1], x[c], iv, live, is_max);
 }
 /* The visit and visit4 hooks of max and min for each pass: the arg visits on input xk of the pass. */
-#define ARG_VISITS(name, xk, is_max)                                                                               \
-  HOOK FN(name##_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int64_t w) {    \
-    FN(arg_visit4)(J, i, A, m, xk, is_max, w);                                                                     \
-  }                                                                                                                \
-  HOOK FN(name##_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int64_t w) {                      \
-    FN(arg_visit)(J, i, acc, xk, is_max, w);                                                                       \
+#define ARG_VISITS(name, xk, is_max)                                                                        \
+  HOOK FN(name##_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int64_t w) { \
+    FN(arg_visit4)(J, i, A, m, xk, is_max, w);                                                              \
+  }                                                                                                         \
+  HOOK FN(name##_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int64_t w) {                 \
+    FN(arg_visit)(J, i, acc, xk, is_max, w);                                                                \
   }
 ARG_VISITS(max_forward, 0, 1)
 ARG_VISITS(min_forward, 0, 0)
@@ -67,8 +72,8 @@ SEGOPS_CPU_INLINE void FN(best_tail)(const void *x, int64_t p, int64_t j, const 
  * (4k + e) % w, row offset off[k][e]), so the vectors need no shuffles; the lanes of a column fold
  * into v[c] (and a[c]) with segops_arg_beats, the rows past the last group one at a time. */
 SEGOPS_CPU_INLINE int64_t FN(best13)(const segops_cpu_job *J, const void *x, const int32_t s, const int64_t i,
-                                     const int w, const int is_max, const bool need_arg, const void *pf,
-                                     double *v, double *a, bool *nan) {
+                                     const int w, const int is_max, const bool need_arg, const void *pf, double *v,
+                                     double *a, bool *nan) {
   const double id = segops_arg_identity(is_max);
   const segops_v4d idv = {id, id, id, id}, none = {INFINITY, INFINITY, INFINITY, INFINITY};
   const segops_v4d off[2][3] = {{{0, 1, 2, 3}}, {{0, 0, 0, 1}, {1, 1, 2, 2}, {2, 3, 3, 3}}};
@@ -122,8 +127,8 @@ SEGOPS_CPU_INLINE int64_t FN(best13)(const segops_cpu_job *J, const void *x, con
 }
 /* Any width: rows [i, j) one after another, each row's columns four at a time against v (and a)
  * in memory. */
-SEGOPS_CPU_INLINE void FN(best_rows)(const void *x, const int64_t i, const int64_t j, const int64_t w,
-                                     const int is_max, const bool need_arg, double *v, double *a, bool *nan) {
+SEGOPS_CPU_INLINE void FN(best_rows)(const void *x, const int64_t i, const int64_t j, const int64_t w, const int is_max,
+                                     const bool need_arg, double *v, double *a, bool *nan) {
   const double id = segops_arg_identity(is_max);
   for (int64_t c = 0; c < w; c++) v[c] = id, a[c] = INFINITY;
   segops_v4l N = {0, 0, 0, 0};
@@ -179,10 +184,10 @@ SEGOPS_CPU_INLINE int64_t FN(arg_fast)(const segops_cpu_job *J, const int64_t s,
   }
   return j;
 }
-#define ARG_FAST(name, xk, is_max)                                                                                \
-  SEGOPS_CPU_INLINE int64_t FN(name##_fast)(const segops_cpu_job *J, int64_t s, int64_t i, const int64_t w,       \
-                                            double *heap) {                                                       \
-    return FN(arg_fast)(J, s, i, w, heap, xk, is_max);                                                            \
+#define ARG_FAST(name, xk, is_max)                                                                          \
+  SEGOPS_CPU_INLINE int64_t FN(name##_fast)(const segops_cpu_job *J, int64_t s, int64_t i, const int64_t w, \
+                                            double *heap) {                                                 \
+    return FN(arg_fast)(J, s, i, w, heap, xk, is_max);                                                      \
   }
 ARG_FAST(max_forward, 0, 1)
 ARG_FAST(min_forward, 0, 0)

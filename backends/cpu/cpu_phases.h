@@ -141,7 +141,8 @@ typedef struct {
  * The one vector form of the arg order: visits (arg_visit4) and the fold below. With a not NaN,
  * "not (b <= a)" (max; "not (b >= a)" for min) is b further or b NaN: b beats a. Else b beats a
  * only when the two tie (equal, or both NaN) and b's index is lower. Five compares, a few masks and
- * two selects: the compare-and-select chain is what max and min spend their time in. */
+ * two selects: max and min's exact route (unsorted idx, and segments their fast route declines,
+ * cpu_ops_arg.h); segops_cpu_best4 below is the fast route's one compare. */
 SEGOPS_CPU_INLINE void segops_cpu_pair_best4(segops_v4d *av, segops_v4d *ai, const segops_v4d bv,
                                              const segops_v4d bi, const segops_v4l live, const int is_max) {
   const segops_v4d a = *av;
