@@ -128,13 +128,15 @@ SEGOPS_CPU_INLINE int64_t FN(best13)(const segops_cpu_job *J, const void *x, con
 /* Any width: rows [i, j) one after another, each row's columns four at a time against v (and a)
  * in memory. */
 SEGOPS_CPU_INLINE void FN(best_rows)(const void *x, const int64_t i, const int64_t j, const int64_t w, const int is_max,
-                                     const bool need_arg, double *v, double *a, bool *nan) {
+                                     const bool need_arg, const void *pf, double *v, double *a, bool *nan) {
   const double id = segops_arg_identity(is_max);
   for (int64_t c = 0; c < w; c++) v[c] = id, a[c] = INFINITY;
   segops_v4l N = {0, 0, 0, 0};
   const int64_t w4 = w & ~(int64_t)3;
   for (int64_t p = i; p < j; p++) {
     const double pd = (double)p;
+    for (int64_t b = 0; pf && b < w * (int64_t)sizeof(T); b += 64)
+      __builtin_prefetch((const char *)pf + p * w * (int64_t)sizeof(T) + b + SEGOPS_CPU_ARG_PF);
     for (int64_t c = 0; c < w4; c += 4) {
       segops_v4d bv, av, ai = {0, 0, 0, 0};
       FN(ldv)(x, p * w + c, &bv);
@@ -165,7 +167,7 @@ SEGOPS_CPU_INLINE int64_t FN(arg_fast)(const segops_cpu_job *J, const int64_t s,
   if (!J->plan.reduce) return -1; /* double backward's grad_x alone: zeros */
   if (gen) {
     j = segops_cpu_seg_end(J->idx, J->n, i + 1, (int32_t)s);
-    FN(best_rows)(x, i, j, w, is_max, need_arg, v, a, &nan);
+    FN(best_rows)(x, i, j, w, is_max, need_arg, xk == 2 ? IN(0) : NULL, v, a, &nan);
   } else {
     j = FN(best13)(J, x, (int32_t)s, i, W13(w), is_max, need_arg, xk == 2 ? IN(0) : NULL, v, a, &nan);
   }
