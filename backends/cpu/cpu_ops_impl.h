@@ -753,13 +753,12 @@ HOOK FN(matvec_double_backward_gather)(const segops_cpu_job *J, int64_t i, int64
 /* ---- Each function's hooks, and its tasks (walk, reduce, elems) for width 1 and 3 ----
  * DEF(name, row, visit, visit4, layout, finish, post, gather): 0 for a hook it lacks; layout is
  * how its visit4 keeps the accumulators (segops_cpu_acc_layout, without the prefix). Every
- * function reduces by sum (SEGOPS_CPU_SUM) but max and min (DEF_RED: their arg reducers). How many accumulators and
+ * function reduces by sum (SEGOPS_CPU_SUM) but max and min (DEF_ARG: their arg reducers). How many accumulators and
  * segment values it keeps is its row's n_acc and n_segval (ops.c), carried by the job. */
 /* matvec's outer products: one layout per dtype (FN(outer_visit4)). */
 #define SEGOPS_CPU_ACC_OUTER (sizeof(T) == 8 ? SEGOPS_CPU_ACC_ROWS3 : SEGOPS_CPU_ACC_LANES)
-#define HOOKS_RED(red, row, visit, visit4, layout, finish, post, gather) \
-  ((segops_cpu_hooks){row, visit, visit4, SEGOPS_CPU_ACC_##layout, finish, post, gather, red})
-#define HOOKS(...) HOOKS_RED(SEGOPS_CPU_SUM, __VA_ARGS__)
+#define HOOKS_RED(red, fast, row, visit, visit4, layout, finish, post, gather) \
+  ((segops_cpu_hooks){row, visit, visit4, SEGOPS_CPU_ACC_##layout, finish, post, gather, red, fast})
 /* A task runs the constant-width instantiation for w = 1 or 3, the general one (storage of its own,
  * cpu_phases.h) for any other width. */
 #define TASK(name, driver, H)                             \
@@ -775,11 +774,13 @@ HOOK FN(matvec_double_backward_gather)(const segops_cpu_job *J, int64_t i, int64
       free(heap);                                         \
     }                                                     \
   }
-#define DEF_RED(red, name, row, visit, visit4, layout, finish, post, gather)           \
-  TASK(name, walk, HOOKS_RED(red, row, visit, visit4, layout, finish, post, gather))   \
-  TASK(name, reduce, HOOKS_RED(red, row, visit, visit4, layout, finish, post, gather)) \
-  TASK(name, elems, HOOKS_RED(red, row, visit, visit4, layout, finish, post, gather))
-#define DEF(...) DEF_RED(SEGOPS_CPU_SUM, __VA_ARGS__)
+#define DEF_RED(red, fast, name, row, visit, visit4, layout, finish, post, gather)           \
+  TASK(name, walk, HOOKS_RED(red, fast, row, visit, visit4, layout, finish, post, gather))   \
+  TASK(name, reduce, HOOKS_RED(red, fast, row, visit, visit4, layout, finish, post, gather)) \
+  TASK(name, elems, HOOKS_RED(red, fast, row, visit, visit4, layout, finish, post, gather))
+#define DEF(...) DEF_RED(SEGOPS_CPU_SUM, 0, __VA_ARGS__)
+/* max and min: their arg reducers, and their fast route (cpu_ops_arg.h) in the walk. */
+#define DEF_ARG(red, name, ...) DEF_RED(red, FN(name##_fast), name, __VA_ARGS__)
 
 // clang-format off
 DEF(sum_forward, 0, FN(sum_visit), FN(sum_visit4), FLAT, FN(sum_finish), 0, 0)
@@ -813,17 +814,17 @@ DEF(matvec_backward, FN(matvec_backward_row), FN(matvec_backward_visit), FN(matv
     FN(matvec_backward_finish), 0, FN(matvec_backward_gather))
 DEF(matvec_double_backward, FN(matvec_double_backward_row), FN(matvec_double_backward_visit),
     FN(matvec_double_backward_visit4), OUTER, FN(matvec_double_backward_finish), 0, FN(matvec_double_backward_gather))
-DEF_RED(SEGOPS_CPU_ARGMAX, max_forward, 0, FN(max_forward_visit), FN(max_forward_visit4), LANES,
+DEF_ARG(SEGOPS_CPU_ARGMAX, max_forward, 0, FN(max_forward_visit), FN(max_forward_visit4), LANES,
         FN(arg_forward_finish), 0, 0)
-DEF_RED(SEGOPS_CPU_ARGMAX, max_backward, 0, FN(max_backward_visit), FN(max_backward_visit4), LANES,
+DEF_ARG(SEGOPS_CPU_ARGMAX, max_backward, 0, FN(max_backward_visit), FN(max_backward_visit4), LANES,
         FN(arg_backward_finish), FN(arg_backward_post), 0)
-DEF_RED(SEGOPS_CPU_ARGMAX, max_double_backward, 0, FN(max_double_backward_visit), FN(max_double_backward_visit4),
+DEF_ARG(SEGOPS_CPU_ARGMAX, max_double_backward, 0, FN(max_double_backward_visit), FN(max_double_backward_visit4),
         LANES, FN(arg_double_backward_finish), 0, FN(zero_gather))
-DEF_RED(SEGOPS_CPU_ARGMIN, min_forward, 0, FN(min_forward_visit), FN(min_forward_visit4), LANES,
+DEF_ARG(SEGOPS_CPU_ARGMIN, min_forward, 0, FN(min_forward_visit), FN(min_forward_visit4), LANES,
         FN(arg_forward_finish), 0, 0)
-DEF_RED(SEGOPS_CPU_ARGMIN, min_backward, 0, FN(min_backward_visit), FN(min_backward_visit4), LANES,
+DEF_ARG(SEGOPS_CPU_ARGMIN, min_backward, 0, FN(min_backward_visit), FN(min_backward_visit4), LANES,
         FN(arg_backward_finish), FN(arg_backward_post), 0)
-DEF_RED(SEGOPS_CPU_ARGMIN, min_double_backward, 0, FN(min_double_backward_visit), FN(min_double_backward_visit4),
+DEF_ARG(SEGOPS_CPU_ARGMIN, min_double_backward, 0, FN(min_double_backward_visit), FN(min_double_backward_visit4),
         LANES, FN(arg_double_backward_finish), 0, FN(zero_gather))
 // clang-format on
 
@@ -845,8 +846,8 @@ MUL_TASKS(double_backward)
 
 #undef DEF
 #undef DEF_RED
+#undef DEF_ARG
 #undef TASK
-#undef HOOKS
 #undef HOOKS_RED
 #undef LDROW
 #undef STROW

@@ -88,6 +88,10 @@ typedef void (*segops_cpu_finish_fn)(const segops_cpu_job *J, int64_t s, int64_t
                                      int64_t w);
 typedef void (*segops_cpu_post_fn)(const segops_cpu_job *J, int64_t i, int64_t j, const double *sv, int64_t w);
 typedef void (*segops_cpu_gather_fn)(const segops_cpu_job *J, int64_t i, int64_t j, const double *r, int64_t w);
+/* fast: all of segment s (sorted idx, from element i, heap as segops_cpu_segment's) by a faster
+ * route, or nothing: returns the segment's end j, or -1 where that route declines the segment (then
+ * the body of phases above runs it, from its reduction on). */
+typedef int64_t (*segops_cpu_fast_fn)(const segops_cpu_job *J, int64_t s, int64_t i, int64_t w, double *heap);
 
 /* The reducer (segops_rowmath.h): accumulators start at identity; two partial accumulations of a
  * segment combine with combine. visit and visit4 add elements with the function's own arithmetic;
@@ -129,6 +133,7 @@ typedef struct {
   segops_cpu_post_fn post;
   segops_cpu_gather_fn gather;
   segops_cpu_reducer red;
+  segops_cpu_fast_fn fast; /* walk (sorted idx): NULL, or tried first for every segment */
 } segops_cpu_hooks;
 
 /* The better of two sets of four pairs, lane by lane, as segops_arg_beats says (b's where b beats
@@ -136,7 +141,8 @@ typedef struct {
  * The one vector form of the arg order: visits (arg_visit4) and the fold below. With a not NaN,
  * "not (b <= a)" (max; "not (b >= a)" for min) is b further or b NaN: b beats a. Else b beats a
  * only when the two tie (equal, or both NaN) and b's index is lower. Five compares, a few masks and
- * two selects: the compare-and-select chain is what max and min spend their time in. */
+ * two selects: max and min's exact route (unsorted idx, and segments their fast route declines,
+ * cpu_ops_arg.h); segops_cpu_best4 below is the fast route's one compare. */
 SEGOPS_CPU_INLINE void segops_cpu_pair_best4(segops_v4d *av, segops_v4d *ai, const segops_v4d bv,
                                              const segops_v4d bi, const segops_v4l live, const int is_max) {
   const segops_v4d a = *av;
@@ -147,6 +153,26 @@ SEGOPS_CPU_INLINE void segops_cpu_pair_best4(segops_v4d *av, segops_v4d *ai, con
   *av = (segops_v4d)((segops_v4l)a ^ (((segops_v4l)a ^ (segops_v4l)bv) & take));
   *ai = (segops_v4d)((segops_v4l)*ai ^ (((segops_v4l)*ai ^ (segops_v4l)bi) & take));
 }
+
+/* The value half of the arg order without its ties, four lanes: b where it is strictly further
+ * than a (max: b > a), else a; a NaN b leaves a and sets its lane in *nan. With with_index, the
+ * index bi goes with b into *ai. Lanes that see their elements in increasing index keep the lowest
+ * index of their best value (+0.0 and -0.0 included: neither is further than the other), so this
+ * is segops_arg_beats wherever no NaN came (max and min's fast route, cpu_ops_arg.h). */
+SEGOPS_CPU_INLINE void segops_cpu_best4(segops_v4d *av, segops_v4d *ai, segops_v4l *nan, const segops_v4d bv,
+                                        const segops_v4d bi, const int is_max, const bool with_index) {
+  *nan |= (segops_v4l)(bv != bv);
+  const segops_v4l take = is_max ? (segops_v4l)(bv > *av) : (segops_v4l)(bv < *av);
+  if (with_index) *ai = (segops_v4d)((segops_v4l)*ai ^ (((segops_v4l)*ai ^ (segops_v4l)bi) & take));
+#ifdef __AVX__ /* one max (min): b > a ? b : a, a where either is NaN */
+  *av = is_max ? (segops_v4d)_mm256_max_pd((__m256d)bv, (__m256d)*av)
+               : (segops_v4d)_mm256_min_pd((__m256d)bv, (__m256d)*av);
+#else
+  *av = (segops_v4d)((segops_v4l)*av ^ (((segops_v4l)*av ^ (segops_v4l)bv) & take));
+#endif
+}
+/* Whether b is strictly further than a (max: b > a); false with a NaN. */
+SEGOPS_CPU_INLINE bool segops_cpu_further(double a, double b, const int is_max) { return is_max ? b > a : b < a; }
 
 /* An arg reducer's four lanes (layout SEGOPS_CPU_ACC_LANES: A[2c] the values of column c's pairs,
  * A[2c+1] their indices) folded into one pair per column in the registers: lanes (0 . 1) and
@@ -389,7 +415,8 @@ SEGOPS_CPU_INLINE void segops_cpu_walk(const segops_cpu_job *J, const segops_cpu
   while (i < end) {
     const int64_t s = idx[i];
     segops_cpu_empty(J, H, prev + 1, s, w, heap);
-    const int64_t j = segops_cpu_segment(J, H, s, i, w, heap);
+    int64_t j = H.fast ? H.fast(J, s, i, w, heap) : -1;
+    if (j < 0) j = segops_cpu_segment(J, H, s, i, w, heap);
     prev = s;
     i = j;
   }

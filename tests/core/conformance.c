@@ -396,6 +396,114 @@ static void golden(const char *name, segops_op op, segops_pass pass, int w, int6
   }
 }
 
+/* ---- max and min: NaN, signed zeros and infinities in every lane, bit for bit ----
+ * The order of proto/API.md (Formulas) one element at a time: b takes the pair (v, a) when the
+ * pair is empty, when b is a NaN and v is not, or when neither is a NaN and b is strictly further. */
+static bool arg_takes(double v, bool empty, double b, bool is_max) {
+  if (empty) return true;
+  if (isnan(v) || isnan(b)) return isnan(b) && !isnan(v);
+  return is_max ? b > v : b < v;
+}
+/* Column c of segment k of length len, its element at position q (q-th in index order): plain
+ * quarters, two NaNs of different payloads, zeros of both signs among numbers all below (or all
+ * above) zero, or every element one infinity, by (k, c): segments k % 3 == 1 without infinities,
+ * k % 3 == 2 without NaN. Positions cover every lane of four. */
+static double arg_lane_value(int64_t k, int64_t c, int64_t q, int64_t len, tu_rng *rng) {
+  const double quarter = round(tu_uniform(rng, -1.0, 1.0) * 4.0) / 4.0, mag = 0.25 + fabs(quarter);
+  uint64_t bits = 0x7ff8100000000000ull + ((uint64_t)(q & 3) << 48) + ((uint64_t)(q & 4) << 61);
+  double nan_q;
+  memcpy(&nan_q, &bits, sizeof nan_q); /* a quiet NaN whose payload (and sign) tells q's */
+  /* two zeros: the first at z (lane z % 4), the other in lane 0 of the next group of four */
+  const int64_t z = (1 + c) % len, z2 = (z / 4 + 1) * 4 % len;
+  int kind = (int)((k * 7 + c) % 6);
+  if ((k % 3 == 1 && kind >= 4) || (k % 3 == 2 && kind == 1)) kind = 0;
+  switch (kind) {
+    case 1:
+      return q == (3 + c) % len || q == (5 + 2 * c) % len ? nan_q : quarter;
+    case 2:
+      return q == z ? (c & 1 ? 0.0 : -0.0) : q == z2 ? (c & 1 ? -0.0 : 0.0) : -mag;
+    case 3:
+      return q == z ? (c & 1 ? -0.0 : 0.0) : q == z2 ? (c & 1 ? 0.0 : -0.0) : mag;
+    case 4:
+      return -INFINITY;
+    case 5:
+      return INFINITY;
+    default:
+      return quarter;
+  }
+}
+/* One layout and width: every pass of max and min in both dtypes against the order above. */
+static void arg_lanes_case(const tu_layout *L, const int64_t *lens, int64_t w) {
+  const int64_t n = L->n, s = L->s;
+  double *x = malloc((size_t)(n * w + 1) * sizeof *x), *gg = malloc((size_t)(n * w + 1) * sizeof *gg);
+  double *g = malloc((size_t)(s * w + 1) * sizeof *g), *want = malloc((size_t)(n * w + s * w + 1) * sizeof *want);
+  int64_t *pos = calloc((size_t)s + 1, sizeof *pos), *arg = malloc((size_t)(s * w + 1) * sizeof *arg);
+  tu_rng rng = {(uint64_t)(11 + w)};
+  for (int64_t i = 0; i < n; i++) {
+    const int32_t k = L->idx[i];
+    for (int64_t c = 0; c < w; c++) x[i * w + c] = arg_lane_value(k, c, pos[k], lens[k], &rng);
+    pos[k]++;
+  }
+  for (int64_t k = 0; k < n * w; k++) gg[k] = (double)(k + 1);
+  for (int64_t k = 0; k < s * w; k++) g[k] = -(double)(k + 1);
+  for (int d = 0; d < 2; d++) {
+    const segops_dtype dt = DTYPES[d];
+    for (int64_t k = 0; k < n * w; k++) x[k] = tu_round(dt, x[k]);
+    for (int op = SEGOPS_OP_MAX; op <= SEGOPS_OP_MIN; op++) {
+      for (int64_t k = 0; k < s * w; k++) arg[k] = -1;
+      for (int64_t i = 0; i < n; i++)
+        for (int64_t c = 0, t = L->idx[i] * w; c < w; c++)
+          if (arg_takes(arg[t + c] < 0 ? 0 : x[arg[t + c] * w + c], arg[t + c] < 0, x[i * w + c], op == SEGOPS_OP_MAX))
+            arg[t + c] = i;
+      for (int pass = 0; pass < SEGOPS_PASS_COUNT; pass++) {
+        const segops_fn_desc *fn = segops_fn((segops_op)op, (segops_pass)pass);
+        const double *in[3] = {x, NULL, NULL};
+        if (pass == SEGOPS_PASS_BACKWARD) in[0] = g, in[1] = x;
+        if (pass == SEGOPS_PASS_DOUBLE_BACKWARD) in[0] = gg, in[2] = x;
+        /* want: the segment output (forward, double backward) then grad_x (backward, double backward) */
+        const int64_t ns = pass == SEGOPS_PASS_BACKWARD ? 0 : s * w, ne = pass == SEGOPS_PASS_FORWARD ? 0 : n * w;
+        for (int64_t k = 0; k < ns + ne; k++) want[k] = 0.0;
+        for (int64_t k = 0; k < s * w; k++) {
+          const int64_t e = arg[k] * w + k % w;
+          if (arg[k] >= 0 && pass == SEGOPS_PASS_FORWARD) want[k] = x[e];
+          if (arg[k] >= 0 && pass == SEGOPS_PASS_BACKWARD) want[e] = tu_round(dt, g[k]);
+          if (arg[k] >= 0 && pass == SEGOPS_PASS_DOUBLE_BACKWARD) want[k] = tu_round(dt, gg[e]);
+        }
+        tu_buf ins[3] = {0}, outs[2] = {0};
+        segops_call call = {.fn = fn, .dtype = dt, .width = w, .n = n, .s = s, .idx = L->idx, .idx_sorted = L->sorted};
+        for (int k = 0; k < fn->n_in; k++)
+          if (in[k])
+            ins[k] = tu_input(dt, in[k], segops_call_count(&call, fn->in[k].shape), 1 + (size_t)k),
+            call.in[k] = ins[k].data;
+        for (int o = 0; o < fn->n_out; o++)
+          outs[o] = tu_output(dt, segops_call_count(&call, fn->out[o].shape)), call.out[o] = outs[o].data;
+        char what[200];
+        snprintf(what, sizeof what, "max/min lanes [%s] %s/%s %s w=%lld", L->name, segops_op_name(fn->op),
+                 segops_pass_name(fn->pass), segops_dtype_name(dt), (long long)w);
+        if (run_call(target, &call, what))
+          for (int64_t k = 0; k < ns + ne; k++) {
+            const double got = tu_get(dt, outs[k < ns ? 0 : fn->n_out - 1].data, k < ns ? k : k - ns);
+            TU_CHECK(memcmp(&got, &want[k], sizeof got) == 0, "%s: %s[%lld] = %.17g, expected %.17g (bits differ)",
+                     what, k < ns ? fn->out[0].name : "grad_x", (long long)(k < ns ? k : k - ns), got, want[k]);
+          }
+        for (int k = 0; k < 3; k++) tu_buf_free(&ins[k]);
+        for (int o = 0; o < 2; o++) tu_buf_free(&outs[o]);
+      }
+    }
+  }
+  free(x), free(gg), free(g), free(want), free(pos), free(arg);
+}
+static void check_arg_lanes(void) {
+  const int64_t lens[] = {13, 9, 5, 2, 0, 33, 4, 11, 1, 7, 3, 6};
+  const int64_t widths[] = {1, 3, 16, 18};
+  tu_rng rng = {5};
+  for (int sh = 0; sh < 2; sh++) {
+    tu_layout L = tu_layout_from_lengths(sh ? "shuffled" : "sorted", lens, 12, sh ? &rng : NULL);
+    for (size_t k = 0; k < sizeof widths / sizeof widths[0]; k++) arg_lanes_case(&L, lens, widths[k]);
+    tu_layout_free(&L);
+  }
+}
+
 #define IN(...) ((const double *const[SEGOPS_MAX_INPUTS]){__VA_ARGS__})
 #define WANT(...) ((const double *const[SEGOPS_MAX_OUTPUTS]){__VA_ARGS__})
 
@@ -596,6 +704,7 @@ int main(int argc, char **argv) {
   }
   printf("conformance: backend %s, %d device(s)\n", target->name, target->n_devices);
   run_golden();
+  check_arg_lanes();
   run_layouts();
   int rc = tu_summary(target_is_cuda ? "conformance (cuda vs reference and cpu)" : "conformance (cpu)");
   if (target != cpu) segops_backend_free(target);

@@ -35,7 +35,7 @@ static void max_post(const segops_cpu_job *J, int64_t i, int64_t j, const double
 }
 
 #define MAX_HOOKS \
-  ((segops_cpu_hooks){NULL, max_visit, NULL, SEGOPS_CPU_ACC_LANES, max_finish, max_post, NULL, MAX_REDUCER})
+  ((segops_cpu_hooks){NULL, max_visit, NULL, SEGOPS_CPU_ACC_LANES, max_finish, max_post, NULL, MAX_REDUCER, NULL})
 #define TASK(driver)                                 \
   static void max_##driver(void *arg, int64_t c) {   \
     const segops_cpu_job *J = arg;                   \

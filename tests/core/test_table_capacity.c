@@ -63,7 +63,7 @@ static void wide_post(const segops_cpu_job *J, int64_t i, int64_t j, const doubl
 }
 
 #define HOOKS(v4) \
-  ((segops_cpu_hooks){NULL, wide_visit, v4, SEGOPS_CPU_ACC_LANES, wide_finish, wide_post, NULL, SEGOPS_CPU_SUM})
+  ((segops_cpu_hooks){NULL, wide_visit, v4, SEGOPS_CPU_ACC_LANES, wide_finish, wide_post, NULL, SEGOPS_CPU_SUM, NULL})
 #define TASK(driver, v4, tag)                            \
   static void wide_##driver##tag(void *arg, int64_t c) { \
     const segops_cpu_job *J = arg;                       \
