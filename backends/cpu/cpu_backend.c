@@ -1,10 +1,14 @@
 /* cpu_backend.c: the CPU backend behind backend.h: plans a call from its op table row
  * (segops_plan_of), then runs the function's tasks on a thread pool: one walk for sorted idx,
  * reduce then elems for unsorted (cpu_internal.h). The reference for every other backend.
+ * Unsorted with many segments (their accumulators past a few MiB), reduce runs over buckets of
+ * the elements partitioned by segment (cpu_unsorted.c: a copy of idx and of the element inputs,
+ * malloc'd per call) instead of over all of idx, where every element missed the cache.
  *
  * Determinism: a segment's reduction is done by one thread, over its elements in increasing i,
  * in double; an element's output depends only on that element and its segment. How work is cut
- * into chunks, and how many threads run them, therefore never changes a bit of the result.
+ * into chunks or buckets, and how many threads run them, therefore never changes a bit of the
+ * result.
  *
  * Concurrency: n_devices = threads. The scheduler may run that many calls at once (the CPU has
  * no per-device state, so `device` is ignored). A call large enough to profit takes the whole
@@ -64,17 +68,21 @@ static void unsorted_free(unsorted_scratch *u) {
   free(u->bounds);
 }
 
-static bool unsorted_alloc(segops_cpu_job *J, unsorted_scratch *u, int64_t ranges) {
+/* Counts, segment values and ranges (acc false), or the accumulators of reduce over all of idx
+ * (acc true: S sets of SEGOPS_CPU_LANES, one at a general width, cpu_phases.h). */
+static bool unsorted_alloc(segops_cpu_job *J, unsorted_scratch *u, int64_t ranges, bool acc) {
   const int64_t s = J->s > 0 ? J->s : 1;
+  if (acc) {
+    const int64_t lanes = J->w == 1 || J->w == 3 ? SEGOPS_CPU_LANES : 1;
+    u->acc = J->n_acc ? malloc((size_t)(s * lanes * J->n_acc) * sizeof *u->acc) : NULL;
+    J->acc = u->acc;
+    return !J->n_acc || u->acc;
+  }
   u->cnt = malloc((size_t)s * sizeof *u->cnt);
   u->bounds = malloc((size_t)(ranges + 1) * sizeof *u->bounds);
-  /* SEGOPS_CPU_LANES sets per segment at width 1 and 3, one at a general width (cpu_phases.h) */
-  const int64_t lanes = J->w == 1 || J->w == 3 ? SEGOPS_CPU_LANES : 1;
-  u->acc = J->n_acc ? malloc((size_t)(s * lanes * J->n_acc) * sizeof *u->acc) : NULL;
   u->segval = J->n_segval ? malloc((size_t)(s * J->n_segval) * sizeof *u->segval) : NULL;
-  if (!u->cnt || !u->bounds || (J->n_acc && !u->acc) || (J->n_segval && !u->segval)) return false;
+  if (!u->cnt || !u->bounds || (J->n_segval && !u->segval)) return false;
   for (int64_t c = 0; c <= ranges; c++) u->bounds[c] = segops_cpu_split(J->s, ranges, c);
-  J->acc = u->acc;
   J->segval = u->segval;
   J->cnt = u->cnt;
   J->bounds = u->bounds;
@@ -134,14 +142,17 @@ static int cpu_run(void *vctx, int device, const segops_call *call, char *err, s
   }
   const int64_t ranges = parallel ? (ctx->threads < J.s ? ctx->threads : (J.s > 0 ? J.s : 1)) : 1;
   unsorted_scratch u = {0};
-  if (!unsorted_alloc(&J, &u, ranges)) {
-    unsorted_free(&u);
+  bool nomem = !unsorted_alloc(&J, &u, ranges, false), done = false;
+  if (!nomem && P->reduce)
+    done =
+        segops_cpu_unsorted_reduce(ctx->pool, ctx->threads, fn, &J, f->reduce, segops_dtype_size(call->dtype), &nomem);
+  if (!done && !nomem) nomem = !unsorted_alloc(&J, &u, ranges, true);
+  if (!done && !nomem) segops_cpu_parallel_for(ctx->pool, ranges, f->reduce, &J);
+  if (!nomem && (P->post || P->gather)) segops_cpu_parallel_for(ctx->pool, J.nchunks, f->elems, &J);
+  unsorted_free(&u);
+  if (nomem)
     return segops_errf(SEGOPS_E_NOMEM, err, errlen, "%s: cpu backend out of memory for %lld segments",
                        segops_op_name(fn->op), (long long)J.s);
-  }
-  segops_cpu_parallel_for(ctx->pool, ranges, f->reduce, &J);
-  if (P->post || P->gather) segops_cpu_parallel_for(ctx->pool, J.nchunks, f->elems, &J);
-  unsorted_free(&u);
   return failed ? oom(fn, &J, err, errlen) : SEGOPS_OK;
 }
 

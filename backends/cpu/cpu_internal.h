@@ -37,7 +37,8 @@ void segops_cpu_parallel_for(segops_cpu_pool *pool, int64_t nchunks, segops_cpu_
  * Unsorted idx: "reduce" (chunk c = segments bounds[c] .. bounds[c+1]: scans all of idx in
  * increasing i and accumulates only its own segments into acc, counts into cnt, then finishes
  * them, segment values into segval), then "elems" (chunk c = elements c*n/nchunks ..: post and
- * gather in element order).
+ * gather in element order). With many segments reduce runs over buckets of the elements
+ * partitioned by segment (cpu_unsorted.c), each bucket holding its elements in increasing i.
  * Either way a segment is reduced by one thread over its elements in increasing i, so the bits
  * do not depend on the chunking, the thread count or whether idx was known to be sorted. */
 /* Accumulator sets per segment: element p of a segment adds into set p % LANES (cpu_phases.h). */
@@ -57,10 +58,26 @@ typedef struct {
   segops_plan plan;
   int64_t nchunks;       /* walk and elems: element chunks */
   const int64_t *bounds; /* reduce: segment chunks (nchunks + 1 entries) */
-  double *acc;           /* reduce: s * LANES * n_acc accumulators (s * n_acc at a general width) */
+  double *acc;           /* reduce: LANES * n_acc accumulators per segment (n_acc at a general width) */
+  int64_t acc_s0;        /* reduce: the segment of acc's first set (0; a bucket's first in cpu_unsorted.c) */
   double *segval;        /* reduce -> elems: s * n_segval segment values for post */
+  const int32_t *orig;   /* reduce over a bucket: each element's index in the call (segops_cpu_keep_sv) */
   int64_t *cnt;          /* reduce -> elems: s counts */
 } segops_cpu_job;
+
+/* Unsorted idx, a function that reduces, with more segments than the reduce task keeps in cache:
+ * the elements partitioned by bucket of segments (stably, into a copy of idx and the element
+ * inputs), then reduce over each bucket (cpu_unsorted.c). J as for reduce (acc aside, J->cnt and
+ * J->segval, when not NULL, of S entries) is filled the same. Returns false, having done nothing,
+ * where reduce over all of idx is as fast (few segments or long rows: cpu_unsorted.c), or when
+ * out of memory (*oom set). */
+bool segops_cpu_unsorted_reduce(segops_cpu_pool *pool, int threads, const segops_fn_desc *fn, segops_cpu_job *J,
+                                segops_cpu_task_fn reduce, size_t tsize, bool *oom);
+
+/* Tests: true sends every such call through the partition when its segments make two buckets or
+ * more, whatever their accumulators' size and the rows' (else only where it was measured faster).
+ * Set before any call runs. */
+extern bool segops_cpu_partition_always;
 
 /* The three tasks of one function (any may be NULL when the function has no such phase);
  * arg is a segops_cpu_job. */

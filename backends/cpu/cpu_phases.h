@@ -423,8 +423,19 @@ SEGOPS_CPU_INLINE void segops_cpu_walk(const segops_cpu_job *J, const segops_cpu
   if (c == last) segops_cpu_empty(J, H, prev + 1, J->s, w, heap);
 }
 
-/* Unsorted idx, chunk c: segments [bounds[c], bounds[c+1]) accumulated over all of idx; acc holds
- * SEGOPS_CPU_LANES sets per segment, filled by position in the segment as the walk does. */
+/* The segment values of segment s for post (elems) to J->segval. An arg reducer's segment values
+ * are element indices: in a bucket of cpu_unsorted.c positions in its copy, taken back to the
+ * call's through J->orig (+inf, none, stays). */
+SEGOPS_CPU_INLINE void segops_cpu_keep_sv(const segops_cpu_job *J, const segops_cpu_hooks H, int64_t s,
+                                          const double *sv) {
+  double *d = J->segval + s * J->n_segval;
+  for (int64_t v = 0; v < J->n_segval; v++)
+    d[v] = H.red.pair && J->orig && sv[v] < INFINITY ? (double)J->orig[(int64_t)sv[v]] : sv[v];
+}
+
+/* Unsorted idx, chunk c: segments [bounds[c], bounds[c+1]) accumulated over all of idx (or a
+ * bucket's elements, cpu_unsorted.c); acc holds SEGOPS_CPU_LANES sets per segment from segment
+ * acc_s0 on, filled by position in the segment as the walk does. */
 SEGOPS_CPU_INLINE void segops_cpu_reduce(const segops_cpu_job *J, const segops_cpu_hooks H, int64_t c, const int64_t w,
                                          double *heap) {
   const bool gen = segops_cpu_gen(heap);
@@ -432,31 +443,32 @@ SEGOPS_CPU_INLINE void segops_cpu_reduce(const segops_cpu_job *J, const segops_c
   const uint64_t span = (uint64_t)(s1 - s0);
   const int64_t k = J->n_acc, stride = gen ? k : SEGOPS_CPU_LANES * k;
   double *acc = J->acc;
+  const int64_t a0 = J->acc_s0;
   int64_t *cnt = J->cnt;
   if (s1 <= s0) return;
   memset(cnt + s0, 0, (size_t)(s1 - s0) * sizeof *cnt);
-  if (k) segops_cpu_init(H, acc + s0 * stride, (s1 - s0) * stride);
+  if (k) segops_cpu_init(H, acc + (s0 - a0) * stride, (s1 - s0) * stride);
   for (int64_t i = 0; i < n; i++) {
     const int64_t s = J->idx[i];
     if ((uint64_t)(s - s0) >= span) continue;
     const int64_t lane = segops_cpu_one_lane(H, gen) ? (cnt[s]++, 0) : cnt[s]++ % SEGOPS_CPU_LANES;
-    if (H.visit) H.visit(J, i, acc + s * stride + lane * k, w);
+    if (H.visit) H.visit(J, i, acc + (s - a0) * stride + lane * k, w);
   }
   if (!H.finish || !J->plan.reduce) return;
   for (int64_t s = s0; s < s1; s++) {
     double sv_s[SEGOPS_CPU_MAX_SEGVAL] = {0}, *sv = segops_cpu_sv(J, heap, sv_s);
     if (gen) { /* one set of accumulators, in place */
-      H.finish(J, s, cnt[s], acc + s * stride, sv, w);
-      for (int64_t v = 0; v < J->n_segval; v++) J->segval[s * J->n_segval + v] = sv[v];
+      H.finish(J, s, cnt[s], acc + (s - a0) * stride, sv, w);
+      if (J->n_segval) segops_cpu_keep_sv(J, H, s, sv);
       continue;
     }
     double sum[SEGOPS_CPU_MAX_ACC] = {0}, l[SEGOPS_CPU_LANES][SEGOPS_CPU_MAX_ACC];
     for (int q = 0; q < SEGOPS_CPU_LANES; q++) segops_cpu_init(H, l[q], SEGOPS_CPU_MAX_ACC);
     for (int q = 0; q < SEGOPS_CPU_LANES; q++)
-      for (int a = 0; a < k; a++) l[q][a] = acc[s * stride + q * k + a];
+      for (int a = 0; a < k; a++) l[q][a] = acc[(s - a0) * stride + q * k + a];
     segops_cpu_combine(H, l[0], l[1], l[2], l[3], sum);
     H.finish(J, s, cnt[s], sum, sv, w);
-    for (int64_t v = 0; v < J->n_segval; v++) J->segval[s * J->n_segval + v] = sv[v];
+    if (J->n_segval) segops_cpu_keep_sv(J, H, s, sv);
   }
 }
 

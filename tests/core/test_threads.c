@@ -2,13 +2,16 @@
  * for every function, dtype and width, on layouts big enough to take the parallel path
  * (sorted, unsorted, many empty segments, one segment holding most elements), and the same bits
  * for sorted idx whether it is declared sorted (the walk) or not (the reduction over all of idx). Also runs calls
- * from several threads at once on one backend (contention for its pool) and compares again. */
+ * from several threads at once on one backend (contention for its pool) and compares again. And an unsorted
+ * idx against the same elements sorted by segment, bit for bit, with and without the partition by segment
+ * (cpu_unsorted.c). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
+#include "cpu_internal.h"
 #include "errors.h"
 #include "test_util.h"
 
@@ -125,6 +128,85 @@ static void check_layout(const tu_layout *L, tu_rng *rng) {
     }
 }
 
+/* Rows of an element shape of call c: the element inputs and outputs a permutation moves. */
+static int64_t elem_row(const segops_call *c, segops_shape_kind k) {
+  return k == SEGOPS_SH_ELEM ? c->width : k == SEGOPS_SH_ELEM3 ? 3 : 0;
+}
+
+/* One function of layout L (unsorted) against the same elements in segment order (a stable sort:
+ * a segment keeps its elements' order), declared sorted, which the walk reduces: segment outputs
+ * bit for bit, element outputs bit for bit at the elements' new positions. Inputs are random
+ * doubles rounded to dt (tu_input), permuted in dt's bytes. */
+static void check_permuted_fn(const tu_layout *L, const int32_t *sidx, const int64_t *perm, segops_call u,
+                              tu_rng *rng) {
+  const segops_fn_desc *fn = u.fn;
+  const size_t ts = segops_dtype_size(u.dtype);
+  segops_call s = u;
+  s.idx = sidx;
+  s.idx_sorted = true;
+  tu_buf ins[SEGOPS_MAX_INPUTS] = {0}, pins[SEGOPS_MAX_INPUTS] = {0}, uo[SEGOPS_MAX_OUTPUTS], so[SEGOPS_MAX_OUTPUTS];
+  for (int k = 0; k < fn->n_in; k++) {
+    const int64_t count = segops_call_count(&u, fn->in[k].shape), r = elem_row(&u, fn->in[k].shape);
+    double *v = malloc((size_t)(count ? count : 1) * sizeof(double));
+    for (int64_t j = 0; j < count; j++) v[j] = tu_uniform(rng, -1, 1);
+    ins[k] = tu_input(u.dtype, v, count, 0);
+    pins[k] = tu_input(u.dtype, v, count, 0);
+    for (int64_t p = 0; r && p < L->n; p++) /* sorted position p holds element perm[p] */
+      memcpy((char *)pins[k].data + p * r * ts, (const char *)ins[k].data + perm[p] * r * ts, (size_t)r * ts);
+    u.in[k] = ins[k].data;
+    s.in[k] = pins[k].data;
+    free(v);
+  }
+  alloc_outs(&u, uo);
+  alloc_outs(&s, so);
+  char err[256];
+  TU_CHECK(backends[1]->run(backends[1]->ctx, 0, &u, err, sizeof err) == SEGOPS_OK, "unsorted run: %s", err);
+  TU_CHECK(backends[1]->run(backends[1]->ctx, 0, &s, err, sizeof err) == SEGOPS_OK, "sorted run: %s", err);
+  for (int o = 0; o < fn->n_out; o++) {
+    const int64_t r = elem_row(&u, fn->out[o].shape);
+    bool same = r ? true : memcmp(uo[o].data, so[o].data, uo[o].nbytes) == 0;
+    for (int64_t p = 0; r && p < L->n; p++)
+      same = same && !memcmp((char *)so[o].data + p * r * ts, (char *)uo[o].data + perm[p] * r * ts, (size_t)r * ts);
+    TU_CHECK(same, "[%s] %s/%s %s w=%lld: %s over the unsorted idx differs from the same elements sorted", L->name,
+             segops_op_name(fn->op), segops_pass_name(fn->pass), segops_dtype_name(u.dtype), (long long)u.width,
+             fn->out[o].name);
+    tu_buf_free(&uo[o]);
+    tu_buf_free(&so[o]);
+  }
+  for (int k = 0; k < fn->n_in; k++) tu_buf_free(&ins[k]), tu_buf_free(&pins[k]);
+}
+
+/* Every function, dtype and width of check_layout on unsorted layout L, against its elements
+ * sorted (check_permuted_fn): a segment's reduction order must not depend on where its elements
+ * are in idx. */
+static void check_permuted(const tu_layout *L, tu_rng *rng) {
+  int64_t *perm = malloc((size_t)L->n * sizeof *perm), *start = calloc((size_t)L->s + 1, sizeof *start);
+  int32_t *sidx = malloc((size_t)L->n * sizeof *sidx);
+  for (int64_t i = 0; i < L->n; i++) start[L->idx[i] + 1]++;
+  for (int64_t s = 0; s < L->s; s++) start[s + 1] += start[s];
+  for (int64_t i = 0; i < L->n; i++) perm[start[L->idx[i]]++] = i;
+  for (int64_t p = 0; p < L->n; p++) sidx[p] = L->idx[perm[p]];
+  for (int op = 0; op < SEGOPS_OP_COUNT; op++)
+    for (int pass = 0; pass < SEGOPS_PASS_COUNT; pass++)
+      for (int d = 0; d < 2; d++)
+        for (int wi = 0; wi < 4; wi++) {
+          const segops_fn_desc *fn = segops_fn((segops_op)op, (segops_pass)pass);
+          const int w = wi == 0 ? 1 : wi == 1 ? 3 : 16;
+          if ((fn->vec3_only && w != 3) || (wi == 3 && op != SEGOPS_OP_MUL)) continue;
+          const segops_call u = {.fn = fn,
+                                 .dtype = d ? SEGOPS_F64 : SEGOPS_F32,
+                                 .width = w,
+                                 .y_wide = wi == 3,
+                                 .n = L->n,
+                                 .s = L->s,
+                                 .idx = L->idx};
+          check_permuted_fn(L, sidx, perm, u, rng);
+        }
+  free(perm);
+  free(start);
+  free(sidx);
+}
+
 int main(void) {
   for (int b = 0; b < NB; b++) {
     backends[b] = segops_cpu_backend_new(THREADS[b]);
@@ -134,6 +216,16 @@ int main(void) {
   tu_rng rng = {2024};
   tu_layout L = tu_layout_random("N=60000 S=3000 unsorted", 60000, 3000, &rng);
   check_layout(&L, &rng);
+  check_permuted(&L, &rng);
+  /* The same through the partition by segment (cpu_unsorted.c), which the backend takes by
+   * itself only for larger S: every thread count, and against the sorted elements. */
+  segops_cpu_partition_always = true;
+  check_layout(&L, &rng);
+  check_permuted(&L, &rng);
+  segops_cpu_partition_always = false;
+  tu_layout_free(&L);
+  L = tu_layout_random("N=100000 S=40000 unsorted", 100000, 40000, &rng); /* the partition at widths 1, 3 */
+  check_permuted(&L, &rng);
   tu_layout_free(&L);
   int64_t *lens = calloc(40000, sizeof *lens);
   for (int64_t i = 0; i < 60000; i++) lens[tu_below(&rng, 40000) & ~(int64_t)3]++; /* 3 of 4 empty */
