@@ -30,21 +30,6 @@ SEGOPS_CPU_INLINE void FN(arg_visit4)(const segops_cpu_job *J, int64_t i, segops
   const segops_v4l lane = {0, 1, 2, 3}, live = lane < (segops_v4l){m, m, m, m};
   for (int c = 0; c < W13(w); c++) segops_cpu_pair_best4(&A[2 * c], &A[2 * c + 1], x[c], iv, live, is_max);
 }
-/* The visit and visit4 hooks of max and min for each pass: the arg visits on input xk of the pass. */
-#define ARG_VISITS(name, xk, is_max)                                                                        \
-  HOOK FN(name##_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int64_t w) { \
-    FN(arg_visit4)(J, i, A, m, xk, is_max, w);                                                              \
-  }                                                                                                         \
-  HOOK FN(name##_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int64_t w) {                 \
-    FN(arg_visit)(J, i, acc, xk, is_max, w);                                                                \
-  }
-ARG_VISITS(max_forward, 0, 1)
-ARG_VISITS(min_forward, 0, 0)
-ARG_VISITS(max_backward, 1, 1)
-ARG_VISITS(min_backward, 1, 0)
-ARG_VISITS(max_double_backward, 2, 1)
-ARG_VISITS(min_double_backward, 2, 0)
-#undef ARG_VISITS
 
 /* ---- The fast route of max and min (sorted idx; the hooks' fast, cpu_phases.h) ----
  * The segment in one pass per column with segops_cpu_best4: the best value and, for the backward
@@ -186,18 +171,26 @@ SEGOPS_CPU_INLINE int64_t FN(arg_fast)(const segops_cpu_job *J, const int64_t s,
   }
   return j;
 }
-#define ARG_FAST(name, xk, is_max)                                                                          \
-  SEGOPS_CPU_INLINE int64_t FN(name##_fast)(const segops_cpu_job *J, int64_t s, int64_t i, const int64_t w, \
-                                            double *heap) {                                                 \
-    return FN(arg_fast)(J, s, i, w, heap, xk, is_max);                                                      \
+/* The hooks of max and min for each pass, on input xk of the pass: the arg visits (the pairs: unsorted
+ * idx, and a segment holding a NaN) and the fast route (sorted idx). */
+#define ARG_HOOKS(name, xk, is_max)                                                                          \
+  HOOK FN(name##_visit4)(const segops_cpu_job *J, int64_t i, segops_v4d *A, const int m, const int64_t w) {  \
+    FN(arg_visit4)(J, i, A, m, xk, is_max, w);                                                               \
+  }                                                                                                          \
+  HOOK FN(name##_visit)(const segops_cpu_job *J, int64_t i, double *acc, const int64_t w) {                  \
+    FN(arg_visit)(J, i, acc, xk, is_max, w);                                                                 \
+  }                                                                                                          \
+  SEGOPS_CPU_INLINE int64_t FN(name##_fast)(const segops_cpu_job *J, int64_t s, int64_t i, const int64_t w,  \
+                                            double *heap) {                                                  \
+    return FN(arg_fast)(J, s, i, w, heap, xk, is_max);                                                       \
   }
-ARG_FAST(max_forward, 0, 1)
-ARG_FAST(min_forward, 0, 0)
-ARG_FAST(max_backward, 1, 1)
-ARG_FAST(min_backward, 1, 0)
-ARG_FAST(max_double_backward, 2, 1)
-ARG_FAST(min_double_backward, 2, 0)
-#undef ARG_FAST
+ARG_HOOKS(max_forward, 0, 1)
+ARG_HOOKS(min_forward, 0, 0)
+ARG_HOOKS(max_backward, 1, 1)
+ARG_HOOKS(min_backward, 1, 0)
+ARG_HOOKS(max_double_backward, 2, 1)
+ARG_HOOKS(min_double_backward, 2, 0)
+#undef ARG_HOOKS
 
 /* forward: out[s] = the arg element's value per column, 0 for an empty segment. */
 HOOK FN(arg_forward_finish)(const segops_cpu_job *J, int64_t s, int64_t cnt, const double *acc, double *sv,
