@@ -163,7 +163,7 @@ def test_local_gives_the_daemons_bits(server_url):
     """Every function, float32 and float64, scalar and vec3: Client("local") and the daemon (over
     its native channel and over HTTP) give the same bytes when the daemon's backend is the CPU's
     (bit-identical holds on one backend); with another backend the daemon's two transports give the
-    same bytes and local agrees within SPEC's tolerance."""
+    same bytes and local agrees within the tolerance proto/API.md states."""
     clients = [segops.Client("local"), segops.Client(server_url), segops.Client(server_url, transport="http")]
     same_backend = clients[1].info()["backend"] == "cpu"
     try:
