@@ -104,7 +104,17 @@ def test_slow_bodies_are_cut_and_healthz_answers(daemon):
     assert time.time() < stop, "no /healthz answer while 20 bodies trickled"
     for s in socks:
         s.close()
-    assert serving(d)
+    # The daemon counts this peer's connections (--max-connections-per-peer) until its event loop
+    # has seen each close: a request right after the closes may still meet the limit (503).
+    deadline = time.time() + 5
+    while True:
+        try:
+            assert serving(d)
+            break
+        except AssertionError:
+            if time.time() > deadline:
+                raise
+            time.sleep(0.1)
 
 
 def test_mid_upload_503_is_readable(daemon):
