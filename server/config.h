@@ -9,7 +9,7 @@
 #include "settings.h"
 
 #define SEGOPS_MAX_DEVICE_LIST 64
-/* Bounds on a configured bearer token, in bytes (config.c: set_token). */
+/* Bounds on a configured bearer token, in bytes (config_values.c: set_token). */
 #define SEGOPS_TOKEN_MIN 8
 #define SEGOPS_TOKEN_MAX 1024
 #define SEGOPS_MAX_LISTEN 8

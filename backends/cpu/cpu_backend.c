@@ -73,8 +73,7 @@ static void unsorted_free(unsorted_scratch *u) {
 static bool unsorted_alloc(segops_cpu_job *J, unsorted_scratch *u, int64_t ranges, bool acc) {
   const int64_t s = J->s > 0 ? J->s : 1;
   if (acc) {
-    const int64_t lanes = J->w == 1 || J->w == 3 ? SEGOPS_CPU_LANES : 1;
-    u->acc = J->n_acc ? malloc((size_t)(s * lanes * J->n_acc) * sizeof *u->acc) : NULL;
+    u->acc = J->n_acc ? malloc((size_t)(s * segops_cpu_acc_stride(J)) * sizeof *u->acc) : NULL;
     J->acc = u->acc;
     return !J->n_acc || u->acc;
   }

@@ -65,6 +65,12 @@ typedef struct {
   int64_t *cnt;          /* reduce -> elems: s counts */
 } segops_cpu_job;
 
+/* Accumulators per segment of the reduce task: SEGOPS_CPU_LANES sets of n_acc at width 1 and 3,
+ * one set at a general width (cpu_phases.h). */
+static inline int64_t segops_cpu_acc_stride(const segops_cpu_job *J) {
+  return (J->w == 1 || J->w == 3 ? SEGOPS_CPU_LANES : 1) * J->n_acc;
+}
+
 /* Unsorted idx, a function that reduces, with more segments than the reduce task keeps in cache:
  * the elements partitioned by bucket of segments (stably, into a copy of idx and the element
  * inputs), then reduce over each bucket (cpu_unsorted.c). J as for reduce (acc aside, J->cnt and

@@ -222,7 +222,7 @@ static char *alloc_arrays(const part *P, int64_t n, char **dst) {
  * segments). */
 static void bucket_task(void *arg, int64_t c) {
   const part *P = arg;
-  const int64_t stride = P->J.w == 1 || P->J.w == 3 ? SEGOPS_CPU_LANES * P->J.n_acc : P->J.n_acc;
+  const int64_t stride = segops_cpu_acc_stride(&P->J);
   double *acc = malloc((size_t)((stride << P->lb) + 1) * sizeof *acc);
   if (!acc) {
     __atomic_store_n(P->J.failed, 1, __ATOMIC_RELAXED);
@@ -266,7 +266,7 @@ static bool plan_part(part *P, const segops_fn_desc *fn, size_t tsize) {
     P->src[P->m] = J->in[k], P->rb[P->m] = w * (int64_t)tsize, P->in_of[P->m++] = k;
   }
   if (orig) P->src[P->m] = NULL, P->rb[P->m] = 4, P->in_of[P->m++] = -1;
-  const int64_t stride = J->w == 1 || J->w == 3 ? SEGOPS_CPU_LANES * J->n_acc : J->n_acc;
+  const int64_t stride = segops_cpu_acc_stride(J);
   const int64_t per_seg = (stride + 1) * (int64_t)sizeof(double); /* accumulators and a count */
   P->lb = 0;
   while (P->lb < 30 && ((per_seg << (P->lb + 1)) <= ACC_BYTES || (J->s - 1) >> P->lb >= MAX_BUCKETS)) P->lb++;
