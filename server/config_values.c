@@ -14,6 +14,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "peer.h"
 
 /* A port number: decimal digits only, 0 to 65535. */
 static int parse_port(const char *s, int *out) {
@@ -24,15 +25,6 @@ static int parse_port(const char *s, int *out) {
   return 0;
 }
 
-static bool addr_is_loopback(const struct sockaddr *sa) {
-  if (sa->sa_family == AF_INET) return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
-  if (sa->sa_family == AF_INET6) {
-    const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-    return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
-  }
-  return false;
-}
-
 /* True when only this host can reach a TCP listen address: a name or address all of whose
  * addresses are loopback (127.0.0.0/8, ::1). 0.0.0.0, :: and unresolvable names are not. */
 bool segops_cfg_listen_is_loopback(const char *host) {
@@ -41,7 +33,7 @@ bool segops_cfg_listen_is_loopback(const char *host) {
   hints.ai_socktype = SOCK_STREAM;
   if (getaddrinfo(host, NULL, &hints, &ai) != 0 || !ai) return false;
   bool all = true;
-  for (const struct addrinfo *p = ai; p; p = p->ai_next) all = all && addr_is_loopback(p->ai_addr);
+  for (const struct addrinfo *p = ai; p; p = p->ai_next) all = all && segops_addr_is_loopback(p->ai_addr);
   freeaddrinfo(ai);
   return all;
 }

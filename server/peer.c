@@ -31,7 +31,7 @@ uid_t segops_peer_overflow_uid(void) {
   return g_overflow;
 }
 
-static bool is_loopback(const struct sockaddr *sa) {
+bool segops_addr_is_loopback(const struct sockaddr *sa) {
   if (sa->sa_family == AF_INET) return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
   if (sa->sa_family == AF_INET6) {
     const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
@@ -143,7 +143,7 @@ void segops_peer_identify(int fd, segops_peer *p) {
   socklen_t pl = sizeof p->addr;
   if (getpeername(fd, (struct sockaddr *)&p->addr, &pl) != 0) return;
   p->addr_len = pl;
-  if (!is_loopback((struct sockaddr *)&p->addr)) {
+  if (!segops_addr_is_loopback((struct sockaddr *)&p->addr)) {
     p->kind = SEGOPS_PEER_REMOTE;
     return;
   }

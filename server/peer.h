@@ -42,6 +42,9 @@ int segops_peer_tcp_uid(const struct sockaddr *client, const struct sockaddr *se
  * from another user namespace that has no mapping in ours reads as. Never a known peer. */
 uid_t segops_peer_overflow_uid(void);
 
+/* True for a loopback address (127/8, ::1, or ::ffff:127.x.y.z): config_values.c, for --listen. */
+bool segops_addr_is_loopback(const struct sockaddr *sa);
+
 /* True for a peer on this host: a unix socket or loopback TCP. */
 bool segops_peer_same_host(const segops_peer *p);
 
